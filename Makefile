@@ -1,0 +1,49 @@
+# binlake: `make demo` and `make test` bootstrap a fresh Debian machine (Python 3.11, Java 17, root).
+SHELL := /bin/bash
+.SHELLFLAGS := -eo pipefail -c
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-dev
+APT_PACKAGES := etcd-server etcd-client mariadb-server mariadb-client
+PYTEST_ARGS ?=
+
+export SPARK_LOCAL_IP := 127.0.0.1
+export GX_ANALYTICS_ENABLED := false
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: demo test deps system-deps proto bench clean
+
+# Python environment: pinned by pyproject.toml, transitively frozen by constraints.txt.
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev]' 2>&1 | { grep -v '^WARNING: Location' || true; }
+	$(BIN)/python -c "import grpc, plyvel, pyarrow, schemas.pump_pb2"
+	touch $@
+
+deps: $(STAMP)
+
+# Debian packages the integration tests run (etcd now, MariaDB for the MySQL sink), only when missing.
+system-deps:
+	@if ! command -v etcd >/dev/null || ! command -v mariadbd >/dev/null; then \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+			--no-install-recommends $(APT_PACKAGES); \
+	fi
+
+# Regenerate schemas/*_pb2*.py from the .proto files (tests/test_schemas.py checks they are current).
+proto: deps
+	$(BIN)/python -m schemas.generate
+
+# The whole suite; servers (etcd, pumps, TSO) are started and stopped by the tests themselves.
+test: deps system-deps
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+demo: deps
+	$(BIN)/binlake demo --dir demo
+
+bench: deps
+	$(BIN)/python bench/pump_write.py
+	$(BIN)/python bench/pump_scan.py
+
+clean:
+	rm -rf $(VENV) demo .pytest_cache

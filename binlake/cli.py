@@ -1,0 +1,153 @@
+"""The ``binlake`` command: ``pump``, ``ctl`` and ``upstream`` subcommands."""
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from typing import Any, Sequence
+
+from ingest.ctl import COMMANDS
+from ingest.errors import IngestError
+
+log = logging.getLogger("binlake")
+
+
+
+def _setup_logging(level: str = "info", log_file: str = "") -> None:
+    handlers: list[logging.Handler] = [logging.FileHandler(log_file) if log_file else logging.StreamHandler()]
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), handlers=handlers, force=True,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def _pump_parser(sub: Any) -> None:
+    p = sub.add_parser("pump", help="run a Pump daemon",
+                       description="Run a Pump: stores the binlogs TiDB sends and serves them to drainers.")
+    p.add_argument("--config", help="pump.toml (TiDB Binlog key names)")
+    flags = [("--addr", "addr", "gRPC listen address host:port"),
+             ("--advertise-addr", "advertise-addr", "address registered for clients"),
+             ("--status-addr", "status-addr", "HTTP status API address host:port"),
+             ("--data-dir", "data-dir", "data directory"),
+             ("--pd-urls", "pd-urls", "PD (TSO) URLs, comma separated"),
+             ("--registry", "registry", "file://PATH (default file://registry.json) or etcd://HOST:PORT"),
+             ("--node-id", "node-id", "node id (default hostname:port, kept in DATA_DIR/.node)"),
+             ("--gc", "gc", "retention: days, or a duration like 12h"),
+             ("--upstream-status-url", "upstream-status-url", "TiDB status API URL for lost commits"),
+             ("--log-level", "log-level", "debug, info, warning, error"),
+             ("--log-file", "log-file", "log to this file instead of stderr")]
+    for flag, key, text in flags:
+        p.add_argument(flag, dest=key, help=text)
+    p.add_argument("--cluster-id", dest="cluster-id", type=int, help="cluster id (default: from PD)")
+    p.add_argument("--gen-binlog-interval", dest="gen-binlog-interval", type=float,
+                   help="seconds between fake binlogs when idle (default 3)")
+    p.add_argument("--heartbeat-interval", dest="heartbeat-interval", type=float,
+                   help="seconds between registry heartbeats (default 2)")
+    p.add_argument("--sync-log", dest="storage.sync-log", type=_parse_bool,
+                   help="fdatasync every write batch (default true)")
+    p.set_defaults(run=_run_pump)
+
+
+def _parse_bool(text: str) -> bool:
+    if text.lower() in ("true", "1", "yes"):
+        return True
+    if text.lower() in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def _run_pump(args: argparse.Namespace) -> int:
+    from binlake.config import load_pump_options
+    from ingest.pump.pump import Pump
+
+    overrides = {k: v for k, v in vars(args).items() if k not in ("config", "run", "command")}
+    options = load_pump_options(args.config, overrides)
+    _setup_logging(options.log_level, options.log_file)
+    pump = Pump(options)
+    pump.start()
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        log.info("signal %d: pausing pump", signum)
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+        signal.signal(sig, on_signal)
+    while not pump.wait(0.2):
+        if stop.is_set():
+            pump.pause()
+    return 0
+
+
+def _ctl_parser(sub: Any) -> None:
+    p = sub.add_parser("ctl", help="binlogctl: list and change pumps and drainers",
+                       description="binlogctl's commands against the registry and the nodes' HTTP APIs.")
+    p.add_argument("cmd", choices=list(COMMANDS))
+    p.add_argument("--registry", default=None,
+                   help="registry URI (default file://registry.json); --pd-urls implies etcd://")
+    p.add_argument("--pd-urls", default=None, help="PD URLs: use PD's etcd as the registry (as binlogctl)")
+    p.add_argument("--node-id", default="", help="node to change")
+    p.add_argument("--state", default="", help="state for update-pump/update-drainer")
+    p.add_argument("--show-offline-nodes", action="store_true", help="list offline nodes too")
+    p.set_defaults(run=_run_ctl)
+
+
+def _run_ctl(args: argparse.Namespace) -> int:
+    from ingest import ctl
+    from ingest.registry import load_registry
+
+    uri = args.registry or args.pd_urls or "file://registry.json"
+    registry = load_registry(uri)
+    try:
+        print(ctl.run_command(registry, args.cmd, node_id=args.node_id, state=args.state,
+                              show_offline=args.show_offline_nodes))
+        return 0
+    finally:
+        registry.close()
+
+
+def _upstream_parser(sub: Any) -> None:
+    p = sub.add_parser("upstream", help="the TiDB stand-in (for now: its PD-compatible TSO)",
+                       description="Serve a PD-compatible timestamp oracle (/pdpb.PD/Tso).")
+    p.add_argument("--tso-addr", default="127.0.0.1:2379", help="TSO listen address (default 127.0.0.1:2379)")
+    p.add_argument("--cluster-id", type=int, default=6_000_000_000_000_000_001,
+                   help="cluster id in every response header")
+    p.set_defaults(run=_run_upstream)
+
+
+def _run_upstream(args: argparse.Namespace) -> int:
+    from upstream.tso import serve_tso
+
+    _setup_logging()
+    server, port = serve_tso(args.tso_addr, args.cluster_id)
+    log.info("PD-compatible TSO on port %d (cluster id %d)", port, args.cluster_id)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda signum, frame: stop.set())
+    stop.wait()
+    server.stop(grace=1).wait()
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(prog="binlake", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    _pump_parser(sub)
+    _ctl_parser(sub)
+    _upstream_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``binlake`` console script; exit status 1 with one clear line on errors."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except IngestError as exc:
+        print(f"binlake {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

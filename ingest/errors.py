@@ -1,0 +1,58 @@
+"""Named errors of the ingest stage."""
+from __future__ import annotations
+
+
+class IngestError(Exception):
+    """Base class of every error raised by ``ingest``."""
+
+
+class ConfigError(IngestError):
+    """A configuration value is missing, malformed or out of range."""
+
+
+class ClusterIDMismatch(IngestError):
+    """A request carries another cluster's id."""
+
+
+class MalformedBinlog(IngestError):
+    """A payload does not decode as a ``binlog.Binlog``."""
+
+
+class NotOnline(IngestError):
+    """A prewrite arrived while the pump is not online."""
+
+
+class DiskFull(IngestError):
+    """Free disk space is below ``stop-write-at-available-space``."""
+
+
+class StorageLocked(IngestError):
+    """Another process holds the data directory's lock."""
+
+
+class StorageClosed(IngestError):
+    """The storage was closed while a request was waiting."""
+
+
+class CorruptRecord(IngestError):
+    """A value-log record failed its magic or CRC32C check."""
+
+
+class WatermarkExceeded(IngestError):
+    """A scan asked for timestamps above the pump's watermark."""
+
+
+class RegistryError(IngestError):
+    """The registry could not be read or written."""
+
+
+class NodeNotFound(RegistryError):
+    """No node with that id is registered."""
+
+
+class TSOError(IngestError):
+    """The PD timestamp oracle could not be reached or answered an error."""
+
+
+class CtlError(IngestError):
+    """A ``binlake ctl`` command failed: a node refused or could not be reached, or bad arguments."""

@@ -1,0 +1,157 @@
+"""The pump's HTTP status API (TiDB Binlog's routes) on its own address."""
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
+
+from google.protobuf.message import DecodeError
+
+from ingest import binlog as bl
+from ingest.errors import IngestError, TSOError
+from ingest.registry.base import DRAINER, PUMP
+from schemas import binlog_pb2
+
+if TYPE_CHECKING:
+    from ingest.pump.pump import Pump
+
+log = logging.getLogger(__name__)
+
+_STATE_ROUTE = re.compile(r"^/state/(?P<node>[^/]+)/(?P<action>[^/]+)$")
+_DEBUG_BINLOG_ROUTE = re.compile(r"^/debug/binlog/(?P<ts>-?\d+)$")
+
+
+class StatusServer:
+    """Serves ``/status``, ``/state/{id}/{pause|close}``, ``/drainers``, ``/debug/…`` and ``/metrics``."""
+
+    def __init__(self, pump: "Pump", addr: str) -> None:
+        host, _, port = addr.rpartition(":")
+        handler = type("Handler", (_Handler,), {"pump": pump})
+        self.httpd = ThreadingHTTPServer((host or "127.0.0.1", int(port)), handler)
+        self.httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self.httpd.serve_forever, name="pump-http", daemon=True)
+
+    def start(self) -> None:
+        """Start serving in a background thread."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop serving and close the socket."""
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    pump: "Pump"
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        log.debug("http %s", format % args)
+
+    def _send(self, status: int, body: bytes, content_type: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _json(self, obj: Any, status: int = 200) -> None:
+        self._send(status, json.dumps(obj, indent=1).encode(), "application/json")
+
+    def _text(self, text: str, status: int = 200) -> None:
+        self._send(status, text.encode(), "text/plain; charset=utf-8")
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+        path = self.path.split("?", 1)[0]
+        if path == "/status":
+            self._status()
+        elif path == "/drainers":
+            self._json([json.loads(d.to_json()) for d in self.pump.registry.list_nodes(DRAINER)])
+        elif path == "/metrics":
+            self._send(200, self.pump.metrics.render(), "text/plain; version=0.0.4; charset=utf-8")
+        elif m := _DEBUG_BINLOG_ROUTE.match(path):
+            self._debug_binlog(int(m["ts"]))
+        else:
+            self._text("404 page not found\n", 404)
+
+    def do_PUT(self) -> None:  # noqa: N802
+        m = _STATE_ROUTE.match(self.path)
+        if not m:
+            self._text("404 page not found\n", 404)
+            return
+        node, action = m["node"], m["action"]
+        pump = self.pump
+        if node != pump.node_id:
+            self._json({"message": f"invalid nodeID {node}, this pump is {pump.node_id}", "code": 3,
+                        "data": None}, 400)
+            return
+        if action not in ("pause", "close"):
+            self._json({"message": f"invalid action {action}, expected pause or close", "code": 3,
+                        "data": None}, 400)
+            return
+        if pump.state != "online" or pump.stopping:
+            self._json({"message": f"pump {node} is {pump.state}, state can only change when online",
+                        "code": 3, "data": None}, 400)
+            return
+        stop = pump.pause if action == "pause" else pump.offline
+        threading.Thread(target=_run_logged, args=(stop,), name=f"pump-{action}", daemon=True).start()
+        self._json({"message": f"apply state {action} success", "code": 200, "data": None})
+
+    def do_POST(self) -> None:  # noqa: N802
+        if self.path == "/debug/gc/trigger":
+            self._text("trigger gc success" if self.pump.trigger_gc() else "gc is working")
+        else:
+            self._text("404 page not found\n", 404)
+
+    def _status(self) -> None:
+        pump = self.pump
+        nodes = {n.node_id: json.loads(n.to_json()) for n in pump.registry.list_nodes(PUMP)}
+        nodes[pump.node_id] = json.loads(pump.node.status().to_json())
+        try:
+            commit_ts = pump.tso.get_ts()
+            err = ""
+        except TSOError as exc:
+            commit_ts, err = 0, str(exc)
+        s = pump.storage
+        self._json({"status": nodes, "CommitTS": commit_ts, "Checkpoint": {"suffix": 0, "offset": 0},
+                    "ErrMsg": err,
+                    "binlake": {"max_commit_ts": s.max_commit_ts, "gc_ts": s.gc_ts,
+                                "oldest_unresolved_ts": s.oldest_unresolved(), "state": pump.state,
+                                "cluster_id": pump.cluster_id}})
+
+    def _debug_binlog(self, ts: int) -> None:
+        found = self.pump.storage.get(ts)
+        if found is None:
+            self._text(f"no binlog is stored at ts {ts}\n", 404)
+            return
+        entry, payload = found
+        b = bl.parse(payload)
+        lines = [f"key ts: {ts}", f"pointer: fid={entry.pointer.fid} offset={entry.pointer.offset}",
+                 f"payload bytes: {len(payload)}", str(b).strip()]
+        if b.prewrite_value:
+            pv = binlog_pb2.PrewriteValue()
+            try:
+                pv.ParseFromString(b.prewrite_value)
+                lines.append(f"prewrite value: schema_version={pv.schema_version}")
+                for m in pv.mutations:
+                    lines.append(f"  table {m.table_id}: {len(m.inserted_rows)} inserted, "
+                                 f"{len(m.updated_rows)} updated, {len(m.deleted_rows)} deleted rows")
+            except DecodeError as exc:
+                lines.append(f"prewrite value does not decode: {exc}")
+        if b.prewrite_key and self.pump.resolver.status_url:
+            decision = self.pump.resolver.query(b.prewrite_key, b.start_ts)
+            lines.append(f"upstream MVCC of the primary key: {decision.fate.value} {decision.commit_ts or ''}")
+        self._text("\n".join(lines) + "\n")
+
+
+def _run_logged(fn: Any) -> None:
+    try:
+        fn()
+    except IngestError as exc:
+        log.error("state change failed: %s", exc)
+    except Exception:  # noqa: BLE001
+        log.exception("state change failed")
+

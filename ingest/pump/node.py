@@ -1,0 +1,100 @@
+"""A pump's presence in the registry: node id, state, heartbeat, and notifying drainers."""
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+import grpc
+
+from ingest.errors import IngestError
+from ingest.registry.base import DRAINER, OFFLINE, ONLINE, PUMP, STATUS_ADDR_LABEL, NodeStatus, Registry
+from schemas import cistern_pb2, cistern_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+NOTIFY_TIMEOUT = 10.0
+
+
+def resolve_node_id(data_dir: Path, configured: str, addr: str) -> str:
+    """TiDB's rule: the ``.node`` file wins, else the configured id, else ``hostname:port``; persisted."""
+    node_file = data_dir / ".node"
+    if node_file.exists():
+        existing = node_file.read_text().strip()
+        if existing:
+            if configured and configured != existing:
+                log.warning("node-id %r ignored: data dir %s belongs to node %r", configured, data_dir, existing)
+            return existing
+    node_id = configured or f"{socket.gethostname()}:{addr.rsplit(':', 1)[-1]}"
+    node_file.write_text(node_id)
+    node_file.chmod(0o600)
+    return node_id
+
+
+class NotifyError(IngestError):
+    """An online drainer could not be notified."""
+
+
+class Node:
+    """Writes this pump's Status JSON to the registry and keeps it fresh."""
+
+    def __init__(self, registry: Registry, node_id: str, host: str, status_addr: str,
+                 max_commit_ts: Callable[[], int], update_ts: Callable[[], int]) -> None:
+        self.registry = registry
+        self.node_id = node_id
+        self.host = host
+        self.status_addr = status_addr
+        self._max_commit_ts = max_commit_ts
+        self._update_ts = update_ts
+        previous = registry.get_node(PUMP, node_id)
+        self.previous_state = previous.state if previous is not None else OFFLINE
+        self.state = self.previous_state
+        self._lock = threading.Lock()
+
+    def status(self) -> NodeStatus:
+        """The Status this pump publishes now."""
+        return NodeStatus(node_id=self.node_id, host=self.host, state=self.state, is_alive=True,
+                          labels={STATUS_ADDR_LABEL: self.status_addr},
+                          max_commit_ts=self._max_commit_ts(), update_ts=self._update_ts())
+
+    def set_state(self, state: str) -> None:
+        """Change the state and write it to the registry at once."""
+        with self._lock:
+            self.state = state
+            self.registry.put_node(PUMP, self.status())
+        log.info("pump %s is %s", self.node_id, state)
+
+    def heartbeat(self) -> None:
+        """Rewrite the Status with the current watermark."""
+        with self._lock:
+            self.registry.put_node(PUMP, self.status())
+
+    def notify_drainers(self, timeout: float = NOTIFY_TIMEOUT) -> None:
+        """Call ``/binlog.Cistern/Notify`` on every online drainer; raise ``NotifyError`` if one fails."""
+        deadline = time.monotonic() + timeout
+        for drainer in self.registry.list_nodes(DRAINER):
+            if drainer.state != ONLINE:
+                continue
+            last: Exception | None = None
+            delay = 1.0
+            for _ in range(3):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                try:
+                    with grpc.insecure_channel(drainer.host) as channel:
+                        cistern_pb2_grpc.CisternStub(channel).Notify(cistern_pb2.NotifyReq(),
+                                                                      timeout=min(remaining, 3.0))
+                    last = None
+                    break
+                except grpc.RpcError as exc:
+                    last = exc
+                    time.sleep(min(delay, max(deadline - time.monotonic(), 0)))
+                    delay *= 2
+            if last is not None:
+                raise NotifyError(f"fail to notify all living drainer: drainer {drainer.node_id} at "
+                                  f"{drainer.host}: {getattr(last, 'details', lambda: last)()}")
+            log.info("notified drainer %s at %s", drainer.node_id, drainer.host)

@@ -1,0 +1,149 @@
+"""Deciding the fate of a prewrite whose commit binlog never came, by asking the upstream.
+
+TiDB's Pump asks TiKV for the MVCC records of the transaction's primary key; binlake asks TiDB's
+status API, ``GET {upstream}/mvcc/hex/{hex(prewrite_key)}`` (reference: tidb-http-api.md §1.6).
+"""
+from __future__ import annotations
+
+import enum
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import requests
+
+from ingest.tso import physical_ms
+
+log = logging.getLogger(__name__)
+
+
+class Fate(enum.Enum):
+    """What the upstream says about a transaction."""
+
+    COMMITTED = "committed"
+    ROLLED_BACK = "rolled_back"
+    LOCKED = "locked"      # still prewritten: undecided
+    UNKNOWN = "unknown"    # no record of it (not yet prewritten, or already GC'd), or no answer
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A fate and, for COMMITTED, the commit ts."""
+
+    fate: Fate
+    commit_ts: int = 0
+
+
+ROLLBACK_OP = 3
+PESSIMISTIC_LOCK_OP = 5
+
+
+def decide(answer: dict[str, Any], start_ts: int) -> Decision:
+    """Read TiDB's MVCC-by-key JSON answer for the primary key of the transaction ``start_ts``."""
+    value = answer.get("value") or {}
+    if value.get("error") or value.get("region_error") or "info" not in value:
+        return Decision(Fate.UNKNOWN)
+    info = value.get("info") or {}
+    writes = info.get("writes") or []
+    for w in writes:
+        if int(w.get("start_ts", 0)) == start_ts:
+            if int(w.get("type", 0)) == ROLLBACK_OP:
+                return Decision(Fate.ROLLED_BACK)
+            commit_ts = int(w.get("commit_ts", 0))
+            if commit_ts <= start_ts:
+                log.error("MVCC write of txn %d has commit_ts %d <= start_ts; ignored", start_ts, commit_ts)
+                return Decision(Fate.UNKNOWN)
+            return Decision(Fate.COMMITTED, commit_ts)
+    for w in writes:
+        if int(w.get("commit_ts", 0)) == start_ts and w.get("has_overlapped_rollback") \
+                and int(w.get("start_ts", 0)) != start_ts:
+            return Decision(Fate.ROLLED_BACK)
+    lock = info.get("lock")
+    if lock and int(lock.get("start_ts", 0)) == start_ts:
+        return Decision(Fate.LOCKED)
+    return Decision(Fate.UNKNOWN)
+
+
+class UpstreamResolver:
+    """Called by the sorter for a prewrite stuck at the head of the queue; True means it is resolved.
+
+    COMMITTED → a commit binlog is written through the normal path (``write_commit``);
+    ROLLED_BACK → the prewrite is dropped; otherwise keep waiting. After ``max_txn_timeout`` seconds
+    (measured on PD timestamps) a DML prewrite that the upstream has no record or lock of is dropped
+    as rolled back (TiDB's lock resolver would roll it back); a live lock keeps it waiting.
+    """
+
+    def __init__(self, status_url: str, read_prewrite: Callable[[int], Any],
+                 write_commit: Callable[[Any, int], None], latest_ts: Callable[[], int],
+                 max_txn_timeout: float, on_query: Callable[[], None] = lambda: None,
+                 on_result: Callable[[str], None] = lambda result: None, timeout: float = 3.0) -> None:
+        self.status_url = status_url.rstrip("/")
+        self._read_prewrite = read_prewrite
+        self._write_commit = write_commit
+        self._latest_ts = latest_ts
+        self._max_txn_timeout = max_txn_timeout
+        self._on_query = on_query
+        self._on_result = on_result
+        self._timeout = timeout
+        self._session = requests.Session()
+        self._last_warning = 0.0
+
+    def query(self, prewrite_key: bytes, start_ts: int) -> Decision:
+        """Ask the upstream about the transaction; UNKNOWN on any failure."""
+        if not self.status_url:
+            return Decision(Fate.UNKNOWN)
+        url = f"{self.status_url}/mvcc/hex/{prewrite_key.hex()}"
+        self._on_query()
+        try:
+            resp = self._session.get(url, timeout=self._timeout)
+        except requests.RequestException as exc:
+            log.warning("MVCC query %s failed: %s", url, exc)
+            return Decision(Fate.UNKNOWN)
+        if resp.status_code != 200:
+            log.warning("MVCC query %s answered HTTP %d: %s", url, resp.status_code, resp.text[:200])
+            return Decision(Fate.UNKNOWN)
+        try:
+            return decide(resp.json(), start_ts)
+        except (ValueError, TypeError, AttributeError) as exc:
+            log.warning("MVCC answer of %s is not the expected JSON: %s", url, exc)
+            return Decision(Fate.UNKNOWN)
+
+    def __call__(self, entry: Any) -> bool:
+        """Resolve the prewrite of ``entry`` (an index Entry); True when it no longer blocks."""
+        binlog = self._read_prewrite(entry.start_ts)
+        if binlog is None:
+            log.warning("prewrite %d is not readable; dropping it from the sorter", entry.start_ts)
+            return True
+        if not self.status_url:
+            self._warn(f"prewrite start_ts={entry.start_ts} has no commit yet and no "
+                       f"upstream-status-url is configured to ask about it; waiting")
+            return False
+        decision = self.query(binlog.prewrite_key, entry.start_ts)
+        if decision.fate is Fate.COMMITTED:
+            log.info("txn %d committed upstream at %d: writing its lost commit binlog",
+                     entry.start_ts, decision.commit_ts)
+            self._write_commit(binlog, decision.commit_ts)
+            self._on_result("committed")
+            return True
+        if decision.fate is Fate.ROLLED_BACK:
+            log.info("txn %d rolled back upstream: dropping its prewrite", entry.start_ts)
+            self._on_result("rolled_back")
+            return True
+        waited = (physical_ms(self._latest_ts()) - physical_ms(entry.start_ts)) / 1000.0
+        if waited < self._max_txn_timeout:
+            return False
+        if decision.fate is Fate.UNKNOWN and binlog.ddl_job_id == 0:
+            log.warning("txn %d undecided for %.0fs with no record upstream: treating it as rolled back",
+                        entry.start_ts, waited)
+            self._on_result("timeout_dropped")
+            return True
+        self._warn(f"txn {entry.start_ts} still undecided upstream after {waited:.0f}s "
+                   f"({decision.fate.value}); the watermark waits for it")
+        return False
+
+    def _warn(self, message: str) -> None:
+        now = time.monotonic()
+        if now - self._last_warning > 60:
+            self._last_warning = now
+            log.warning(message)

@@ -1,0 +1,122 @@
+"""Pairing of prewrites and commits in arrival order, and the ``max_commit_ts`` watermark.
+
+TiDB Binlog's rule (``pump/storage/sorter.go``): items are taken in arrival order; a commit passes
+only when every earlier prewrite on this pump is resolved (its commit or rollback arrived, or the
+resolver decided it). So no commit with a ts at or below the watermark can appear later here.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from typing import Callable
+
+from ingest.pump.storage.index import PREWRITE, Entry
+
+log = logging.getLogger(__name__)
+
+RESOLVE_AFTER = 1.0  # seconds a prewrite waits at the head before the resolver is asked
+
+
+class Sorter:
+    """Consumes index entries in arrival order and emits commit timestamps as they become safe.
+
+    ``emit(entry)`` is called from the sorter thread for every commit-like entry whose commit_ts
+    is above the last emitted one. ``resolve(entry) -> bool`` is called (at most once a second) for
+    a prewrite that has waited more than ``RESOLVE_AFTER`` seconds at the head; True drops it.
+    """
+
+    def __init__(self, emit: Callable[[Entry], None], resolve: Callable[[Entry], bool],
+                 last_emitted: int = 0) -> None:
+        self._emit = emit
+        self._resolve = resolve
+        self._items: deque[Entry] = deque()
+        self._waiting: dict[int, int] = {}  # start_ts → prewrites still unresolved
+        self._cond = threading.Condition()
+        self._closed = False
+        self.last_emitted = last_emitted
+        self._thread = threading.Thread(target=self._run, name="pump-sorter", daemon=True)
+        self._thread.start()
+
+    def push(self, entries: list[Entry]) -> None:
+        """Append entries in arrival order."""
+        with self._cond:
+            for e in entries:
+                if e.tp == PREWRITE:
+                    self._waiting[e.start_ts] = self._waiting.get(e.start_ts, 0) + 1
+                else:
+                    self._waiting.pop(e.start_ts, None)
+                self._items.append(e)
+            self._cond.notify()
+
+    def oldest_unresolved(self) -> int:
+        """Start ts of the oldest unresolved prewrite, 0 when all are matched."""
+        with self._cond:
+            return min(self._waiting) if self._waiting else 0
+
+    def all_matched(self) -> bool:
+        """True when no prewrite is waiting for its commit or rollback."""
+        with self._cond:
+            return not self._waiting
+
+    def pending(self) -> int:
+        """Number of entries not yet consumed."""
+        with self._cond:
+            return len(self._items)
+
+    def _run(self) -> None:
+        head_since = 0.0
+        head_seen: Entry | None = None
+        while True:
+            with self._cond:
+                if not self._items and not self._closed:
+                    self._cond.wait(1.0)
+                if self._closed:
+                    return
+                if not self._items:
+                    continue
+                head = self._items[0]
+                blocked = head.tp == PREWRITE and head.start_ts in self._waiting
+                if not blocked:
+                    self._items.popleft()
+            if not blocked:
+                if head.is_commit_like and head.commit_ts > self.last_emitted:
+                    self.last_emitted = head.commit_ts
+                    self._emit(head)
+                continue
+            if head_seen is not head:
+                head_seen, head_since = head, time.monotonic()
+            if time.monotonic() - head_since > RESOLVE_AFTER and self._try_resolve(head):
+                self._drop_head(head)
+                head_seen = None
+                continue
+            with self._cond:
+                if self._items and self._items[0] is head and head.start_ts in self._waiting \
+                        and not self._closed:
+                    self._cond.wait(1.0)
+
+    def _drop_head(self, head: Entry) -> None:
+        """Remove a prewrite the resolver decided, and one unresolved count of its start_ts."""
+        with self._cond:
+            if self._items and self._items[0] is head:
+                self._items.popleft()
+            count = self._waiting.get(head.start_ts, 0)
+            if count <= 1:
+                self._waiting.pop(head.start_ts, None)
+            else:
+                self._waiting[head.start_ts] = count - 1
+
+    def _try_resolve(self, head: Entry) -> bool:
+        try:
+            return self._resolve(head)
+        except Exception:  # noqa: BLE001 - a failing resolver must not stop the watermark thread
+            log.exception("resolving prewrite start_ts=%d failed; will retry", head.start_ts)
+            return False
+
+    def close(self) -> None:
+        """Stop the sorter thread."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join(timeout=5)

@@ -1,0 +1,481 @@
+"""A pump's durable binlog store: value log + LevelDB index + sorter, behind one facade.
+
+Promises:
+- ``write`` returns only after the record is in the value log and fdatasync'd (group commit, one
+  sync per batch when ``sync_log``); an acknowledged record survives ``kill -9``.
+- Indexing runs behind the writer through a bounded queue; when it overflows, the indexer catches
+  up by re-reading the value log (TiDB's slow chaser), so memory stays bounded.
+- ``max_commit_ts`` only moves forward and is persisted before it is published.
+- A restart rescans from the last indexed/handled pointer; torn tails are cut, corrupt records
+  skipped and counted.
+"""
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from ingest import binlog as bl
+from ingest.errors import CorruptRecord, DiskFull, MalformedBinlog, StorageClosed, StorageLocked
+from ingest.pump.metrics import PumpMetrics
+from ingest.pump.storage.index import (GC_TS_KEY, HANDLE_POINTER_KEY, MAX_COMMIT_TS_KEY, PREWRITE, Entry, Index)
+from ingest.pump.storage.sorter import Sorter
+from ingest.pump.storage.vlog import DEFAULT_FILE_SIZE, ZERO, Pointer, ValueLog
+from ingest.tso import compose_ts
+
+log = logging.getLogger(__name__)
+
+GC_MARGIN_TS = compose_ts(600 * 1000, 0)  # TiDB keeps 600 s below the gc ts for late commits
+GROUP_CAP = 1 << 20
+GROUP_SMALL = 128 << 10
+INDEX_BATCH = 1024
+DISK_CHECK_INTERVAL = 3.0
+
+
+@dataclass
+class StorageOptions:
+    """Tunables of the store; defaults are TiDB Binlog's where it has one."""
+
+    sync_log: bool = True
+    file_size: int = DEFAULT_FILE_SIZE
+    index_queue_size: int = 65536
+    slow_write_threshold: float = 1.0
+    stop_write_at_available_space: int = 10 << 30
+
+
+class _WriteRequest:
+    __slots__ = ("payload", "entry", "done", "error")
+
+    def __init__(self, payload: bytes, entry: Entry) -> None:
+        self.payload = payload
+        self.entry = entry
+        self.done = threading.Event()
+        self.error: BaseException | None = None
+
+
+_STOP = object()
+
+
+class Storage:
+    """Opens (and locks) ``data_dir``; runs the writer, indexer and sorter threads until ``close``."""
+
+    def __init__(self, data_dir: Path, options: StorageOptions | None = None,
+                 resolver: Callable[[Entry], bool] | None = None,
+                 metrics: PumpMetrics | None = None) -> None:
+        self.dir = Path(data_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.options = options or StorageOptions()
+        self.metrics = metrics or PumpMetrics()
+        self._resolver = resolver or (lambda entry: False)
+        self._lock_fd = _lock_dir(self.dir)
+        self._closed = False
+        try:
+            self.index = Index(self.dir / "kv")
+        except Exception:
+            os.close(self._lock_fd)
+            raise
+        self.vlog = ValueLog(self.dir / "value", self.options.file_size, self.options.sync_log,
+                             ts_of=bl.max_ts, on_corrupt=self._count_corrupt)
+        self.gc_ts = self.index.get_u64(GC_TS_KEY)
+        self._max_commit_ts = self.index.get_u64(MAX_COMMIT_TS_KEY)
+        self._wm_cond = threading.Condition()
+        self._emitted: Entry | None = None
+        self._emit_event = threading.Event()
+        # Every record before the handle pointer (the last commit the sorter passed) is resolved;
+        # the head pointer (last indexed record) is never before it. Without one, start from zero.
+        start = self.index.get_pointer(HANDLE_POINTER_KEY) or ZERO
+        # Recovery is the slow chaser started from the restart point.
+        self._chase_lock = threading.Lock()
+        self._chasing = True
+        self._chase_from = start
+        self._committed_end = self.vlog.end()
+        self.disk_available = self._check_disk()
+        self._write_q: "queue.SimpleQueue[object]" = queue.SimpleQueue()
+        self._index_q: "queue.Queue[object]" = queue.Queue(maxsize=self.options.index_queue_size)
+        self.sorter = Sorter(self._on_emit, self._resolve, last_emitted=self._max_commit_ts)
+        self._threads = [threading.Thread(target=self._write_loop, name="pump-vlog-writer", daemon=True),
+                         threading.Thread(target=self._index_loop, name="pump-indexer", daemon=True),
+                         threading.Thread(target=self._watermark_loop, name="pump-watermark", daemon=True),
+                         threading.Thread(target=self._disk_loop, name="pump-disk", daemon=True)]
+        for t in self._threads:
+            t.start()
+        log.info("storage %s opened: max_commit_ts=%d gc_ts=%d recovering from %s",
+                 self.dir, self._max_commit_ts, self.gc_ts, start)
+
+    # ---- write path -------------------------------------------------------------------------
+
+    def write(self, payload: bytes, tp: int, start_ts: int, commit_ts: int) -> Pointer:
+        """Store one marshalled binlog durably and return its pointer.
+
+        Raises ``DiskFull`` (except for fake binlogs) when free space is below the threshold, and
+        ``StorageClosed`` after ``close``.
+        """
+        if self._closed:
+            raise StorageClosed("storage is closed")
+        fake = bl.is_fake(tp, start_ts, commit_ts)
+        if not fake and self.disk_available <= self.options.stop_write_at_available_space:
+            raise DiskFull(f"no available space: {self.disk_available} bytes free in {self.dir}, "
+                           f"below stop-write-at-available-space "
+                           f"{self.options.stop_write_at_available_space}")
+        entry = Entry(bl.key_ts(tp, start_ts, commit_ts), tp, start_ts, commit_ts, ZERO)
+        req = _WriteRequest(payload, entry)
+        self._write_q.put(req)
+        req.done.wait()
+        if req.error is not None:
+            raise req.error
+        return req.entry.pointer
+
+    def _write_loop(self) -> None:
+        pending: _WriteRequest | None = None
+        while True:
+            first = pending or self._write_q.get()
+            pending = None
+            if first is _STOP:
+                return
+            assert isinstance(first, _WriteRequest)
+            batch = [first]
+            size = len(first.payload)
+            cap = size + GROUP_SMALL if size <= GROUP_SMALL else GROUP_CAP
+            stop = False
+            while size < cap:
+                try:
+                    nxt = self._write_q.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is _STOP:
+                    stop = True
+                    break
+                assert isinstance(nxt, _WriteRequest)
+                batch.append(nxt)
+                size += len(nxt.payload)
+            self._write_batch(batch, size)
+            if stop:
+                return
+
+    def _write_batch(self, batch: list[_WriteRequest], size: int) -> None:
+        started = time.monotonic()
+        try:
+            max_ts = max(max(r.entry.start_ts, r.entry.commit_ts) for r in batch)
+            pointers = self.vlog.append_batch([r.payload for r in batch], max_ts)
+        except OSError as exc:
+            self.metrics.error_count.labels("write_binlog_batch").inc()
+            log.error("value log write of %d records failed: %s", len(batch), exc)
+            for r in batch:
+                r.error = exc
+                r.done.set()
+            return
+        elapsed = time.monotonic() - started
+        self.metrics.write_duration.labels("batch").observe(elapsed)
+        self.metrics.write_size.labels("batch").observe(size)
+        if elapsed > self.options.slow_write_threshold:
+            log.warning("slow value log write: %d records, %d bytes in %.3fs", len(batch), size, elapsed)
+        entries = []
+        for r, p in zip(batch, pointers):
+            e = r.entry
+            r.entry = Entry(e.key_ts, e.tp, e.start_ts, e.commit_ts, p)
+            entries.append(r.entry)
+        for r in batch:
+            r.done.set()
+        self._forward(entries)
+
+    def _forward(self, entries: list[Entry]) -> None:
+        """Hand written entries to the indexer, or switch to chasing them from disk when it lags."""
+        with self._chase_lock:
+            self._committed_end = self.vlog.end()
+            if self._chasing:
+                return
+            for e in entries:
+                try:
+                    self._index_q.put_nowait(e)
+                except queue.Full:
+                    self._chasing = True
+                    self._chase_from = e.pointer
+                    self.metrics.slow_chaser.labels("on").inc()
+                    log.warning("indexing lags %d entries behind; chasing from the value log at %s",
+                                self._index_q.qsize(), e.pointer)
+                    return
+
+    # ---- indexing ---------------------------------------------------------------------------
+
+    def _index_loop(self) -> None:
+        while True:
+            try:
+                first = self._index_q.get(timeout=0.05)
+            except queue.Empty:
+                first = None
+            if first is _STOP:
+                self._chase()  # whatever the writer left for the chaser
+                return
+            if first is not None:
+                batch: list[Entry] = [first]  # type: ignore[list-item]
+                stop = False
+                while len(batch) < INDEX_BATCH:
+                    try:
+                        nxt = self._index_q.get_nowait()
+                    except queue.Empty:
+                        break
+                    if nxt is _STOP:
+                        stop = True
+                        break
+                    batch.append(nxt)  # type: ignore[arg-type]
+                self._index(batch)
+                if stop:
+                    self._chase()
+                    return
+                continue
+            if self._chasing:
+                self._chase()
+
+    def _index(self, entries: list[Entry]) -> None:
+        if not entries:
+            return
+        while True:
+            try:
+                self.index.put_entries(entries, head=entries[-1].pointer)
+                break
+            except Exception as exc:  # noqa: BLE001 - TiDB retries KV writes forever (e.g. disk full)
+                self.metrics.error_count.labels("batch_write_kv").inc()
+                log.error("index write failed, retrying in 1s: %s", exc)
+                if self._closed:
+                    raise
+                time.sleep(1)
+        self.sorter.push(entries)
+
+    def _chase(self) -> None:
+        """Index everything between the chase pointer and the durable end, reading the value log."""
+        while True:
+            with self._chase_lock:
+                if not self._chasing:
+                    return
+                start, end = self._chase_from, self._committed_end
+            batch: list[Entry] = []
+            for ptr, payload in self.vlog.scan(start, end):
+                try:
+                    b = bl.parse(payload)
+                except MalformedBinlog as exc:
+                    log.warning("value log record at %s does not parse, skipped: %s", ptr, exc)
+                    self._count_corrupt(ptr.offset, len(payload))
+                    continue
+                if b.start_ts == 0 and b.commit_ts == 0:
+                    continue
+                batch.append(Entry(bl.key_ts(b.tp, b.start_ts, b.commit_ts), b.tp, b.start_ts,
+                                   b.commit_ts, ptr))
+                if len(batch) >= INDEX_BATCH:
+                    self._index(batch)
+                    batch = []
+            self._index(batch)
+            with self._chase_lock:
+                if self._committed_end == end:
+                    self._chasing = False
+                    if start != end:
+                        log.info("indexing caught up with the value log at %s", end)
+                    return
+                self._chase_from = end
+
+    def _count_corrupt(self, offset: int, skipped: int) -> None:
+        self.metrics.corrupt_records.inc()
+        self.metrics.corrupt_bytes.inc(skipped)
+
+    # ---- watermark --------------------------------------------------------------------------
+
+    def _on_emit(self, entry: Entry) -> None:
+        self._emitted = entry
+        self._emit_event.set()
+
+    def _resolve(self, entry: Entry) -> bool:
+        return self._resolver(entry)
+
+    def _watermark_loop(self) -> None:
+        while True:
+            self._emit_event.wait(1.0)
+            self._emit_event.clear()
+            self._publish()
+            if self._closed:
+                return
+
+    def _publish(self) -> None:
+        """Persist the latest emitted commit ts (with its pointer), then publish it."""
+        e = self._emitted
+        if e is None or e.commit_ts <= self._max_commit_ts:
+            return
+        self.index.put_watermark(e.commit_ts, e.pointer, sync=self.options.sync_log)
+        with self._wm_cond:
+            self._max_commit_ts = e.commit_ts
+            self._wm_cond.notify_all()
+        self.metrics.max_commit_ts.set(e.commit_ts >> 18)
+
+    @property
+    def max_commit_ts(self) -> int:
+        """The persisted watermark: no commit at or below it will be stored later."""
+        return self._max_commit_ts
+
+    def wait_watermark(self, above: int, timeout: float) -> int:
+        """Block until the watermark exceeds ``above`` or ``timeout`` passes; return the watermark."""
+        with self._wm_cond:
+            self._wm_cond.wait_for(lambda: self._max_commit_ts > above or self._closed, timeout)
+            return self._max_commit_ts
+
+    def oldest_unresolved(self) -> int:
+        """Start ts of the oldest prewrite still waiting for its commit (0 if none)."""
+        return self.sorter.oldest_unresolved()
+
+    def all_matched(self) -> bool:
+        """True when every prewrite stored so far is resolved and the sorter is idle."""
+        return self.sorter.all_matched() and self.sorter.pending() == 0
+
+    # ---- reads ------------------------------------------------------------------------------
+
+    def read(self, entry: Entry) -> bytes:
+        """Return the stored payload of an index entry."""
+        return self.vlog.read(entry.pointer)
+
+    def get(self, ts: int) -> tuple[Entry, bytes] | None:
+        """Return the record keyed by ``ts`` and its payload, or None."""
+        entry = self.index.get(ts)
+        if entry is None:
+            return None
+        return entry, self.read(entry)
+
+    def scan(self, from_ts: int, to_ts: int) -> Iterator[tuple[Entry, bytes]]:
+        """Yield every record whose key ts is in ``(from_ts, min(to_ts, watermark)]``, ascending.
+
+        ``to_ts <= 0`` means up to the watermark. Corrupt records are skipped and counted.
+        """
+        wm = self._max_commit_ts
+        to = wm if to_ts <= 0 else min(to_ts, wm)
+        for entry in self.index.range(max(from_ts, 0), to):
+            try:
+                yield entry, self.vlog.read(entry.pointer)
+            except CorruptRecord as exc:
+                self.metrics.error_count.labels("read_value").inc()
+                log.error("scan skipped a record: %s", exc)
+
+    def lookup_prewrites(self, start_ts: Iterable[int]) -> Iterator[tuple[Entry, bytes]]:
+        """Yield the stored prewrite of each given start ts that this pump holds."""
+        for ts in start_ts:
+            entry = self.index.get(ts)
+            if entry is not None and entry.tp == PREWRITE:
+                yield entry, self.vlog.read(entry.pointer)
+
+    def pull_commits(self, last: int, stopped: Callable[[], bool]) -> Iterator[tuple[Entry, bytes]]:
+        """Yield commit binlogs after commit ts ``last`` up to the watermark, forever until ``stopped``.
+
+        Each commit payload has its prewrite's ``prewrite_value``, ``ddl_query``, ``ddl_job_id`` and
+        ``ddl_schema_state`` copied in (gogoproto bytes); fake binlogs pass unchanged; a commit whose
+        prewrite is not on this pump is skipped with a warning (TiDB's behaviour).
+        """
+        if last < self.gc_ts:
+            log.error("pull from %d is below gc ts %d: binlogs may have been purged", last, self.gc_ts)
+            last = self.gc_ts
+        while not stopped() and not self._closed:
+            wm = self._max_commit_ts
+            for entry in self.index.range(last, wm):
+                if stopped():
+                    return
+                if entry.tp == PREWRITE:
+                    continue
+                if entry.is_fake:
+                    yield entry, self.vlog.read(entry.pointer)
+                elif entry.tp == bl.COMMIT:
+                    merged = self._merge_commit(entry)
+                    if merged is not None:
+                        yield entry, merged
+                last = entry.key_ts
+            last = max(last, wm)
+            self.wait_watermark(last, timeout=1.0)
+
+    def _merge_commit(self, entry: Entry) -> bytes | None:
+        pre = self.index.get(entry.start_ts)
+        if pre is None or pre.tp != PREWRITE:
+            log.warning("Matching P-binlog not found for commit start_ts=%d commit_ts=%d",
+                        entry.start_ts, entry.commit_ts)
+            return None
+        commit = bl.parse(self.vlog.read(entry.pointer))
+        prewrite = bl.parse(self.vlog.read(pre.pointer))
+        commit.prewrite_value = prewrite.prewrite_value
+        if prewrite.HasField("ddl_query"):
+            commit.ddl_query = prewrite.ddl_query
+        commit.ddl_job_id = prewrite.ddl_job_id
+        commit.ddl_schema_state = prewrite.ddl_schema_state
+        return bl.marshal_gogo(commit)
+
+    # ---- GC and disk ------------------------------------------------------------------------
+
+    def gc(self, gc_ts: int) -> bool:
+        """Purge records older than ``gc_ts`` minus TiDB's 600 s margin; False if ``gc_ts`` is refused.
+
+        ``gc_ts`` is refused when it does not move forward or reaches the watermark.
+        """
+        if gc_ts <= self.gc_ts or gc_ts >= self._max_commit_ts:
+            log.info("gc ts %d ignored (current gc ts %d, max commit ts %d)", gc_ts, self.gc_ts,
+                     self._max_commit_ts)
+            return False
+        self.index.put_u64(GC_TS_KEY, gc_ts, sync=True)
+        self.gc_ts = gc_ts
+        self.metrics.gc_ts.set(gc_ts >> 18)
+        purge = gc_ts - GC_MARGIN_TS
+        if purge <= 0:
+            return True
+        files = self.vlog.purge_before(purge)
+        keys = self.index.delete_through(purge)
+        log.info("gc to ts %d: deleted %d value log files and %d index keys", purge, len(files), keys)
+        return True
+
+    def _check_disk(self) -> int:
+        st = os.statvfs(self.dir)
+        available = st.f_bavail * st.f_frsize
+        self.metrics.storage_size.labels("capacity").set(st.f_blocks * st.f_frsize)
+        self.metrics.storage_size.labels("available").set(available)
+        return available
+
+    def _disk_loop(self) -> None:
+        while not self._closed:
+            time.sleep(DISK_CHECK_INTERVAL)
+            try:
+                self.disk_available = self._check_disk()
+            except OSError as exc:
+                log.error("statvfs %s failed: %s", self.dir, exc)
+
+    # ---- shutdown ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Finish queued writes, index them, persist the watermark and release the directory."""
+        if self._closed:
+            return
+        writer, indexer, watermark, disk = self._threads
+        self._write_q.put(_STOP)
+        writer.join()
+        self._index_q.put(_STOP)
+        indexer.join()
+        deadline = time.monotonic() + 2.0  # let the sorter pass what it can; the rest is re-fed on restart
+        while self.sorter.pending() and self.sorter.all_matched() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.sorter.close()
+        self._closed = True
+        self._emit_event.set()
+        watermark.join()
+        self._publish()
+        with self._wm_cond:
+            self._wm_cond.notify_all()
+        self.vlog.close()
+        self.index.close()
+        os.close(self._lock_fd)
+        log.info("storage %s closed at max_commit_ts=%d", self.dir, self._max_commit_ts)
+
+
+def _lock_dir(directory: Path) -> int:
+    """Take the exclusive ``.lock`` of a data directory; raise ``StorageLocked`` if it is held."""
+    fd = os.open(directory / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise StorageLocked(f"data directory {directory} is locked by another pump "
+                            f"(lock file {directory / '.lock'})") from None
+    return fd

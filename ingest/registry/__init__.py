@@ -1,0 +1,58 @@
+"""The node registry, chosen by URI scheme with ``load_registry``.
+
+- ``file:///abs/path/registry.json`` or ``file://relative/path.json`` → ``FileRegistry`` (one machine)
+- ``etcd://host:port[,host:port...]`` or ``http://host:port[,...]`` (a pd-urls value) → ``EtcdRegistry``
+"""
+from __future__ import annotations
+
+from ingest.errors import ConfigError
+from ingest.registry.base import (
+    CLOSING,
+    DRAINER,
+    KINDS,
+    OFFLINE,
+    ONLINE,
+    PAUSED,
+    PAUSING,
+    PUMP,
+    ROOT,
+    STATES,
+    STATUS_ADDR_LABEL,
+    NodeStatus,
+    Registry,
+    kind_prefix,
+    node_key,
+)
+from ingest.registry.etcd import EtcdRegistry
+from ingest.registry.file import FileRegistry
+
+SCHEMES = ("file", "etcd", "http")
+
+__all__ = [
+    "CLOSING", "DRAINER", "KINDS", "OFFLINE", "ONLINE", "PAUSED", "PAUSING", "PUMP", "ROOT", "STATES",
+    "STATUS_ADDR_LABEL", "SCHEMES", "EtcdRegistry", "FileRegistry", "NodeStatus", "Registry",
+    "kind_prefix", "load_registry", "node_key",
+]
+
+
+def load_registry(uri: str, timeout: float = 3.0) -> Registry:
+    """Open the registry named by ``uri``; ``ConfigError`` names an unknown scheme and the accepted ones.
+
+    ``timeout`` bounds each etcd request (seconds); the file registry ignores it.
+    """
+    uri = uri.strip()
+    scheme, sep, rest = uri.partition("://")
+    if not sep:
+        raise ConfigError(f"registry URI {uri!r} has no scheme; expected one of "
+                          f"{', '.join(s + '://' for s in SCHEMES)}")
+    scheme = scheme.lower()
+    if scheme == "file":
+        if not rest:
+            raise ConfigError(f"registry URI {uri!r} names no file")
+        return FileRegistry(rest)
+    if scheme == "etcd":
+        return EtcdRegistry.from_spec(rest, timeout=timeout)
+    if scheme == "http":
+        return EtcdRegistry.from_spec(uri, timeout=timeout)  # pd-urls style, maybe http:// per entry
+    raise ConfigError(f"registry URI {uri!r}: unknown scheme {scheme!r}; expected one of "
+                      f"{', '.join(s + '://' for s in SCHEMES)}")

@@ -1,0 +1,188 @@
+"""Real servers for integration tests: free ports and a throwaway single-node etcd.
+
+Generic on purpose: any test folder may ``from tests.servers import EtcdServer, free_port``.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from types import TracebackType
+
+_INSTALL_LOCK = threading.Lock()
+
+
+class ServerError(RuntimeError):
+    """A test server could not be installed, started or reached."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """Return a TCP port on ``host`` that was free a moment ago (the OS picked it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def apt_install(packages: list[str], binaries: list[str]) -> None:
+    """Install Debian ``packages`` with apt-get (after ``apt-get update``) unless ``binaries`` are on PATH.
+
+    A non-zero exit of the install step is tolerated when the binaries are there afterwards
+    (``policy-rc.d`` may refuse to start a packaged service; we run the binaries ourselves).
+    Raises ``ServerError`` with apt's output otherwise.
+    """
+    if all(shutil.which(b) for b in binaries):
+        return
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    lock_wait = ["-o", "DPkg::Lock::Timeout=300"]  # another test process may be installing too
+    for cmd in (["apt-get", *lock_wait, "update"],
+                ["apt-get", *lock_wait, "install", "-y", "--no-install-recommends", *packages]):
+        proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, check=False)
+        if proc.returncode != 0 and (cmd[-1] == "update" or not all(shutil.which(b) for b in binaries)):
+            raise ServerError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-2000:]}")
+    missing = [b for b in binaries if shutil.which(b) is None]
+    if missing:
+        raise ServerError(f"{', '.join(missing)} still not on PATH after installing {', '.join(packages)}")
+
+
+def ensure_etcd_installed() -> str:
+    """Return the path of the ``etcd`` binary, installing Debian's etcd-server/etcd-client if absent."""
+    with _INSTALL_LOCK:
+        apt_install(["etcd-server", "etcd-client"], ["etcd", "etcdctl"])
+    path = shutil.which("etcd")
+    assert path is not None
+    return path
+
+
+class EtcdServer:
+    """A single-node etcd on 127.0.0.1 with free ports and a temporary data dir.
+
+    Use as a context manager: on entry etcd is installed if needed, started and answering
+    ``/health``; on exit it is stopped (terminate, then kill) and its data dir removed.
+    ``stop()``/``start()`` may also be called directly (restart keeps the data and ports).
+    """
+
+    def __init__(self, startup_timeout: float = 30.0, name: str = "binlake-test") -> None:
+        self.name = name
+        self.startup_timeout = startup_timeout
+        self.client_port = free_port()
+        self.peer_port = free_port()
+        self.metrics_port = free_port()
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self.data_dir: Path | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._log: Path | None = None
+
+    @property
+    def endpoint(self) -> str:
+        """``127.0.0.1:<client port>``."""
+        return f"127.0.0.1:{self.client_port}"
+
+    @property
+    def uri(self) -> str:
+        """``etcd://127.0.0.1:<client port>``, accepted by ``ingest.registry.load_registry``."""
+        return f"etcd://{self.endpoint}"
+
+    @property
+    def client_url(self) -> str:
+        """``http://127.0.0.1:<client port>`` (what etcdctl's ``--endpoints`` and pd-urls look like)."""
+        return f"http://{self.endpoint}"
+
+    def command(self) -> list[str]:
+        """The etcd command line this server runs."""
+        assert self.data_dir is not None
+        peer = f"http://127.0.0.1:{self.peer_port}"
+        return [
+            ensure_etcd_installed(), "--name", self.name, "--data-dir", str(self.data_dir / "etcd"),
+            "--listen-client-urls", self.client_url, "--advertise-client-urls", self.client_url,
+            "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+            "--initial-cluster", f"{self.name}={peer}",
+            "--listen-metrics-urls", f"http://127.0.0.1:{self.metrics_port}",
+        ]
+
+    def start(self) -> "EtcdServer":
+        """Start etcd (creating the data dir on first start) and wait until it is healthy."""
+        if self.proc is not None and self.proc.poll() is None:
+            return self
+        if self._tmp is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="binlake-etcd-")
+            self.data_dir = Path(self._tmp.name)
+            self._log = self.data_dir / "etcd.log"
+        assert self._log is not None
+        with open(self._log, "ab") as log:
+            self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL)
+        self._wait_healthy()
+        return self
+
+    def _wait_healthy(self) -> None:
+        assert self.proc is not None
+        deadline = time.monotonic() + self.startup_timeout
+        last = ""
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ServerError(f"etcd exited with {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                with urllib.request.urlopen(f"{self.client_url}/health", timeout=1.0) as resp:
+                    if resp.status == 200 and b"true" in resp.read():
+                        return
+            except (OSError, urllib.error.URLError) as exc:
+                last = str(exc)
+            time.sleep(0.05)
+        self.stop()
+        raise ServerError(f"etcd on {self.endpoint} not healthy after {self.startup_timeout}s ({last}):\n"
+                          f"{self.log_tail()}")
+
+    def log_tail(self, chars: int = 3000) -> str:
+        """The last ``chars`` characters of etcd's log."""
+        if self._log is None or not self._log.exists():
+            return ""
+        return self._log.read_text(errors="replace")[-chars:]
+
+    def stop(self) -> None:
+        """Stop etcd: SIGTERM, then SIGKILL if it has not exited within 10 s. Keeps the data dir."""
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+    def cleanup(self) -> None:
+        """Stop etcd and delete its data dir."""
+        self.stop()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+            self.data_dir = None
+
+    def etcdctl(self, *args: str, timeout: float = 30.0) -> str:
+        """Run ``etcdctl`` (API v3) against this server and return its stdout; raise on failure."""
+        ensure_etcd_installed()
+        env = dict(os.environ, ETCDCTL_API="3")
+        proc = subprocess.run(["etcdctl", "--endpoints", self.client_url, *args], env=env,
+                              capture_output=True, text=True, timeout=timeout, check=False)
+        if proc.returncode != 0:
+            raise ServerError(f"etcdctl {' '.join(args)} failed ({proc.returncode}): {proc.stderr}")
+        return proc.stdout
+
+    def __enter__(self) -> "EtcdServer":
+        try:
+            return self.start()
+        except BaseException:
+            self.cleanup()
+            raise
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.cleanup()

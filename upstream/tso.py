@@ -1,0 +1,66 @@
+"""A PD-compatible timestamp oracle: ``/pdpb.PD/Tso`` answering strictly increasing TSOs."""
+from __future__ import annotations
+
+import threading
+import time
+from concurrent import futures
+from typing import Iterator
+
+import grpc
+
+from ingest.tso import LOGICAL_MASK
+from schemas import pdpb_pb2, pdpb_pb2_grpc
+
+
+class TimestampOracle:
+    """Hands out ``physical_ms << 18 | logical`` timestamps, strictly increasing across calls."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._physical = 0
+        self._logical = 0
+
+    def allocate(self, count: int = 1) -> tuple[int, int]:
+        """Reserve ``count`` timestamps; return (physical, logical) of the last one."""
+        with self._lock:
+            now = int(time.time() * 1000)
+            if now > self._physical:
+                self._physical, self._logical = now, 0
+            if self._logical + count > LOGICAL_MASK:
+                self._physical += 1  # logical space exhausted: step into the next millisecond
+                self._logical = 0
+            self._logical += count
+            return self._physical, self._logical
+
+
+class TSOService(pdpb_pb2_grpc.PDServicer):
+    """The Tso stream; every response header carries ``cluster_id``."""
+
+    def __init__(self, cluster_id: int, oracle: TimestampOracle | None = None) -> None:
+        self.cluster_id = cluster_id
+        self.oracle = oracle or TimestampOracle()
+
+    def Tso(self, request_iterator: Iterator[pdpb_pb2.TsoRequest], context: grpc.ServicerContext) -> Iterator[pdpb_pb2.TsoResponse]:
+        for req in request_iterator:
+            header = pdpb_pb2.ResponseHeader(cluster_id=self.cluster_id)
+            if req.header.cluster_id not in (0, self.cluster_id):
+                header.error.type = pdpb_pb2.UNKNOWN
+                header.error.message = (f"mismatch cluster id, need {self.cluster_id} "
+                                        f"but got {req.header.cluster_id}")
+                yield pdpb_pb2.TsoResponse(header=header)
+                continue
+            count = max(req.count, 1)
+            physical, logical = self.oracle.allocate(count)
+            yield pdpb_pb2.TsoResponse(header=header, count=count,
+                                       timestamp=pdpb_pb2.Timestamp(physical=physical, logical=logical))
+
+
+def serve_tso(addr: str, cluster_id: int) -> tuple[grpc.Server, int]:
+    """Start a TSO server on ``addr`` (port 0 picks one); return the server and its port."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="tso"))
+    pdpb_pb2_grpc.add_PDServicer_to_server(TSOService(cluster_id), server)
+    port = server.add_insecure_port(addr)
+    if port == 0:
+        raise OSError(f"cannot listen on {addr}")
+    server.start()
+    return server, port
