@@ -1,4 +1,4 @@
-"""The ``binlake`` command: ``pump``, ``ctl`` and ``upstream`` subcommands."""
+"""The ``binlake`` command: ``pump``, ``ctl``, ``upstream`` and ``demo`` subcommands."""
 from __future__ import annotations
 
 import argparse
@@ -129,6 +129,21 @@ def _run_upstream(args: argparse.Namespace) -> int:
     return 0
 
 
+def _demo_parser(sub: Any) -> None:
+    p = sub.add_parser("demo", help="run the local demo (TSO + two pumps + transactions)")
+    p.add_argument("--dir", default="demo", help="working directory, wiped first (default ./demo)")
+    p.add_argument("--transactions", type=int, default=200)
+    p.set_defaults(run=_run_demo)
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from binlake.demo import run_demo
+
+    return run_demo(Path(args.dir), args.transactions)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = argparse.ArgumentParser(prog="binlake", description=__doc__)
@@ -136,6 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     _pump_parser(sub)
     _ctl_parser(sub)
     _upstream_parser(sub)
+    _demo_parser(sub)
     return parser
 
 

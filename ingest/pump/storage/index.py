@@ -109,6 +109,25 @@ class Index:
                     wb.delete(k)
             deleted += len(keys)
 
+    def drop_pointers_from(self, cut: Pointer) -> int:
+        """Delete index entries (and head/handle pointers) at or after ``cut``: data that was lost.
+
+        Only needed after a torn tail was cut from the value log; scans the whole index.
+        """
+        stale = []
+        with self.db.iterator(prefix=TS_PREFIX) as it:
+            for key, value in it:
+                if Entry.unpack(key, value).pointer >= cut:
+                    stale.append(key)
+        with self.db.write_batch(transaction=True, sync=True) as wb:
+            for key in stale:
+                wb.delete(key)
+            for meta in (HEAD_POINTER_KEY, HANDLE_POINTER_KEY):
+                ptr = self.get_pointer(meta)
+                if ptr is not None and ptr >= cut:
+                    wb.delete(meta)
+        return len(stale)
+
     def get_u64(self, key: bytes) -> int:
         """Return a persisted little-endian u64 meta value, 0 when absent."""
         value = self.db.get(key)

@@ -82,6 +82,10 @@ class Storage:
             raise
         self.vlog = ValueLog(self.dir / "value", self.options.file_size, self.options.sync_log,
                              ts_of=bl.max_ts, on_corrupt=self._count_corrupt)
+        if self.vlog.truncated_at is not None:
+            dropped = self.index.drop_pointers_from(self.vlog.truncated_at)
+            log.warning("dropped %d index entries that pointed into the cut tail at %s",
+                        dropped, self.vlog.truncated_at)
         self.gc_ts = self.index.get_u64(GC_TS_KEY)
         self._max_commit_ts = self.index.get_u64(MAX_COMMIT_TS_KEY)
         self._wm_cond = threading.Condition()
@@ -350,18 +354,27 @@ class Storage:
         wm = self._max_commit_ts
         to = wm if to_ts <= 0 else min(to_ts, wm)
         for entry in self.index.range(max(from_ts, 0), to):
-            try:
-                yield entry, self.vlog.read(entry.pointer)
-            except CorruptRecord as exc:
-                self.metrics.error_count.labels("read_value").inc()
-                log.error("scan skipped a record: %s", exc)
+            payload = self._read_or_skip(entry)
+            if payload is not None:
+                yield entry, payload
 
     def lookup_prewrites(self, start_ts: Iterable[int]) -> Iterator[tuple[Entry, bytes]]:
         """Yield the stored prewrite of each given start ts that this pump holds."""
         for ts in start_ts:
             entry = self.index.get(ts)
             if entry is not None and entry.tp == PREWRITE:
-                yield entry, self.vlog.read(entry.pointer)
+                payload = self._read_or_skip(entry)
+                if payload is not None:
+                    yield entry, payload
+
+    def _read_or_skip(self, entry: Entry) -> bytes | None:
+        """The entry's payload, or None (logged and counted) when its record is damaged or gone."""
+        try:
+            return self.vlog.read(entry.pointer)
+        except CorruptRecord as exc:
+            self.metrics.error_count.labels("read_value").inc()
+            log.error("skipped the record of ts %d: %s", entry.key_ts, exc)
+            return None
 
     def pull_commits(self, last: int, stopped: Callable[[], bool]) -> Iterator[tuple[Entry, bytes]]:
         """Yield commit binlogs after commit ts ``last`` up to the watermark, forever until ``stopped``.

@@ -202,6 +202,7 @@ class ValueLog:
         self._ts_of = ts_of
         self._on_corrupt = on_corrupt
         self._lock = threading.Lock()
+        self.truncated_at: Pointer | None = None  # where a torn tail was cut at open, if any
         self.files: dict[int, LogFile] = {}
         for name in sorted(os.listdir(self.dir)):
             if name.endswith(".vlog") and name[:-5].isdigit():
@@ -247,6 +248,7 @@ class ValueLog:
             log.warning("value log %s: dropping %d bytes of torn tail after offset %d",
                         f.path, f.size - valid_end, valid_end)
             f.truncate(valid_end)
+            self.truncated_at = Pointer(f.fid, valid_end)
 
     def append_batch(self, payloads: list[bytes], max_ts: int) -> list[Pointer]:
         """Write all ``payloads`` with one write and at most one fdatasync; rotate when full.

@@ -1,0 +1,60 @@
+"""Binlogs as TiDB writes them, for tests that talk to real pumps."""
+from __future__ import annotations
+
+import json
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+from binlake.local import PumpProcess, PumpWriter
+from ingest import binlog as bl
+from schemas import binlog_pb2
+
+
+def prewrite(start_ts: int, value: bytes = b"rows", key: bytes = b"t\x80pk") -> bytes:
+    """A Go-style prewrite binlog."""
+    return bl.marshal_gogo(binlog_pb2.Binlog(tp=bl.PREWRITE, start_ts=start_ts, prewrite_key=key,
+                                             prewrite_value=value))
+
+
+def commit(start_ts: int, commit_ts: int, key: bytes = b"t\x80pk") -> bytes:
+    """A Go-style commit binlog (prewrite_value cleared, as TiDB sends it)."""
+    return bl.marshal_gogo(binlog_pb2.Binlog(tp=bl.COMMIT, start_ts=start_ts, commit_ts=commit_ts,
+                                             prewrite_key=key))
+
+
+def writer(pump: PumpProcess, cluster_id: int) -> PumpWriter:
+    """A WriteBinlog client for ``pump``."""
+    return PumpWriter(pump.addr, cluster_id)
+
+
+class MVCCHandler(BaseHTTPRequestHandler):
+    """TiDB's ``GET /mvcc/hex/{key}`` contract: canned answers per upper-case hex key.
+
+    Keys not in ``answers`` get an empty ``info`` (nothing known), or, with ``rollback_unknown``, a
+    rollback record for the start ts spelled in decimal after the key's ``t\\x80`` prefix.
+    """
+
+    answers: dict[str, dict[str, Any]] = {}
+    asked: list[str] = []
+    rollback_unknown = False
+
+    def do_GET(self) -> None:  # noqa: N802
+        key = self.path.rsplit("/", 1)[-1].upper()
+        self.asked.append(key)
+        answer = self.answers.get(key)
+        if answer is None:
+            info: dict[str, Any] = {}
+            raw = bytes.fromhex(key)
+            if self.rollback_unknown and raw[2:].isdigit():
+                start = int(raw[2:])
+                info = {"writes": [{"type": 3, "start_ts": start, "commit_ts": start, "short_value": "cA=="}]}
+            answer = {"key": key, "region_id": 1, "value": {"info": info}}
+        body = json.dumps(answer, indent=1).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
