@@ -1,0 +1,151 @@
+"""One pump as the client sees it: registry status, consecutive error count and a gRPC channel."""
+from __future__ import annotations
+
+import threading
+
+import grpc
+
+from ingest.errors import PumpClientError
+from ingest.registry.base import ONLINE, NodeStatus
+from schemas import pump_pb2, pump_pb2_grpc
+
+DEFAULT_MAX_ERR_NUMS = 10            # TiDB's defaultMaxErrNums
+MAX_MESSAGE = (1 << 31) - 1          # channel send/receive limit (2 GiB - 1)
+
+
+class PumpWriteError(PumpClientError):
+    """One WriteBinlog call failed: a gRPC error (``code`` set) or a non-empty ``errmsg`` (``code`` None)."""
+
+    def __init__(self, node_id: str, message: str, code: grpc.StatusCode | None = None) -> None:
+        super().__init__(f"pump {node_id}: {message}")
+        self.node_id = node_id
+        self.code = code
+
+    @property
+    def unavailable(self) -> bool:
+        """True for gRPC ``UNAVAILABLE``: the connection should be re-created."""
+        return self.code == grpc.StatusCode.UNAVAILABLE
+
+    @property
+    def too_large(self) -> bool:
+        """True when the pump refused the message as too big (``RESOURCE_EXHAUSTED``)."""
+        text = str(self)
+        return (self.code == grpc.StatusCode.RESOURCE_EXHAUSTED or "ResourceExhausted" in text
+                or "RESOURCE_EXHAUSTED" in text)
+
+
+class PumpNode:
+    """A pump: its last registry status, error count and lazily dialled channel; thread-safe.
+
+    The channel is created on first use and re-created after ``reset_connection``; ``write`` counts
+    consecutive failures (reset by a success) so ``is_usable`` can retire a failing pump.
+    """
+
+    def __init__(self, status: NodeStatus, credentials: grpc.ChannelCredentials | None = None,
+                 max_err_nums: int = DEFAULT_MAX_ERR_NUMS) -> None:
+        self._lock = threading.Lock()
+        self._status = status
+        self._credentials = credentials
+        self._max_err_nums = max_err_nums
+        self._channel: grpc.Channel | None = None
+        self._stub: pump_pb2_grpc.PumpStub | None = None
+        self._err_num = 0
+
+    @property
+    def node_id(self) -> str:
+        """The pump's node id."""
+        return self._status.node_id
+
+    @property
+    def addr(self) -> str:
+        """The advertised ``host:port`` the client dials."""
+        return self._status.host
+
+    @property
+    def state(self) -> str:
+        """The pump's state as last read from the registry."""
+        return self._status.state
+
+    @property
+    def status(self) -> NodeStatus:
+        """The last registry status."""
+        return self._status
+
+    @property
+    def err_num(self) -> int:
+        """Consecutive failed writes since the last success or reset."""
+        return self._err_num
+
+    def update_status(self, status: NodeStatus) -> None:
+        """Take a newer registry status; a changed address drops the old connection."""
+        with self._lock:
+            moved = status.host != self._status.host
+            self._status = status
+            if moved:
+                self._close_locked()
+
+    def should_be_usable(self) -> bool:
+        """True while the registry says online (TiDB's ``ShouldBeUsable``)."""
+        return self._status.state == ONLINE
+
+    def is_usable(self) -> bool:
+        """Online and at most ``max_err_nums`` consecutive errors (TiDB's ``IsUsable``)."""
+        return self.should_be_usable() and self._err_num <= self._max_err_nums
+
+    def reset(self) -> None:
+        """Forget the error count and drop the connection (TiDB's ``Reset``)."""
+        with self._lock:
+            self._err_num = 0
+            self._close_locked()
+
+    def reset_connection(self) -> None:
+        """Drop the connection; the next write dials again."""
+        with self._lock:
+            self._close_locked()
+
+    def write(self, req: pump_pb2.WriteBinlogReq, timeout: float) -> None:
+        """Send one WriteBinlog with a per-RPC ``timeout``; raise ``PumpWriteError`` on any failure."""
+        stub = self._get_stub()
+        try:
+            resp = stub.WriteBinlog(req, timeout=timeout)
+        except grpc.RpcError as exc:
+            self._failed()
+            code = exc.code() if callable(getattr(exc, "code", None)) else None
+            details = exc.details() if callable(getattr(exc, "details", None)) else str(exc)
+            raise PumpWriteError(self.node_id, f"{code}: {details}", code) from exc
+        except ValueError as exc:  # the channel was closed under us by a concurrent reset
+            self._failed()
+            raise PumpWriteError(self.node_id, f"connection closed: {exc}", grpc.StatusCode.UNAVAILABLE) from exc
+        if resp.errmsg:
+            self._failed()
+            raise PumpWriteError(self.node_id, resp.errmsg)
+        with self._lock:
+            self._err_num = 0
+
+    def close(self) -> None:
+        """Close the channel (a later write would dial again)."""
+        with self._lock:
+            self._close_locked()
+
+    def _failed(self) -> None:
+        with self._lock:
+            self._err_num += 1
+
+    def _get_stub(self) -> pump_pb2_grpc.PumpStub:
+        with self._lock:
+            if self._stub is None:
+                opts = [("grpc.max_send_message_length", MAX_MESSAGE),
+                        ("grpc.max_receive_message_length", MAX_MESSAGE)]
+                self._channel = (grpc.secure_channel(self.addr, self._credentials, opts) if self._credentials
+                                 else grpc.insecure_channel(self.addr, opts))
+                self._stub = pump_pb2_grpc.PumpStub(self._channel)
+            return self._stub
+
+    def _close_locked(self) -> None:
+        if self._channel is not None:
+            self._channel.close()
+        self._channel = None
+        self._stub = None
+
+    def __repr__(self) -> str:
+        return f"PumpNode({self.node_id!r}, {self.addr!r}, {self.state!r}, err_num={self._err_num})"
