@@ -1,0 +1,141 @@
+"""Property tests: encode → decode is the identity for every datum flag and column type, and the
+comparable encodings keep order."""
+from __future__ import annotations
+
+import json
+import struct
+from decimal import Decimal
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.transform import strategies as S
+from transform import jsonbinary, mydecimal
+from transform.codec import (
+    DecimalDatum, Duration, Json, KeyBytes, KeyInt, KeyUint, Uint, decode_datums, encode_datums,
+)
+from transform.mydecimal import EXACT
+from transform.rows import decode_row, encode_row
+from transform.varint import encode_cmp_float, encode_cmp_int, encode_memcmp_bytes
+
+I64 = st.integers(-(2 ** 63), 2 ** 63 - 1)
+U64 = st.integers(0, 2 ** 64 - 1)
+
+datums = st.one_of(
+    st.none(), I64, U64.map(Uint), I64.map(KeyInt), U64.map(KeyUint), I64.map(Duration),
+    st.floats(allow_nan=False), st.binary(max_size=100), st.binary(max_size=40).map(KeyBytes),
+    S.json_values.map(lambda o: Json(S.json_text(o))),
+    st.integers(1, 65).flatmap(lambda p: st.tuples(st.just(p), st.integers(0, min(p, 30)))).flatmap(
+        lambda pf: st.integers(-(10 ** pf[0] - 1), 10 ** pf[0] - 1).map(
+            lambda u: DecimalDatum(Decimal(u).scaleb(-pf[1], context=EXACT), pf[0], pf[1]))),
+)
+
+
+@given(st.lists(datums, max_size=12))
+@settings(max_examples=300, deadline=None)
+def test_datums_round_trip(values: list) -> None:
+    raw = encode_datums(values)
+    got = decode_datums(raw)
+    assert got == values
+    assert [type(g) for g in got] == [type(v) for v in values]
+    assert encode_datums(got) == raw
+
+
+@given(I64, I64)
+def test_cmp_int_keeps_order(a: int, b: int) -> None:
+    assert (a < b) == (encode_cmp_int(a) < encode_cmp_int(b))
+
+
+@given(st.floats(allow_nan=False), st.floats(allow_nan=False))
+def test_cmp_float_keeps_order(a: float, b: float) -> None:
+    if a != b:
+        assert (a < b) == (encode_cmp_float(a) < encode_cmp_float(b))
+
+
+@given(st.binary(max_size=30), st.binary(max_size=30))
+def test_memcmp_bytes_keeps_order(a: bytes, b: bytes) -> None:
+    assert (a < b) == (encode_memcmp_bytes(a) < encode_memcmp_bytes(b))
+
+
+@given(st.integers(1, 65).flatmap(lambda p: st.tuples(st.just(p), st.integers(0, min(p, 30)))), st.data())
+@settings(max_examples=300, deadline=None)
+def test_decimal_bin_round_trip_and_order(pf: tuple[int, int], data: st.DataObject) -> None:
+    prec, frac = pf
+    lim = 10 ** prec - 1
+    a, b = (Decimal(data.draw(st.integers(-lim, lim))).scaleb(-frac, context=EXACT) for _ in range(2))
+    ea, eb = mydecimal.encode_bin(a, prec, frac), mydecimal.encode_bin(b, prec, frac)
+    assert len(ea) == mydecimal.bin_size(prec, frac)
+    da = mydecimal.decode_bin(ea, 0, prec, frac)[0]
+    assert da == a and da.as_tuple().exponent == -frac
+    assert (a < b) == (ea < eb)  # the binary form is memcomparable
+
+
+@given(S.json_values)
+@settings(max_examples=300, deadline=None)
+def test_json_text_round_trip(obj: object) -> None:
+    text = S.json_text(obj)
+    tc, raw = jsonbinary.from_text(text)
+    assert jsonbinary.to_text(tc, raw) == text
+    assert jsonbinary.dumps(jsonbinary.decode_value(tc, raw)) == text
+    assert jsonbinary.peek_end(bytes([tc]) + raw, 0) == len(raw) + 1
+    assert jsonbinary.from_text(jsonbinary.to_text(tc, raw)) == (tc, raw)
+
+
+def test_deep_and_large_json() -> None:
+    deep = "[" * 300 + "1" + "]" * 300
+    tc, raw = jsonbinary.from_text(deep)
+    assert jsonbinary.to_text(tc, raw) == "[" * 300 + "1" + "]" * 300
+    nested = {"k": {"k": {"k": [1, {"z": "é🙂"}]}}}
+    tc, raw = jsonbinary.from_text(json.dumps(nested))
+    assert json.loads(jsonbinary.to_text(tc, raw)) == nested
+    big = {f"key{i:05d}": ["x" * 100, i, i * 0.5, None, True] for i in range(3000)}
+    tc, raw = jsonbinary.from_text(json.dumps(big))
+    assert len(raw) > 65536 * 2
+    assert json.loads(jsonbinary.to_text(tc, raw)) == big
+
+
+PK = S.pk_table()
+ROWID = S.rowid_table()
+UPK = S.unsigned_pk_table()
+
+
+@given(S.rows_for(PK), S.rows_for(PK))
+@settings(max_examples=150, deadline=None)
+def test_rows_round_trip_pk_handle(a: dict, b: dict) -> None:
+    ins = encode_row(PK, "insert", None, a)
+    r = decode_row(PK, "insert", ins)
+    assert r.after == a and r.handle == a["id"] and r.before is None
+    b["id"] = a["id"]
+    upd = encode_row(PK, "update", a, b)
+    r = decode_row(PK, "update", upd)
+    assert (r.before, r.after, r.handle) == (a, b, a["id"])
+    dele = encode_row(PK, "delete", b, None)
+    r = decode_row(PK, "delete", dele)
+    assert (r.before, r.after, r.handle) == (b, None, a["id"])
+    assert encode_row(PK, "update", r.before, r.before) == dele + dele
+
+
+@given(S.rows_for(ROWID), S.rows_for(ROWID), I64)
+@settings(max_examples=150, deadline=None)
+def test_rows_round_trip_rowid(a: dict, b: dict, h: int) -> None:
+    r = decode_row(ROWID, "insert", encode_row(ROWID, "insert", None, a, handle=h))
+    assert r.after == a and r.handle == h
+    r = decode_row(ROWID, "update", encode_row(ROWID, "update", a, b, handle=h))
+    assert (r.before, r.after, r.handle) == (a, b, h)
+    r = decode_row(ROWID, "delete", encode_row(ROWID, "delete", b, None, handle=h))
+    assert (r.before, r.handle) == (b, h)
+
+
+@given(S.rows_for(UPK, null_rate=False))
+def test_unsigned_pk_handle(a: dict) -> None:
+    raw = encode_row(UPK, "insert", None, a)
+    # the handle datum is the int64 bit pattern of the unsigned PK
+    signed = a["id"] - 2 ** 64 if a["id"] >= 2 ** 63 else a["id"]
+    assert decode_datums(raw)[0] == signed
+    r = decode_row(UPK, "insert", raw)
+    assert r.after == a and r.handle == a["id"]
+
+
+@given(st.floats(width=32, allow_nan=False))
+def test_float32_exact(v: float) -> None:
+    assert struct.unpack("<f", struct.pack("<f", v))[0] == v

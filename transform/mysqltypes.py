@@ -1,0 +1,88 @@
+"""MySQL type codes (``FieldType.Tp``), column flags and schema states, as TiDB numbers them."""
+from __future__ import annotations
+
+TYPE_UNSPECIFIED = 0
+TYPE_TINY = 1
+TYPE_SHORT = 2
+TYPE_LONG = 3
+TYPE_FLOAT = 4
+TYPE_DOUBLE = 5
+TYPE_NULL = 6
+TYPE_TIMESTAMP = 7
+TYPE_LONGLONG = 8
+TYPE_INT24 = 9
+TYPE_DATE = 10
+TYPE_DURATION = 11
+TYPE_DATETIME = 12
+TYPE_YEAR = 13
+TYPE_NEWDATE = 14
+TYPE_VARCHAR = 15
+TYPE_BIT = 16
+TYPE_TIDB_VECTOR_FLOAT32 = 0xE1
+TYPE_JSON = 0xF5
+TYPE_NEWDECIMAL = 0xF6
+TYPE_ENUM = 0xF7
+TYPE_SET = 0xF8
+TYPE_TINY_BLOB = 0xF9
+TYPE_MEDIUM_BLOB = 0xFA
+TYPE_LONG_BLOB = 0xFB
+TYPE_BLOB = 0xFC
+TYPE_VAR_STRING = 0xFD
+TYPE_STRING = 0xFE
+TYPE_GEOMETRY = 0xFF
+
+INT_TYPES = frozenset((TYPE_TINY, TYPE_SHORT, TYPE_INT24, TYPE_LONG, TYPE_LONGLONG))
+TIME_TYPES = frozenset((TYPE_DATE, TYPE_DATETIME, TYPE_TIMESTAMP, TYPE_NEWDATE))
+STRING_TYPES = frozenset((TYPE_VARCHAR, TYPE_VAR_STRING, TYPE_STRING, TYPE_TINY_BLOB,
+                          TYPE_MEDIUM_BLOB, TYPE_LONG_BLOB, TYPE_BLOB))
+BLOB_TYPES = frozenset((TYPE_TINY_BLOB, TYPE_MEDIUM_BLOB, TYPE_LONG_BLOB, TYPE_BLOB))
+
+NOT_NULL_FLAG = 1
+PRI_KEY_FLAG = 2
+UNIQUE_KEY_FLAG = 4
+MULTIPLE_KEY_FLAG = 8
+BLOB_FLAG = 16
+UNSIGNED_FLAG = 32
+ZEROFILL_FLAG = 64
+BINARY_FLAG = 128
+ENUM_FLAG = 256
+AUTO_INCREMENT_FLAG = 512
+TIMESTAMP_FLAG = 1024
+SET_FLAG = 2048
+NO_DEFAULT_VALUE_FLAG = 4096
+ON_UPDATE_NOW_FLAG = 8192
+GENERATED_COLUMN_FLAG = 1 << 23
+
+STATE_NONE = 0
+STATE_DELETE_ONLY = 1
+STATE_WRITE_ONLY = 2
+STATE_WRITE_REORGANIZATION = 3
+STATE_DELETE_REORGANIZATION = 4
+STATE_PUBLIC = 5
+
+EXTRA_HANDLE_ID = -1
+EXTRA_HANDLE_NAME = "_tidb_rowid"
+
+BINARY_CHARSET = "binary"
+
+_TYPE_NAMES = {
+    TYPE_BIT: "bit", TYPE_BLOB: "text", TYPE_DATE: "date", TYPE_DATETIME: "datetime",
+    TYPE_NEWDECIMAL: "decimal", TYPE_DOUBLE: "double", TYPE_ENUM: "enum", TYPE_FLOAT: "float",
+    TYPE_GEOMETRY: "geometry", TYPE_INT24: "mediumint", TYPE_JSON: "json", TYPE_LONG: "int",
+    TYPE_LONGLONG: "bigint", TYPE_LONG_BLOB: "longtext", TYPE_MEDIUM_BLOB: "mediumtext",
+    TYPE_NULL: "null", TYPE_SET: "set", TYPE_SHORT: "smallint", TYPE_STRING: "char",
+    TYPE_DURATION: "time", TYPE_TIMESTAMP: "timestamp", TYPE_TINY: "tinyint",
+    TYPE_TINY_BLOB: "tinytext", TYPE_VARCHAR: "varchar", TYPE_VAR_STRING: "var_string",
+    TYPE_YEAR: "year", TYPE_NEWDATE: "date",
+}
+
+
+def type_to_str(tp: int, charset: str) -> str:
+    """TiDB's ``TypeToStr``: the SQL type name of a type code (binary charset aware)."""
+    name = _TYPE_NAMES.get(tp, "unknown")
+    if charset == BINARY_CHARSET:
+        if tp in BLOB_TYPES:
+            name = name.replace("text", "blob")
+        elif tp in (TYPE_STRING, TYPE_VARCHAR, TYPE_VAR_STRING):
+            name = name.replace("char", "binary")
+    return name

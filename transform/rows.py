@@ -1,0 +1,383 @@
+"""Binlog row layouts: what TiDB writes into ``TableMutation.inserted_rows / updated_rows /
+deleted_rows`` (always the old "v1" row format), and the walk over a mutation's ``sequence``.
+
+- insert: handle datum(s) ++ (column id, value) pairs, or ``00`` when no column is stored;
+- update: old pairs ++ new pairs over the same column ids (``-1, handle`` ends each half for
+  tables keyed by ``_tidb_rowid``);
+- delete: pairs of every column (plus ``-1, handle`` for ``_tidb_rowid`` tables), no prefix.
+
+``decode_row`` returns images holding every column of the TableInfo: columns absent from the
+payload get the value TiDB Binlog's drainer fills in (``values.missing_value``), the int PK
+handle column is rebuilt from the handle, and ids the TableInfo does not know are ignored.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping, Sequence
+
+from transform import mysqltypes as mt
+from transform.codec import Duration, decode_one, encode_datum, skip_one
+from transform.errors import CodecError, ColumnValueError, RowLayoutError, SchemaError
+from transform.schema import ColumnInfo, TableInfo
+from transform.values import Flatten, Unflatten, make_flatten, make_unflatten, missing_value
+from transform.varint import U64_MASK
+
+INSERT = "insert"
+UPDATE = "update"
+DELETE = "delete"
+KINDS = (INSERT, UPDATE, DELETE)
+
+
+@dataclass
+class RowChange:
+    """One decoded row change: images are dicts by column name (``None`` where absent)."""
+
+    kind: str
+    handle: Any
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+    old_handle: Any = None
+
+
+class _Plan:
+    """Per-table decode/encode plan, built once per TableInfo object."""
+
+    def __init__(self, table: TableInfo) -> None:
+        self.table = table
+        self.cols: tuple[ColumnInfo, ...] = table.columns
+        self.index: dict[int, int] = {c.id: i for i, c in enumerate(self.cols)}
+        self.unflatten: list[Unflatten] = [make_unflatten(c) for c in self.cols]
+        self.flatten: list[Flatten] = [make_flatten(c) for c in self.cols]
+        self._missing: dict[int, Any] = {}
+        pkcol = table.pk_handle_column
+        self.pk_index = self.index[pkcol.id] if pkcol is not None else -1
+        self.pk_unsigned = bool(pkcol is not None and pkcol.unsigned)
+        self.common = table.common_handle_columns
+        self.common_index = [self.index[c.id] for c, _ in self.common]
+        self.extra_handle = table.has_extra_handle
+        self.n_prefix = len(self.common) if table.is_common_handle else 1
+
+    def missing(self, i: int) -> Any:
+        if i not in self._missing:
+            self._missing[i] = missing_value(self.cols[i])
+        return self._missing[i]
+
+
+def plan_for(table: TableInfo) -> _Plan:
+    """The cached decode/encode plan of ``table`` (stored on the frozen TableInfo object)."""
+    plan = table.__dict__.get("_binlake_plan")
+    if plan is None:
+        plan = _Plan(table)
+        table.__dict__["_binlake_plan"] = plan
+    return plan
+
+
+# ---------------------------------------------------------------------------------------------
+# decoding
+
+def _read_pairs(data: bytes, off: int, wanted: Mapping[int, int]) -> list[tuple[int, Any, int]]:
+    """Read (column id, datum, datum offset) pairs from ``off`` to the end of ``data``.
+
+    Values of ids neither in ``wanted`` nor -1 (``_tidb_rowid``) are only skipped over, as TiDB
+    does (their datum is ``None`` in the result)."""
+    pairs = []
+    n = len(data)
+    while off < n:
+        start = off
+        cid, off = decode_one(data, off)
+        if type(cid) is not int:
+            raise RowLayoutError(f"expected a varint column id, got {type(cid).__name__}", start)
+        vstart = off
+        try:
+            if cid in wanted or cid == mt.EXTRA_HANDLE_ID:
+                val, off = decode_one(data, off)
+            else:
+                val, off = None, skip_one(data, off)
+        except CodecError as e:
+            raise e.at(cid)
+        pairs.append((cid, val, vstart))
+    return pairs
+
+
+def _image(plan: _Plan, pairs: list[tuple[int, Any, int]], fill: dict[int, Any]) -> tuple[dict[str, Any], Any]:
+    """Build a full image dict from pairs; returns (image, value of column -1 or None)."""
+    vals: list[Any] = [_ABSENT] * len(plan.cols)
+    rowid = None
+    index = plan.index
+    for cid, val, off in pairs:
+        i = index.get(cid)
+        if i is None:
+            if cid == mt.EXTRA_HANDLE_ID:
+                if type(val) is not int:
+                    raise RowLayoutError("the _tidb_rowid handle is not an int", off, cid)
+                rowid = val
+            continue
+        if vals[i] is not _ABSENT:
+            raise RowLayoutError("column id appears twice in one row image", off, cid)
+        if val is None:
+            vals[i] = None
+            continue
+        try:
+            vals[i] = plan.unflatten[i](val)
+        except CodecError as e:
+            e.offset = off if e.offset is None else e.offset
+            raise e.at(cid)
+    out = {}
+    for i, c in enumerate(plan.cols):
+        v = vals[i]
+        if v is _ABSENT:
+            v = fill[i] if i in fill else plan.missing(i)
+            if type(v) is _Prefix:
+                v = v.value()
+        out[c.name] = v
+    return out, rowid
+
+
+class _Prefix:
+    """A clustered-handle prefix datum, unflattened only if its column is absent from the row."""
+
+    __slots__ = ("plan", "i", "datum", "offset")
+
+    def __init__(self, plan: _Plan, i: int, datum: Any, offset: int) -> None:
+        self.plan, self.i, self.datum, self.offset = plan, i, datum, offset
+
+    def value(self) -> Any:
+        if self.datum is None:
+            return None
+        try:
+            return self.plan.unflatten[self.i](self.datum)
+        except CodecError as e:
+            e.offset = self.offset if e.offset is None else e.offset
+            raise e.at(self.plan.cols[self.i].id)
+
+
+class _Absent:
+    __slots__ = ()
+
+
+_ABSENT = _Absent()
+
+
+def _handle_of(plan: _Plan, image: dict[str, Any], rowid: Any) -> Any:
+    if plan.extra_handle:
+        return rowid
+    if plan.pk_index >= 0:
+        return image[plan.cols[plan.pk_index].name]
+    return tuple(image[plan.cols[i].name] for i in plan.common_index)
+
+
+def decode_row(table: TableInfo, kind: str, data: bytes) -> RowChange:
+    """Decode one binlog row payload of ``table``.
+
+    ``kind`` is ``"insert"``, ``"update"`` or ``"delete"``. Returns a :class:`RowChange` whose
+    images hold every column of ``table`` by name, and whose ``handle`` is the int handle
+    (``_tidb_rowid`` or the int PK), or for clustered tables a tuple of the PK values. Raises a
+    :class:`CodecError` subclass naming the column id and byte offset on any malformed input.
+    """
+    plan = plan_for(table)
+    data = bytes(data)
+    if kind == INSERT:
+        off = 0
+        prefix = []
+        for _ in range(plan.n_prefix):
+            start = off
+            v, off = decode_one(data, off)
+            prefix.append((v, start))
+        fill: dict[int, Any] = {}
+        if plan.pk_index >= 0 or plan.extra_handle:
+            h, start = prefix[0]
+            if type(h) is not int:
+                raise RowLayoutError("insert handle is not a varint int", start)
+            handle: Any = h & U64_MASK if plan.pk_unsigned else h
+            if plan.pk_index >= 0:
+                fill[plan.pk_index] = handle
+        else:
+            # Clustered handle: a PK column absent from the row is rebuilt from its prefix datum
+            # (only then: for restored-data columns the prefix holds a collation key, not the value).
+            for (c, ic), i, (v, start) in zip(plan.common, plan.common_index, prefix):
+                if ic.length in (-1, 0):
+                    fill[i] = _Prefix(plan, i, v, start)
+            handle = None
+        pairs = [] if data[off:] in (b"", b"\x00") else _read_pairs(data, off, plan.index)
+        after, _ = _image(plan, pairs, fill)
+        if plan.common:
+            handle = tuple(after[plan.cols[i].name] for i in plan.common_index)
+        return RowChange(INSERT, handle, None, after)
+    if kind == UPDATE:
+        if data in (b"", b"\x00"):
+            raise RowLayoutError("update payload has no columns", 0)
+        pairs = _read_pairs(data, 0, plan.index)
+        half = len(pairs) // 2
+        if len(pairs) % 2:
+            raise RowLayoutError(f"update payload has an odd number of pairs ({len(pairs)})", len(data))
+        old, new = pairs[:half], pairs[half:]
+        for (a, _, _), (b, _, off) in zip(old, new):
+            if a != b:
+                raise RowLayoutError(f"update halves list different column ids ({a} vs {b})", off, b)
+        before, old_rowid = _image(plan, old, {})
+        after, new_rowid = _image(plan, new, {})
+        return RowChange(UPDATE, _handle_of(plan, after, new_rowid), before, after,
+                         _handle_of(plan, before, old_rowid))
+    if kind == DELETE:
+        pairs = [] if data in (b"", b"\x00") else _read_pairs(data, 0, plan.index)
+        before, rowid = _image(plan, pairs, {})
+        return RowChange(DELETE, _handle_of(plan, before, rowid), before, None)
+    raise ValueError(f"unknown row kind {kind!r}; expected one of {KINDS}")
+
+
+# ---------------------------------------------------------------------------------------------
+# encoding
+
+def _needs_restored_data(col: ColumnInfo, new_collation: bool) -> bool:
+    """TiDB's ``NeedRestoredData`` for a clustered PK column."""
+    if not new_collation or col.tp not in mt.STRING_TYPES or col.binary:
+        return False
+    coll = col.type.collate.lower()
+    if coll == "utf8mb4_0900_bin":
+        return False
+    return not coll.endswith("_bin") or col.tp == mt.TYPE_VARCHAR
+
+
+def _sort_key(col: ColumnInfo, datum: Any, new_collation: bool) -> Any:
+    """The datum TiDB puts in a clustered handle for a string PK column (collation key)."""
+    if not new_collation or col.tp not in mt.STRING_TYPES or col.binary:
+        return datum
+    coll = col.type.collate.lower()
+    if coll in ("utf8mb4_bin", "utf8_bin", "ascii_bin", "latin1_bin"):
+        return bytes(datum).rstrip(b" ")
+    if coll in ("binary", "utf8mb4_0900_bin"):
+        return datum
+    raise SchemaError(f"column {col.name}: collation {coll} sort keys are not implemented; "
+                      f"pass the clustered handle datums explicitly")
+
+
+def _flat(plan: _Plan, i: int, value: Any) -> Any:
+    if value is None:
+        return None
+    try:
+        return plan.flatten[i](value)
+    except CodecError as e:
+        raise e.at(plan.cols[i].id)
+
+
+def _pairs(plan: _Plan, image: Mapping[str, Any], cols: Sequence[int], out: bytearray) -> None:
+    for i in cols:
+        c = plan.cols[i]
+        if c.name not in image:
+            raise ColumnValueError(f"column {c.name} missing from the row image", None, c.id)
+        out += encode_datum(c.id)
+        out += encode_datum(_flat(plan, i, image[c.name]))
+
+
+def encode_row(table: TableInfo, kind: str, before: Mapping[str, Any] | None,
+               after: Mapping[str, Any] | None, handle: Any = None, *, new_collation: bool = True) -> bytes:
+    """Encode one row change exactly as TiDB writes it into a binlog (the inverse of decode_row).
+
+    - ``handle``: the ``_tidb_rowid`` for tables without an int PK handle (required there); for
+      int-PK tables it defaults to the PK value; for clustered tables it may be a sequence of
+      handle datums (otherwise built from the PK values and the collation, see ``new_collation``).
+    - insert: columns absent from ``after``, virtual generated columns, the int PK handle, and
+      NULLs of columns without a default are not written (TiDB's ``CanSkip``);
+    - update/delete: every stored column must be in the image(s); NULLs are written as ``00``.
+    """
+    plan = plan_for(table)
+    out = bytearray()
+    cols = plan.cols
+    writable = [i for i, c in enumerate(cols)
+                if not c.virtual_generated
+                and c.state not in (mt.STATE_DELETE_ONLY, mt.STATE_DELETE_REORGANIZATION)]
+    if kind == INSERT:
+        if after is None:
+            raise ValueError("an insert needs an after image")
+        skip = set()
+        if plan.pk_index >= 0:
+            h = handle if handle is not None else after.get(cols[plan.pk_index].name)
+            if not isinstance(h, int):
+                raise ColumnValueError("insert into a pk-is-handle table needs an int handle")
+            out += encode_datum(h - (1 << 64) if h > (1 << 63) - 1 else h)
+            skip.add(plan.pk_index)
+        elif plan.extra_handle:
+            if not isinstance(handle, int):
+                raise ColumnValueError("insert into a _tidb_rowid table needs handle=<int>")
+            out += encode_datum(handle)
+        else:
+            if handle is not None:
+                for d in handle:
+                    out += encode_datum(d)
+            for (c, ic), i in zip(plan.common, plan.common_index):
+                if handle is None:
+                    d = _flat(plan, i, after[c.name])
+                    if c.tp == mt.TYPE_DURATION:
+                        d = Duration(d)
+                    out += encode_datum(_sort_key(c, d, new_collation))
+                if ic.length in (-1, 0) and not _needs_restored_data(c, new_collation):
+                    skip.add(i)
+        body = bytearray()
+        for i in writable:
+            c = cols[i]
+            if i in skip or c.name not in after:
+                continue
+            v = after[c.name]
+            if v is None and c.default is None and c.origin_default is None:
+                continue
+            body += encode_datum(c.id)
+            body += encode_datum(_flat(plan, i, v))
+        out += body or b"\x00"
+        return bytes(out)
+    if kind == UPDATE:
+        if before is None or after is None:
+            raise ValueError("an update needs before and after images")
+        for image, h in ((before, handle), (after, handle)):
+            _pairs(plan, image, writable, out)
+            if plan.extra_handle:
+                if not isinstance(h, int):
+                    raise ColumnValueError("update of a _tidb_rowid table needs handle=<int>")
+                out += encode_datum(mt.EXTRA_HANDLE_ID) + encode_datum(h)
+        return bytes(out)
+    if kind == DELETE:
+        if before is None:
+            raise ValueError("a delete needs a before image")
+        _pairs(plan, before, range(len(cols)), out)
+        if plan.extra_handle:
+            if not isinstance(handle, int):
+                raise ColumnValueError("delete from a _tidb_rowid table needs handle=<int>")
+            out += encode_datum(mt.EXTRA_HANDLE_ID) + encode_datum(handle)
+        return bytes(out or b"\x00")
+    raise ValueError(f"unknown row kind {kind!r}; expected one of {KINDS}")
+
+
+# ---------------------------------------------------------------------------------------------
+# TableMutation.sequence
+
+_SEQ_KIND = {0: (INSERT, "inserted_rows"), 1: (UPDATE, "updated_rows"), 4: (DELETE, "deleted_rows")}
+
+
+def iter_mutation(mutation: Any) -> Iterator[tuple[str, bytes]]:
+    """Yield (kind, row bytes) of a ``binlog_pb2.TableMutation`` in transaction order.
+
+    Follows ``sequence`` (Insert=0, Update=1, DeleteRow=4), taking the next unread row of the
+    matching list each time; an empty ``sequence`` means TiDB's older order: all inserts, then
+    updates, then deletes. A sequence that names an obsolete type, runs past a list, or leaves
+    rows unread raises :class:`RowLayoutError`.
+    """
+    lists = {"inserted_rows": mutation.inserted_rows, "updated_rows": mutation.updated_rows,
+             "deleted_rows": mutation.deleted_rows}
+    if not len(mutation.sequence):
+        for kind, name in ((INSERT, "inserted_rows"), (UPDATE, "updated_rows"), (DELETE, "deleted_rows")):
+            for row in lists[name]:
+                yield kind, row
+        return
+    pos = {name: 0 for name in lists}
+    for i, tp in enumerate(mutation.sequence):
+        entry = _SEQ_KIND.get(int(tp))
+        if entry is None:
+            raise RowLayoutError(f"sequence[{i}] is the unsupported mutation type {int(tp)}")
+        kind, name = entry
+        rows = lists[name]
+        if pos[name] >= len(rows):
+            raise RowLayoutError(f"sequence[{i}] asks for {name}[{pos[name]}] but there are {len(rows)}")
+        yield kind, rows[pos[name]]
+        pos[name] += 1
+    for name, rows in lists.items():
+        if pos[name] != len(rows):
+            raise RowLayoutError(f"sequence leaves {len(rows) - pos[name]} of {name} unread")

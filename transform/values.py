@@ -1,0 +1,486 @@
+"""Column values: TiDB's ``tablecodec.Unflatten`` (datum → typed column value) and ``flatten``
+(column value → datum), plus origin defaults and zero values.
+
+Column-level Python values:
+
+==============================  ===============================================================
+column type                     Python value
+==============================  ===============================================================
+TINYINT … BIGINT [UNSIGNED]     ``int``
+FLOAT / DOUBLE                  ``float`` (FLOAT narrowed to float32 precision)
+DECIMAL(M,D)                    ``decimal.Decimal`` with D fraction digits
+DATE                            ``datetime.date``
+DATETIME                        naive ``datetime.datetime``
+TIMESTAMP                       ``datetime.datetime`` aware, in UTC
+DATE/DATETIME/TIMESTAMP that    :class:`InvalidTime` (a ``str`` such as ``"0000-00-00 00:00:00"``)
+Python cannot hold (zero
+dates, month/day 0, year 0)
+TIME                            ``str`` ``[-]HH:MM:SS[.fraction]`` (hours may exceed 24)
+YEAR / BIT                      ``int``
+ENUM / SET                      ``str`` (element name / comma-joined names)
+CHAR/VARCHAR/TEXT               ``str``; binary charset → ``bytes``
+JSON                            ``str`` JSON text
+==============================  ===============================================================
+"""
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import re
+import struct
+from decimal import Decimal, InvalidOperation
+from typing import Any, Callable
+
+from transform import mysqltypes as mt
+from transform.mydecimal import EXACT
+from transform.codec import DecimalDatum, Json, Uint
+from transform.errors import CodecError, ColumnValueError
+from transform.schema import ColumnInfo
+
+UTC = dt.timezone.utc
+_F32 = struct.Struct("<f")
+
+
+class InvalidTime(str):
+    """A DATE/DATETIME/TIMESTAMP value Python's datetime cannot hold (MySQL zero dates, month or
+    day 0, year 0, Feb 30 under ALLOW_INVALID_DATES), in MySQL's text form."""
+
+    packed: int
+
+    def __new__(cls, text: str, packed: int = 0) -> "InvalidTime":
+        self = super().__new__(cls, text)
+        self.packed = packed
+        return self
+
+
+# ---------------------------------------------------------------------------------------------
+# packed time (ToPackedUint / FromPackedUint)
+
+def pack_time(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0,
+              micro: int = 0) -> int:
+    """TiDB's ``ToPackedUint`` of a broken-down time."""
+    if not (0 <= year <= 9999 and 0 <= month <= 12 and 0 <= day <= 31 and 0 <= hour <= 23
+            and 0 <= minute <= 59 and 0 <= second <= 59 and 0 <= micro <= 999_999):
+        raise ColumnValueError(f"time out of range: {year}-{month}-{day} {hour}:{minute}:{second}.{micro}")
+    ymd = ((year * 13 + month) << 5) | day
+    hms = (hour << 12) | (minute << 6) | second
+    return (((ymd << 17) | hms) << 24) | micro
+
+
+def unpack_time(packed: int) -> tuple[int, int, int, int, int, int, int]:
+    """TiDB's ``FromPackedUint``: (year, month, day, hour, minute, second, microsecond)."""
+    ymdhms = packed >> 24
+    ymd = ymdhms >> 17
+    ym = ymd >> 5
+    hms = ymdhms & 0x1FFFF
+    return ym // 13, ym % 13, ymd & 31, hms >> 12, (hms >> 6) & 63, hms & 63, packed & 0xFFFFFF
+
+
+def _time_text(parts: tuple[int, ...], date_only: bool) -> str:
+    y, mo, d, h, mi, s, us = parts
+    if date_only:
+        return f"{y:04d}-{mo:02d}-{d:02d}"
+    text = f"{y:04d}-{mo:02d}-{d:02d} {h:02d}:{mi:02d}:{s:02d}"
+    return text + (f".{us:06d}" if us else "")
+
+
+def time_from_packed(packed: int, tp: int) -> Any:
+    """Unflatten a packed DATE/DATETIME/TIMESTAMP (TIMESTAMP packed in UTC) to a Python value."""
+    if packed < 0 or packed >> 63:
+        raise ColumnValueError(f"packed time {packed} out of range")
+    parts = unpack_time(packed)
+    y, mo, d, h, mi, s, us = parts
+    if h > 23 or mi > 59 or s > 59 or us > 999_999 or y > 9999:
+        raise ColumnValueError(f"packed time {packed:#x} has an invalid field")
+    date_only = tp in (mt.TYPE_DATE, mt.TYPE_NEWDATE)
+    try:
+        if date_only:
+            if h or mi or s or us:
+                raise ColumnValueError(f"packed DATE {packed:#x} has a time part")
+            return dt.date(y, mo, d)
+        if tp == mt.TYPE_TIMESTAMP:
+            return dt.datetime(y, mo, d, h, mi, s, us, tzinfo=UTC)
+        return dt.datetime(y, mo, d, h, mi, s, us)
+    except ValueError:
+        return InvalidTime(_time_text(parts, date_only), packed)
+
+
+_TIME_RE = re.compile(r"^\s*(\d{1,4})-(\d{1,2})-(\d{1,2})(?:[ T](\d{1,2}):(\d{1,2}):(\d{1,2})(?:\.(\d{1,6}))?)?\s*$")
+
+
+def packed_from_value(value: Any, tp: int) -> int:
+    """Flatten a DATE/DATETIME/TIMESTAMP value to TiDB's packed uint64 (TIMESTAMP in UTC).
+
+    Accepts ``date``, ``datetime`` (aware values are converted to UTC; a naive value for a
+    TIMESTAMP column is taken as UTC), :class:`InvalidTime` and MySQL time text.
+    """
+    if isinstance(value, InvalidTime) and value.packed:
+        return value.packed
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(UTC)
+        if tp in (mt.TYPE_DATE, mt.TYPE_NEWDATE) and (value.hour or value.minute or value.second or value.microsecond):
+            raise ColumnValueError(f"DATE value {value} has a time part")
+        return pack_time(value.year, value.month, value.day, value.hour, value.minute,
+                         value.second, value.microsecond)
+    if isinstance(value, dt.date):
+        return pack_time(value.year, value.month, value.day)
+    if isinstance(value, str):
+        m = _TIME_RE.match(value)
+        if not m:
+            raise ColumnValueError(f"not a MySQL time: {value!r}")
+        y, mo, d, h, mi, s, frac = m.groups()
+        us = int((frac or "0").ljust(6, "0"))
+        return pack_time(int(y), int(mo), int(d), int(h or 0), int(mi or 0), int(s or 0), us)
+    raise ColumnValueError(f"cannot use {type(value).__name__} as a time value")
+
+
+# ---------------------------------------------------------------------------------------------
+# TIME (duration in nanoseconds)
+
+MAX_DURATION_NS = (838 * 3600 + 59 * 60 + 59) * 1_000_000_000 + 999_999_000
+
+
+def duration_text(ns: int, fsp: int) -> str:
+    """``Duration.String()``: ``[-]HH:MM:SS`` plus ``fsp`` fraction digits; more digits are shown
+    when the value has sub-``fsp`` precision, so no information is lost."""
+    sign = "-" if ns < 0 else ""
+    a = -ns if ns < 0 else ns
+    secs, frac = divmod(a, 1_000_000_000)
+    h, rem = divmod(secs, 3600)
+    m, s = divmod(rem, 60)
+    text = f"{sign}{h:02d}:{m:02d}:{s:02d}"
+    digits = max(0, min(fsp, 6))
+    fs = f"{frac:09d}"
+    if fs[digits:].strip("0"):
+        digits = 6 if not fs[6:].strip("0") else 9
+    return text + ("." + fs[:digits] if digits else "")
+
+
+_DUR_RE = re.compile(r"^\s*(-)?(?:(\d+)\s+)?(\d+):(\d{1,2}):(\d{1,2})(?:\.(\d{1,9}))?\s*$")
+
+
+def duration_ns(value: Any) -> int:
+    """Flatten a TIME value (text ``[-][D ]HH:MM:SS[.f]``, ``timedelta`` or int ns) to nanoseconds."""
+    if isinstance(value, bool):
+        raise ColumnValueError("bool is not a TIME value")
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, dt.timedelta):
+        return (value.days * 86400 + value.seconds) * 1_000_000_000 + value.microseconds * 1000
+    if isinstance(value, str):
+        m = _DUR_RE.match(value)
+        if not m:
+            raise ColumnValueError(f"not a MySQL TIME: {value!r}")
+        neg, days, h, mi, s, frac = m.groups()
+        if int(mi) > 59 or int(s) > 59:
+            raise ColumnValueError(f"not a MySQL TIME: {value!r}")
+        ns = ((int(days or 0) * 24 + int(h)) * 3600 + int(mi) * 60 + int(s)) * 1_000_000_000
+        ns += int((frac or "0").ljust(9, "0"))
+        return -ns if neg else ns
+    raise ColumnValueError(f"cannot use {type(value).__name__} as a TIME value")
+
+
+# ---------------------------------------------------------------------------------------------
+# per-column unflatten / flatten functions
+
+Unflatten = Callable[[Any], Any]
+Flatten = Callable[[Any], Any]
+
+
+def _fsp(col: ColumnInfo) -> int:
+    return col.type.decimal if 0 <= col.type.decimal <= 6 else 0
+
+
+_INT_BITS = {mt.TYPE_TINY: 8, mt.TYPE_SHORT: 16, mt.TYPE_INT24: 24, mt.TYPE_LONG: 32, mt.TYPE_LONGLONG: 64}
+FLOAT32_MAX = 3.4028234663852886e38
+
+
+def int_range(col: ColumnInfo) -> tuple[int, int]:
+    """The (min, max) an integer or YEAR column can hold."""
+    if col.tp == mt.TYPE_YEAR:
+        return 0, 2155
+    bits = _INT_BITS[col.tp]
+    if col.unsigned:
+        return 0, (1 << bits) - 1
+    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+
+def _as_int(col: ColumnInfo, d: Any) -> int:
+    if type(d) is float or not isinstance(d, int):
+        raise ColumnValueError(f"column {col.name}: expected an integer datum, got {type(d).__name__}")
+    return int(d)
+
+
+def decimal_scale(col: ColumnInfo) -> tuple[int, int]:
+    """(precision, scale) a DECIMAL column is written at (TiDB's defaults for unspecified)."""
+    prec = col.type.flen if col.type.flen > 0 else 10
+    scale = col.type.decimal if col.type.decimal >= 0 else 0
+    return prec, scale
+
+
+def make_unflatten(col: ColumnInfo) -> Unflatten:
+    """Return a function turning one non-NULL datum of ``col`` into its column-level value.
+
+    Raises :class:`ColumnValueError` when the datum's kind does not fit the column type.
+    """
+    tp = col.tp
+    name = col.name
+    if tp in mt.INT_TYPES or tp == mt.TYPE_YEAR:
+        lo, hi = int_range(col)
+
+        def integer(d: Any) -> int:
+            v = _as_int(col, d)
+            if not lo <= v <= hi:
+                raise ColumnValueError(f"column {name}: {v} out of the column's range {lo}..{hi}")
+            return v
+        return integer
+    if tp == mt.TYPE_BIT:
+        width = col.type.flen if col.type.flen > 0 else 64
+
+        def bit(d: Any) -> int:
+            v = _as_int(col, d)
+            if v < 0 or v >> width:
+                raise ColumnValueError(f"column {name}: BIT({width}) value {v} too wide")
+            return v
+        return bit
+    if tp == mt.TYPE_FLOAT:
+        def f32(d: Any) -> float:
+            if type(d) is not float:
+                raise ColumnValueError(f"column {name}: expected a float datum")
+            if d != d or (abs(d) > FLOAT32_MAX and abs(d) != float("inf")):
+                raise ColumnValueError(f"column {name}: {d} does not fit a FLOAT")
+            return _F32.unpack(_F32.pack(d))[0]
+        return f32
+    if tp == mt.TYPE_DOUBLE:
+        def f64(d: Any) -> float:
+            if type(d) is not float:
+                raise ColumnValueError(f"column {name}: expected a float datum")
+            return d
+        return f64
+    if tp == mt.TYPE_NEWDECIMAL:
+        prec, scale = decimal_scale(col)
+        q = Decimal((0, (1,), -scale))
+
+        def dec(d: Any) -> Decimal:
+            if not isinstance(d, Decimal):
+                raise ColumnValueError(f"column {name}: expected a decimal datum")
+            v = Decimal(d)
+            if getattr(d, "frac", None) == scale and getattr(d, "prec", None) == prec:
+                return v
+            try:
+                r = v.quantize(q, context=EXACT)
+            except InvalidOperation:
+                r = None
+            if r is None or r != v or (r != 0 and r.adjusted() >= prec - scale):
+                raise ColumnValueError(f"column {name}: decimal {v} does not fit DECIMAL({prec},{scale})")
+            return r
+        return dec
+    if tp in mt.TIME_TYPES:
+        return lambda d: time_from_packed(_as_int(col, d), tp)
+    if tp == mt.TYPE_DURATION:
+        fsp = _fsp(col)
+        return lambda d: duration_text(_as_int(col, d), fsp)
+    if tp == mt.TYPE_ENUM:
+        elems = col.type.elems
+
+        def enum(d: Any) -> str:
+            i = _as_int(col, d)
+            if i == 0:
+                return ""
+            if i < 0 or i > len(elems):
+                raise ColumnValueError(f"column {name}: enum index {i} out of range 1..{len(elems)}")
+            return elems[i - 1]
+        return enum
+    if tp == mt.TYPE_SET:
+        elems = col.type.elems
+
+        def set_(d: Any) -> str:
+            mask = _as_int(col, d)
+            if mask < 0 or mask >> len(elems):
+                raise ColumnValueError(f"column {name}: set bitmask {mask:#x} has bits beyond {len(elems)} elements")
+            return ",".join(e for i, e in enumerate(elems) if mask >> i & 1)
+        return set_
+    if tp == mt.TYPE_JSON:
+        def js(d: Any) -> str:
+            if not isinstance(d, Json):
+                raise ColumnValueError(f"column {name}: expected a JSON datum")
+            return str(d)
+        return js
+    if tp in mt.STRING_TYPES or tp == mt.TYPE_GEOMETRY:
+        if col.binary or tp == mt.TYPE_GEOMETRY:
+            def raw(d: Any) -> bytes:
+                if not isinstance(d, bytes):
+                    raise ColumnValueError(f"column {name}: expected a bytes datum")
+                return bytes(d)
+            return raw
+
+        def text(d: Any) -> str:
+            if not isinstance(d, bytes):
+                raise ColumnValueError(f"column {name}: expected a bytes datum")
+            try:
+                return d.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise ColumnValueError(f"column {name}: string is not valid UTF-8 at {e.start}") from None
+        return text
+    raise ColumnValueError(f"column {name}: unsupported type code {tp}")
+
+
+def make_flatten(col: ColumnInfo) -> Flatten:
+    """Return a function turning one non-None column value into the datum TiDB writes for it
+    (the inverse of :func:`make_unflatten`)."""
+    tp = col.tp
+    name = col.name
+    if tp in mt.INT_TYPES:
+        if col.unsigned:
+            return lambda v: Uint(_check_int(name, v, 0, (1 << 64) - 1))
+        return lambda v: _check_int(name, v, -(1 << 63), (1 << 63) - 1)
+    if tp == mt.TYPE_YEAR:
+        return lambda v: _check_int(name, v, 0, 2155)
+    if tp == mt.TYPE_BIT:
+        def bit(v: Any) -> Uint:
+            if isinstance(v, (bytes, bytearray)):
+                v = int.from_bytes(v, "big")
+            return Uint(_check_int(name, v, 0, (1 << 64) - 1))
+        return bit
+    if tp == mt.TYPE_FLOAT:
+        return lambda v: _F32.unpack(_F32.pack(float(v)))[0]
+    if tp == mt.TYPE_DOUBLE:
+        return lambda v: float(v)
+    if tp == mt.TYPE_NEWDECIMAL:
+        prec, scale = decimal_scale(col)
+        return lambda v: DecimalDatum(Decimal(v), prec, scale)
+    if tp in mt.TIME_TYPES:
+        return lambda v: Uint(packed_from_value(v, tp))
+    if tp == mt.TYPE_DURATION:
+        return lambda v: duration_ns(v)
+    if tp == mt.TYPE_ENUM:
+        index = {e: i + 1 for i, e in enumerate(col.type.elems)}
+        folded = {e.casefold(): i + 1 for i, e in enumerate(col.type.elems)}
+
+        def enum(v: Any) -> Uint:
+            if isinstance(v, int) and not isinstance(v, bool):
+                return Uint(_check_int(name, v, 0, len(index)))
+            if v == "":
+                return Uint(0)
+            i = index.get(v) or folded.get(str(v).casefold())
+            if i is None:
+                raise ColumnValueError(f"column {name}: {v!r} is not an enum element")
+            return Uint(i)
+        return enum
+    if tp == mt.TYPE_SET:
+        bits = {e: 1 << i for i, e in enumerate(col.type.elems)}
+
+        def set_(v: Any) -> Uint:
+            if isinstance(v, int) and not isinstance(v, bool):
+                return Uint(_check_int(name, v, 0, (1 << len(bits)) - 1))
+            mask = 0
+            for part in (str(v).split(",") if v else []):
+                if part not in bits:
+                    raise ColumnValueError(f"column {name}: {part!r} is not a set element")
+                mask |= bits[part]
+            return Uint(mask)
+        return set_
+    if tp == mt.TYPE_JSON:
+        import json
+
+        def js(v: Any) -> Json:
+            if isinstance(v, (str, bytes)):
+                return Json(v.decode("utf-8") if isinstance(v, bytes) else v)
+            return Json(json.dumps(v))
+        return js
+    if tp in mt.STRING_TYPES or tp == mt.TYPE_GEOMETRY:
+        def s(v: Any) -> bytes:
+            if isinstance(v, str):
+                return v.encode("utf-8")
+            if isinstance(v, (bytes, bytearray, memoryview)):
+                return bytes(v)
+            raise ColumnValueError(f"column {name}: cannot write {type(v).__name__} as a string")
+        return s
+    raise ColumnValueError(f"column {name}: unsupported type code {tp}")
+
+
+def _check_int(name: str, v: Any, lo: int, hi: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ColumnValueError(f"column {name}: expected an int, got {type(v).__name__}")
+    if not lo <= v <= hi:
+        raise ColumnValueError(f"column {name}: {v} out of range {lo}..{hi}")
+    return int(v)
+
+
+# ---------------------------------------------------------------------------------------------
+# defaults for missing columns (drainer getDefaultOrZeroValue)
+
+def zero_value(col: ColumnInfo) -> Any:
+    """TiDB's ``GetZeroValue`` as a column-level value."""
+    tp = col.tp
+    if tp in mt.INT_TYPES or tp in (mt.TYPE_YEAR, mt.TYPE_BIT):
+        return 0
+    if tp in (mt.TYPE_FLOAT, mt.TYPE_DOUBLE):
+        return 0.0
+    if tp == mt.TYPE_NEWDECIMAL:
+        return Decimal((0, (0,), -decimal_scale(col)[1]))
+    if tp in mt.TIME_TYPES:
+        date_only = tp in (mt.TYPE_DATE, mt.TYPE_NEWDATE)
+        return InvalidTime("0000-00-00" if date_only else "0000-00-00 00:00:00", 0)
+    if tp == mt.TYPE_DURATION:
+        return duration_text(0, _fsp(col))
+    if tp in (mt.TYPE_ENUM, mt.TYPE_SET):
+        return ""
+    if tp == mt.TYPE_JSON:
+        return "null"
+    if tp in mt.STRING_TYPES or tp == mt.TYPE_GEOMETRY:
+        if col.binary or tp == mt.TYPE_GEOMETRY:
+            if tp == mt.TYPE_STRING and col.type.flen > 0:
+                return b"\x00" * col.type.flen
+            return b""
+        return ""
+    raise ColumnValueError(f"column {col.name}: unsupported type code {tp}")
+
+
+def parse_default(col: ColumnInfo, text: Any) -> Any:
+    """A column's ``origin_default`` (TiDB's JSON form, usually a string) as a column value."""
+    tp = col.tp
+    try:
+        if tp == mt.TYPE_BIT:
+            raw = col.origin_default_bit
+            if raw:
+                return int.from_bytes(base64.b64decode(raw), "big")
+            if isinstance(text, str):
+                return int.from_bytes(text.encode("latin-1"), "big")
+            return int(text)
+        if tp in mt.INT_TYPES or tp == mt.TYPE_YEAR:
+            return int(Decimal(str(text)))
+        if tp in (mt.TYPE_FLOAT, mt.TYPE_DOUBLE):
+            return make_unflatten(col)(float(text))
+        if tp == mt.TYPE_NEWDECIMAL:
+            return make_unflatten(col)(DecimalDatum(Decimal(str(text))))
+        if tp in mt.TIME_TYPES:
+            return time_from_packed(packed_from_value(str(text), tp), tp)
+        if tp == mt.TYPE_DURATION:
+            return duration_text(duration_ns(str(text)), _fsp(col))
+        if tp == mt.TYPE_ENUM:
+            return make_unflatten(col)(make_flatten(col)(text))
+        if tp == mt.TYPE_SET:
+            return make_unflatten(col)(make_flatten(col)(text))
+        if tp == mt.TYPE_JSON:
+            return text if isinstance(text, str) else __import__("json").dumps(text)
+        if tp in mt.STRING_TYPES or tp == mt.TYPE_GEOMETRY:
+            if col.binary:
+                return text.encode("utf-8") if isinstance(text, str) else bytes(text)
+            return str(text)
+    except (ValueError, ArithmeticError, TypeError, CodecError) as e:
+        raise ColumnValueError(f"column {col.name}: bad origin default {text!r}: {e}") from None
+    raise ColumnValueError(f"column {col.name}: unsupported type code {tp}")
+
+
+def missing_value(col: ColumnInfo) -> Any:
+    """The value drainer fills in for a column absent from a row: origin default, else NULL if
+    nullable, else an ENUM's first element, else the zero value."""
+    if col.origin_default is not None or (col.tp == mt.TYPE_BIT and col.origin_default_bit):
+        return parse_default(col, col.origin_default)
+    if col.nullable:
+        return None
+    if col.tp == mt.TYPE_ENUM and col.type.elems:
+        return col.type.elems[0]
+    return zero_value(col)
