@@ -107,25 +107,82 @@ def _run_ctl(args: argparse.Namespace) -> int:
 
 
 def _upstream_parser(sub: Any) -> None:
-    p = sub.add_parser("upstream", help="the TiDB stand-in (for now: its PD-compatible TSO)",
-                       description="Serve a PD-compatible timestamp oracle (/pdpb.PD/Tso).")
-    p.add_argument("--tso-addr", default="127.0.0.1:2379", help="TSO listen address (default 127.0.0.1:2379)")
-    p.add_argument("--cluster-id", type=int, default=6_000_000_000_000_000_001,
-                   help="cluster id in every response header")
-    p.set_defaults(run=_run_upstream)
+    p = sub.add_parser("upstream", help="the TiDB stand-in: TSO, status API, SQL, binlogs, workloads",
+                       description="Emulate a TiDB cluster towards pumps and drainers: PD-compatible TSO, "
+                                   "TiDB status API (/ddl/history, /schema, /mvcc/hex), SQL over "
+                                   "POST /binlake/sql with TiDB binlog writing, optional workload. "
+                                   "`binlake upstream sql` is the client.")
+    p.add_argument("--config", help="upstream.toml")
+    p.add_argument("--tso-addr", dest="tso-addr", help="TSO listen address (default 127.0.0.1:2379)")
+    p.add_argument("--status-addr", dest="status-addr", help="status API address (default 127.0.0.1:10080)")
+    p.add_argument("--registry", help="pump registry (file://PATH or etcd://HOST:PORT); empty: no binlog")
+    p.add_argument("--cluster-id", dest="cluster-id", type=int, help="cluster id")
+    p.add_argument("--servers", type=int, help="number of emulated TiDB servers")
+    p.add_argument("--workload", choices=["", "mixed", "churn"], help="run a workload")
+    p.add_argument("--rate", type=float, help="workload transactions per second (0 = unthrottled)")
+    p.add_argument("--duration", type=float, help="workload seconds (0 = until stopped)")
+    p.add_argument("--seed", type=int, help="workload seed")
+    p.add_argument("--workers", type=int, help="workload threads")
+    p.add_argument("--log-level", dest="log-level", help="debug, info, warning, error")
+    p.set_defaults(run=_run_upstream, upstream_cmd="")
+    usub = p.add_subparsers(dest="upstream_cmd")
+    q = usub.add_parser("sql", help="run SQL on a running emulator (stdin shell when no SQL is given)")
+    q.add_argument("--status-url", default="http://127.0.0.1:10080", help="the emulator's status API URL")
+    q.add_argument("--server", type=int, default=0, help="which emulated TiDB server runs it")
+    q.add_argument("--db", default="test", help="current database")
+    q.add_argument("sql", nargs="?", help="SQL statements; omitted: read statements from stdin")
 
 
 def _run_upstream(args: argparse.Namespace) -> int:
-    from upstream.tso import serve_tso
+    from upstream.errors import UpstreamError
 
-    _setup_logging()
-    server, port = serve_tso(args.tso_addr, args.cluster_id)
-    log.info("PD-compatible TSO on port %d (cluster id %d)", port, args.cluster_id)
+    if args.upstream_cmd == "sql":
+        from upstream.client import StatusClient, print_answer, shell
+
+        client = StatusClient(args.status_url)
+        try:
+            if args.sql:
+                return 0 if print_answer(client.sql(args.sql, args.server, args.db)) else 1
+            return shell(client, args.server, args.db)
+        except UpstreamError as exc:
+            print(f"binlake upstream sql: error: {exc}", file=sys.stderr)
+            return 1
+
+    from upstream.cluster import Cluster
+    from upstream.config import load_options
+
+    keys = ("tso-addr", "status-addr", "registry", "cluster-id", "servers", "workload", "rate", "duration",
+            "seed", "workers", "log-level")
+    try:
+        opts = load_options(args.config, {k: getattr(args, k, None) for k in keys})
+    except (UpstreamError, OSError) as exc:
+        print(f"binlake upstream: error: {exc}", file=sys.stderr)
+        return 1
+    _setup_logging(opts.log_level)
+    cluster = Cluster(registry=opts.registry or None, cluster_id=opts.cluster_id, servers=opts.servers,
+                      tso_addr=opts.tso_addr, status_addr=opts.status_addr,
+                      clustered_default=opts.clustered_default, ignore_error=opts.ignore_error)
+    log.info("PD-compatible TSO at %s, TiDB status API at %s (cluster id %d, %d server(s), registry %s)",
+             cluster.tso_url, cluster.status_url, opts.cluster_id, opts.servers, opts.registry or "none")
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda signum, frame: stop.set())
-    stop.wait()
-    server.stop(grace=1).wait()
+    try:
+        if opts.workload:
+            from upstream.workload import Workload
+
+            wl = Workload(cluster, seed=opts.seed, churn=opts.workload == "churn", ddl_interval=opts.ddl_interval)
+            wl.setup()
+            threading.Thread(target=lambda: (stop.wait(), wl.stop.set()), daemon=True).start()
+            stats = wl.run(rate=opts.rate, duration=opts.duration, workers=opts.workers)
+            log.info("workload done: %d committed (%.0f txn/s), %d aborted, %d DDL, %d errors",
+                     stats.committed, stats.tps, stats.aborted, stats.ddls, len(stats.errors))
+            if opts.duration > 0:
+                return 0
+        stop.wait()
+    finally:
+        cluster.flush(10)
+        cluster.close()
     return 0
 
 

@@ -32,6 +32,16 @@ class TimestampOracle:
             self._logical += count
             return self._physical, self._logical
 
+    def last(self) -> int:
+        """The last timestamp handed out (0 before the first), as ``physical << 18 | logical``."""
+        with self._lock:
+            return (self._physical << 18) | self._logical
+
+    def ts(self) -> int:
+        """One fresh timestamp as ``physical << 18 | logical``."""
+        physical, logical = self.allocate(1)
+        return (physical << 18) | logical
+
 
 class TSOService(pdpb_pb2_grpc.PDServicer):
     """The Tso stream; every response header carries ``cluster_id``."""
@@ -55,10 +65,12 @@ class TSOService(pdpb_pb2_grpc.PDServicer):
                                        timestamp=pdpb_pb2.Timestamp(physical=physical, logical=logical))
 
 
-def serve_tso(addr: str, cluster_id: int) -> tuple[grpc.Server, int]:
-    """Start a TSO server on ``addr`` (port 0 picks one); return the server and its port."""
+def serve_tso(addr: str, cluster_id: int, oracle: TimestampOracle | None = None) -> tuple[grpc.Server, int]:
+    """Start a TSO server on ``addr`` (port 0 picks one); return the server and its port.
+
+    Pass ``oracle`` to share one timestamp source with in-process users (the upstream emulator)."""
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="tso"))
-    pdpb_pb2_grpc.add_PDServicer_to_server(TSOService(cluster_id), server)
+    pdpb_pb2_grpc.add_PDServicer_to_server(TSOService(cluster_id, oracle), server)
     port = server.add_insecure_port(addr)
     if port == 0:
         raise OSError(f"cannot listen on {addr}")

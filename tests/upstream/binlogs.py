@@ -1,0 +1,104 @@
+"""Reading back what the emulator wrote: range scans of every pump, commits paired with prewrites."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from binlake.local import PumpProcess
+from ingest import binlog as bl
+from ingest.scan_client import ScanClient
+from schemas import binlog_pb2
+from transform.rows import decode_row, iter_mutation
+from transform.schema import Job, TableInfo
+
+
+@dataclass
+class Txn:
+    """A committed transaction as the pumps hold it."""
+
+    start_ts: int
+    commit_ts: int
+    prewrite: binlog_pb2.Binlog
+    pump: str
+
+
+def wait_watermarks(pumps: list[PumpProcess], cluster_id: int, above: int, timeout: float = 30.0) -> None:
+    """Wait until every pump's watermark passed ``above``."""
+    deadline = time.monotonic() + timeout
+    for p in pumps:
+        with ScanClient(p.addr, cluster_id) as c:
+            while c.watermark().max_commit_ts < above:
+                assert time.monotonic() < deadline, f"pump {p.node_id} watermark stuck\n{p.log_tail()}"
+                time.sleep(0.05)
+
+
+def committed(pumps: list[PumpProcess], cluster_id: int, to_ts: int = 0) -> list[Txn]:
+    """Every committed transaction in (0, to_ts] on the pumps, ascending commit ts (rollbacks and fakes dropped)."""
+    prewrites: dict[int, tuple[binlog_pb2.Binlog, str]] = {}
+    commits: dict[int, tuple[int, str]] = {}
+    for p in pumps:
+        with ScanClient(p.addr, cluster_id) as c:
+            recs = list(c.scan(0, to_ts))
+            for r in recs:
+                if r.tp == bl.PREWRITE:
+                    prewrites[r.start_ts] = (bl.parse(r.payload), p.node_id)
+                elif r.tp == bl.COMMIT:
+                    assert r.start_ts not in commits or commits[r.start_ts][0] == r.commit_ts
+                    commits[r.start_ts] = (r.commit_ts, p.node_id)
+            missing = [s for s, (_, node) in commits.items() if node == p.node_id and s not in prewrites]
+            for r in c.lookup_prewrites(missing):
+                prewrites[r.start_ts] = (bl.parse(r.payload), p.node_id)
+    out = []
+    for start, (cts, node) in commits.items():
+        assert start in prewrites, f"commit {start}@{cts} on {node} has no prewrite"
+        pw, pnode = prewrites[start]
+        assert pnode == node, f"txn {start}: prewrite on {pnode}, commit on {node}"
+        out.append(Txn(start, cts, pw, node))
+    out.sort(key=lambda t: t.commit_ts)
+    return out
+
+
+class SchemaTracker:
+    """Drainer-style schema tracking from /ddl/history: the TableInfo of a table at a schema version."""
+
+    def __init__(self, jobs: list[Job]) -> None:
+        self.jobs = sorted(jobs, key=lambda j: j.binlog.schema_version)
+
+    def table(self, table_id: int, version: int) -> TableInfo:
+        """The TableInfo of ``table_id`` after every job with SchemaVersion ≤ ``version``."""
+        found = None
+        for j in self.jobs:
+            if j.binlog.schema_version > version:
+                break
+            ti = j.binlog.table_info
+            if ti is not None and ti.id == table_id:
+                found = ti
+        assert found is not None, f"no TableInfo for table {table_id} at version {version}"
+        return found
+
+    def name(self, table_id: int, version: int) -> str:
+        """``db.table`` of a table at a version."""
+        dbs: dict[int, str] = {}
+        tables: dict[int, tuple[int, str]] = {}
+        for j in self.jobs:
+            if j.binlog.schema_version > version:
+                break
+            if j.binlog.db_info:
+                dbs[j.binlog.db_info["id"]] = j.binlog.db_info["db_name"]["O"]
+            if j.binlog.table_info is not None:
+                tables[j.binlog.table_info.id] = (j.schema_id, j.binlog.table_info.name)
+        sid, name = tables[table_id]
+        return f"{dbs[sid]}.{name}"
+
+
+def decoded_changes(txn: Txn, tracker: SchemaTracker) -> list[tuple[int, str, Any]]:
+    """(table id, kind, RowChange) of a DML transaction, in binlog order."""
+    pv = binlog_pb2.PrewriteValue()
+    pv.ParseFromString(txn.prewrite.prewrite_value)
+    out = []
+    for tm in pv.mutations:
+        table = tracker.table(tm.table_id, pv.schema_version)
+        for kind, data in iter_mutation(tm):
+            out.append((tm.table_id, kind, decode_row(table, kind, data)))
+    return out

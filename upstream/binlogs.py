@@ -1,0 +1,120 @@
+"""The binlog side of a TiDB server: its own ``PumpsClient`` (created on first use), the slow-pump
+delay hook, and TiDB's ``[binlog] ignore-error`` behaviour.
+
+Promises: ``prewrite`` returns only after a pump stored the binlog, else raises
+``BinlogWriteFailed`` (or, with ``ignore_error``, logs, stops writing binlogs for good, and returns
+False); ``finish`` sends a Commit/Rollback binlog without waiting (``write_commit_async``).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import Future
+from typing import Any, Callable
+
+from ingest.errors import IngestError
+from ingest.pump_client import PumpsClient
+from schemas import binlog_pb2
+from upstream.errors import BinlogWriteFailed
+from upstream.faults import Faults
+
+log = logging.getLogger(__name__)
+
+
+class BinlogSink:
+    """Writes one server's binlogs; disabled when ``registry`` is None."""
+
+    def __init__(self, registry: str | None, cluster_id: int, faults: Faults, ignore_error: bool = False,
+                 client_options: dict[str, Any] | None = None,
+                 factory: Callable[[], PumpsClient] | None = None) -> None:
+        self.registry = registry
+        self.cluster_id = cluster_id
+        self.faults = faults
+        self.ignore_error = ignore_error
+        self.skipped = False
+        self._options = dict(client_options or {})
+        self._factory = factory
+        self._client: PumpsClient | None = None
+        self._lock = threading.Lock()
+        self._delayed: set[Future[str | None]] = set()
+
+    @property
+    def enabled(self) -> bool:
+        """True when binlogs are written (a registry is configured and not skipped after an error)."""
+        return self.registry is not None and not self.skipped
+
+    def client(self) -> PumpsClient:
+        """The PumpsClient, created on first use."""
+        with self._lock:
+            if self._client is None:
+                if self._factory is not None:
+                    self._client = self._factory()
+                else:
+                    assert self.registry is not None
+                    self._client = PumpsClient(self.registry, self.cluster_id, **self._options)
+            return self._client
+
+    def _delay(self) -> None:
+        if self.faults.pump_delay > 0:
+            time.sleep(self.faults.pump_delay)
+
+    def prewrite(self, binlog: binlog_pb2.Binlog) -> bool:
+        """Store a prewrite binlog on some pump; True when stored."""
+        if not self.enabled:
+            return False
+        self._delay()
+        try:
+            self.client().write_binlog(binlog)
+            return True
+        except IngestError as e:
+            if self.ignore_error:
+                log.error("write prewrite binlog failed, binlog is skipped from now on (ignore-error): %s", e)
+                self.skipped = True
+                return False
+            raise BinlogWriteFailed(f"[global:2]write binlog failed: {e}", binlog.start_ts) from e
+
+    def finish(self, binlog: binlog_pb2.Binlog) -> Future[str | None] | None:
+        """Send a commit/rollback binlog asynchronously (to the pump holding its prewrite)."""
+        if not self.enabled:
+            return None
+        if self.faults.pump_delay > 0:
+            client = self.client()
+            fut: Future[str | None] = Future()
+
+            def later() -> None:
+                try:
+                    self._delay()
+                    fut.set_result(client.write_commit_async(binlog).result())
+                except BaseException as e:  # noqa: BLE001 - handed to the Future's owner
+                    fut.set_exception(e)
+                finally:
+                    with self._lock:
+                        self._delayed.discard(fut)
+            with self._lock:
+                self._delayed.add(fut)
+            threading.Thread(target=later, daemon=True).start()
+            return fut
+        return self.client().write_commit_async(binlog)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait for every commit binlog sent so far."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            client = self._client
+            delayed = list(self._delayed)
+        for fut in delayed:
+            try:
+                fut.result(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            except Exception:  # noqa: BLE001 - only waiting here
+                pass
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        return True if client is None else client.flush(left)
+
+    def close(self) -> None:
+        """Flush briefly and close the client."""
+        self.flush(5.0)
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
