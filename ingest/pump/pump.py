@@ -13,7 +13,7 @@ from ingest.pump.metrics import PumpMetrics
 from ingest.pump.node import Node, NotifyError, resolve_node_id
 from ingest.pump.options import PumpOptions
 from ingest.pump.resolver import UpstreamResolver
-from ingest.pump.server import build_server
+from ingest.pump.server import ServerThread
 from ingest.pump.storage import Storage
 from ingest.registry import load_registry
 from ingest.registry.base import CLOSING, DRAINER, OFFLINE, ONLINE, PAUSED, PAUSING, Registry
@@ -59,7 +59,7 @@ class Pump:
         self._last_write = time.monotonic()
         self._gc_trigger = threading.Event()
         self.gc_running = False
-        self._grpc = None
+        self._grpc: ServerThread | None = None
         self._http: StatusServer | None = None
 
     # ---- lifecycle --------------------------------------------------------------------------
@@ -68,9 +68,12 @@ class Pump:
         """Serve gRPC and HTTP, register online, notify drainers if (re)joining, start the loops."""
         if self.cluster_id == 0:
             raise IngestError("cluster id unknown: PD answered cluster id 0 and no --cluster-id was given")
-        self._grpc = build_server(self, self.options)
-        self._grpc.start()
-        self._http = StatusServer(self, self.options.status_addr)
+        try:
+            self._grpc = ServerThread(self, self.options)
+            self._http = StatusServer(self, self.options.status_addr)
+        except OSError as exc:
+            self._shutdown()
+            raise IngestError(f"cannot serve on {self.options.addr} / {self.options.status_addr}: {exc}") from exc
         self._http.start()
         rejoining = self.node.previous_state == OFFLINE
         self.node.set_state(ONLINE)
@@ -126,7 +129,7 @@ class Pump:
     def _shutdown(self) -> None:
         self.stopping = True
         if self._grpc is not None:
-            self._grpc.stop(grace=10).wait(10)
+            self._grpc.stop(grace=10)
         if self._http is not None:
             self._http.stop()
         self.storage.close()
@@ -156,14 +159,15 @@ class Pump:
 
     # ---- writes -----------------------------------------------------------------------------
 
-    def write_binlog(self, payload: bytes) -> None:
-        """Validate and store one binlog from WriteBinlog; the all-zero probe is accepted and dropped."""
+    async def write_binlog(self, payload: bytes) -> None:
+        """Validate and durably store one binlog from WriteBinlog; the all-zero probe is accepted
+        and dropped; prewrites are refused unless the pump is online."""
         b = bl.parse(payload)
         if b.start_ts == 0 and b.commit_ts == 0:
             return
         if b.tp == bl.PREWRITE and self.state != ONLINE:
             raise NotOnline(f"no online: {self.state}")
-        self.storage.write(payload, b.tp, b.start_ts, b.commit_ts)
+        await self.storage.write_async(payload, b.tp, b.start_ts, b.commit_ts)
         self._last_write = time.monotonic()
 
     def _write_fake(self) -> int:

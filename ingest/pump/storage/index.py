@@ -50,6 +50,11 @@ class Entry:
         """Return the index value bytes."""
         return _VALUE.pack(self.pointer.fid, self.pointer.offset, self.tp, self.start_ts, self.commit_ts)
 
+    @staticmethod
+    def unpack_value(value: bytes) -> tuple[int, int, int, int, int]:
+        """(fid, offset, tp, start_ts, commit_ts) of an index value, without building objects."""
+        return _VALUE.unpack(value)
+
     @classmethod
     def unpack(cls, key: bytes, value: bytes) -> "Entry":
         """Parse an index key and value."""
@@ -74,6 +79,11 @@ class Index:
         path.mkdir(parents=True, exist_ok=True)
         self.db = plyvel.DB(str(path), create_if_missing=True)
 
+    @property
+    def closed(self) -> bool:
+        """True once ``close`` was called."""
+        return bool(self.db.closed)
+
     def put_entries(self, entries: Iterable[Entry], head: Pointer | None, sync: bool = False) -> None:
         """Write index entries and the new head pointer in one atomic batch."""
         with self.db.write_batch(transaction=True, sync=sync) as wb:
@@ -95,6 +105,14 @@ class Index:
         with self.db.iterator(start=ts_key(from_ts + 1), stop=ts_key(to_ts + 1)) as it:
             for key, value in it:
                 yield Entry.unpack(key, value)
+
+    def raw_values(self, from_ts: int, to_ts: int) -> Iterator[bytes]:
+        """Yield the raw index values with ``from_ts < key ts <= to_ts``, ascending by key ts
+        (the key ts is the value's start_ts for prewrites, its commit_ts otherwise)."""
+        if to_ts <= from_ts:
+            return
+        with self.db.iterator(start=ts_key(from_ts + 1), stop=ts_key(to_ts + 1), include_key=False) as it:
+            yield from it
 
     def delete_through(self, ts: int, batch: int = 1024) -> int:
         """Delete every ``ts:`` key at or below ``ts``; return how many were deleted."""

@@ -22,8 +22,8 @@ RESOLVE_AFTER = 1.0  # seconds a prewrite waits at the head before the resolver 
 class Sorter:
     """Consumes index entries in arrival order and emits commit timestamps as they become safe.
 
-    ``emit(entry)`` is called from the sorter thread for every commit-like entry whose commit_ts
-    is above the last emitted one. ``resolve(entry) -> bool`` is called (at most once a second) for
+    ``emit(entry)`` is called from the sorter thread with the highest commit-like entry passed in
+    each round (a round passes every entry up to the first unresolved prewrite). ``resolve(entry) -> bool`` is called (at most once a second) for
     a prewrite that has waited more than ``RESOLVE_AFTER`` seconds at the head; True drops it.
     """
 
@@ -69,30 +69,35 @@ class Sorter:
         head_since = 0.0
         head_seen: Entry | None = None
         while True:
+            best: Entry | None = None
+            blocked: Entry | None = None
             with self._cond:
                 if not self._items and not self._closed:
                     self._cond.wait(1.0)
                 if self._closed:
                     return
-                if not self._items:
-                    continue
-                head = self._items[0]
-                blocked = head.tp == PREWRITE and head.start_ts in self._waiting
-                if not blocked:
-                    self._items.popleft()
-            if not blocked:
-                if head.is_commit_like and head.commit_ts > self.last_emitted:
-                    self.last_emitted = head.commit_ts
-                    self._emit(head)
+                items, waiting, last = self._items, self._waiting, self.last_emitted
+                while items:  # pass everything up to the first unresolved prewrite in one go
+                    head = items[0]
+                    if head.tp == PREWRITE and head.start_ts in waiting:
+                        blocked = head
+                        break
+                    items.popleft()
+                    if head.commit_ts > last and head.is_commit_like:
+                        last, best = head.commit_ts, head
+                self.last_emitted = last
+            if best is not None:
+                self._emit(best)
+            if blocked is None:
                 continue
-            if head_seen is not head:
-                head_seen, head_since = head, time.monotonic()
-            if time.monotonic() - head_since > RESOLVE_AFTER and self._try_resolve(head):
-                self._drop_head(head)
+            if head_seen is not blocked:
+                head_seen, head_since = blocked, time.monotonic()
+            if time.monotonic() - head_since > RESOLVE_AFTER and self._try_resolve(blocked):
+                self._drop_head(blocked)
                 head_seen = None
                 continue
             with self._cond:
-                if self._items and self._items[0] is head and head.start_ts in self._waiting \
+                if self._items and self._items[0] is blocked and blocked.start_ts in self._waiting \
                         and not self._closed:
                     self._cond.wait(1.0)
 

@@ -11,6 +11,7 @@ Promises:
 """
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import logging
 import os
@@ -25,13 +26,15 @@ from ingest import binlog as bl
 from ingest.errors import CorruptRecord, DiskFull, MalformedBinlog, StorageClosed, StorageLocked
 from ingest.pump.metrics import PumpMetrics
 from ingest.pump.storage.index import (GC_TS_KEY, HANDLE_POINTER_KEY, MAX_COMMIT_TS_KEY, PREWRITE, Entry, Index)
+from ingest.pump.storage.scan import ScanColumns, scan_columns
 from ingest.pump.storage.sorter import Sorter
 from ingest.pump.storage.vlog import DEFAULT_FILE_SIZE, ZERO, Pointer, ValueLog
 from ingest.tso import compose_ts
 
 log = logging.getLogger(__name__)
 
-GC_MARGIN_TS = compose_ts(600 * 1000, 0)  # TiDB keeps 600 s below the gc ts for late commits
+GC_MARGIN_TS = compose_ts(600 * 1000, 0)
+DEFAULT_SCAN_BATCH = 4 << 20  # TiDB keeps 600 s below the gc ts for late commits
 GROUP_CAP = 1 << 20
 GROUP_SMALL = 128 << 10
 INDEX_BATCH = 1024
@@ -50,13 +53,47 @@ class StorageOptions:
 
 
 class _WriteRequest:
-    __slots__ = ("payload", "entry", "done", "error")
+    """One queued write; completed through a threading.Event (``write``) or an asyncio future."""
 
-    def __init__(self, payload: bytes, entry: Entry) -> None:
+    __slots__ = ("payload", "entry", "done", "future", "loop", "error")
+
+    def __init__(self, payload: bytes, entry: Entry,
+                 future: "asyncio.Future[Pointer] | None" = None,
+                 loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.payload = payload
         self.entry = entry
-        self.done = threading.Event()
+        self.done = threading.Event() if future is None else None
+        self.future = future
+        self.loop = loop
         self.error: BaseException | None = None
+
+
+def _complete(batch: list[_WriteRequest], error: BaseException | None = None) -> None:
+    """Release the writers of a batch: events directly, futures with one callback per event loop."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[_WriteRequest]] = {}
+    for r in batch:
+        r.error = error
+        if r.done is not None:
+            r.done.set()
+        else:
+            assert r.loop is not None
+            by_loop.setdefault(r.loop, []).append(r)
+    for loop, requests in by_loop.items():
+        try:
+            loop.call_soon_threadsafe(_resolve_futures, requests)
+        except RuntimeError:  # the loop is closed: nobody is waiting any more
+            pass
+
+
+def _resolve_futures(requests: list[_WriteRequest]) -> None:
+    for r in requests:
+        assert r.future is not None
+        if r.future.done():
+            continue
+        if r.error is not None:
+            r.future.set_exception(r.error)
+        else:
+            r.future.set_result(r.entry.pointer)
 
 
 _STOP = object()
@@ -90,7 +127,6 @@ class Storage:
         self._max_commit_ts = self.index.get_u64(MAX_COMMIT_TS_KEY)
         self._wm_cond = threading.Condition()
         self._emitted: Entry | None = None
-        self._emit_event = threading.Event()
         # Every record before the handle pointer (the last commit the sorter passed) is resolved;
         # the head pointer (last indexed record) is never before it. Without one, start from zero.
         start = self.index.get_pointer(HANDLE_POINTER_KEY) or ZERO
@@ -105,7 +141,6 @@ class Storage:
         self.sorter = Sorter(self._on_emit, self._resolve, last_emitted=self._max_commit_ts)
         self._threads = [threading.Thread(target=self._write_loop, name="pump-vlog-writer", daemon=True),
                          threading.Thread(target=self._index_loop, name="pump-indexer", daemon=True),
-                         threading.Thread(target=self._watermark_loop, name="pump-watermark", daemon=True),
                          threading.Thread(target=self._disk_loop, name="pump-disk", daemon=True)]
         for t in self._threads:
             t.start()
@@ -114,12 +149,9 @@ class Storage:
 
     # ---- write path -------------------------------------------------------------------------
 
-    def write(self, payload: bytes, tp: int, start_ts: int, commit_ts: int) -> Pointer:
-        """Store one marshalled binlog durably and return its pointer.
-
-        Raises ``DiskFull`` (except for fake binlogs) when free space is below the threshold, and
-        ``StorageClosed`` after ``close``.
-        """
+    def _request(self, payload: bytes, tp: int, start_ts: int, commit_ts: int,
+                 future: "asyncio.Future[Pointer] | None" = None,
+                 loop: asyncio.AbstractEventLoop | None = None) -> _WriteRequest:
         if self._closed:
             raise StorageClosed("storage is closed")
         fake = bl.is_fake(tp, start_ts, commit_ts)
@@ -128,12 +160,29 @@ class Storage:
                            f"below stop-write-at-available-space "
                            f"{self.options.stop_write_at_available_space}")
         entry = Entry(bl.key_ts(tp, start_ts, commit_ts), tp, start_ts, commit_ts, ZERO)
-        req = _WriteRequest(payload, entry)
+        req = _WriteRequest(payload, entry, future, loop)
         self._write_q.put(req)
+        return req
+
+    def write(self, payload: bytes, tp: int, start_ts: int, commit_ts: int) -> Pointer:
+        """Store one marshalled binlog durably and return its pointer.
+
+        Raises ``DiskFull`` (except for fake binlogs) when free space is below the threshold, and
+        ``StorageClosed`` after ``close``.
+        """
+        req = self._request(payload, tp, start_ts, commit_ts)
+        assert req.done is not None
         req.done.wait()
         if req.error is not None:
             raise req.error
         return req.entry.pointer
+
+    async def write_async(self, payload: bytes, tp: int, start_ts: int, commit_ts: int) -> Pointer:
+        """``write`` for coroutines: the event loop is not blocked while the group commit runs."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Pointer] = loop.create_future()
+        self._request(payload, tp, start_ts, commit_ts, future, loop)
+        return await future
 
     def _write_loop(self) -> None:
         pending: _WriteRequest | None = None
@@ -170,9 +219,7 @@ class Storage:
         except OSError as exc:
             self.metrics.error_count.labels("write_binlog_batch").inc()
             log.error("value log write of %d records failed: %s", len(batch), exc)
-            for r in batch:
-                r.error = exc
-                r.done.set()
+            _complete(batch, exc)
             return
         elapsed = time.monotonic() - started
         self.metrics.write_duration.labels("batch").observe(elapsed)
@@ -184,8 +231,7 @@ class Storage:
             e = r.entry
             r.entry = Entry(e.key_ts, e.tp, e.start_ts, e.commit_ts, p)
             entries.append(r.entry)
-        for r in batch:
-            r.done.set()
+        _complete(batch)
         self._forward(entries)
 
     def _forward(self, entries: list[Entry]) -> None:
@@ -290,25 +336,22 @@ class Storage:
 
     def _on_emit(self, entry: Entry) -> None:
         self._emitted = entry
-        self._emit_event.set()
+        self._publish()
 
     def _resolve(self, entry: Entry) -> bool:
         return self._resolver(entry)
 
-    def _watermark_loop(self) -> None:
-        while True:
-            self._emit_event.wait(1.0)
-            self._emit_event.clear()
-            self._publish()
-            if self._closed:
-                return
-
     def _publish(self) -> None:
-        """Persist the latest emitted commit ts (with its pointer), then publish it."""
+        """Persist the latest emitted commit ts (with its pointer), then publish it.
+
+        The LevelDB write is not fsync'd (TiDB does the same, once a second): it survives a process
+        crash; after a power loss the watermark may restart lower, but every record below it is in
+        the fsync'd value log, so nothing published is lost, only re-published.
+        """
         e = self._emitted
-        if e is None or e.commit_ts <= self._max_commit_ts:
+        if e is None or e.commit_ts <= self._max_commit_ts or self.index.closed:
             return
-        self.index.put_watermark(e.commit_ts, e.pointer, sync=self.options.sync_log)
+        self.index.put_watermark(e.commit_ts, e.pointer, sync=False)
         with self._wm_cond:
             self._max_commit_ts = e.commit_ts
             self._wm_cond.notify_all()
@@ -346,17 +389,35 @@ class Storage:
             return None
         return entry, self.read(entry)
 
+    def _scan_raw(self, from_ts: int, to_ts: int) -> Iterator[tuple[int, int, int, int, memoryview]]:
+        """(key_ts, tp, start_ts, commit_ts, payload) in ``(from_ts, min(to_ts, watermark)]``."""
+        for columns in self.scan_batches(from_ts, to_ts, DEFAULT_SCAN_BATCH):
+            key_ts, tps, starts, commits, lengths, data = columns
+            view = memoryview(data)
+            offset = 0
+            for k, tp, start, commit, n in zip(key_ts, tps, starts, commits, lengths):
+                yield k, tp, start, commit, view[offset:offset + n]
+                offset += n
+
     def scan(self, from_ts: int, to_ts: int) -> Iterator[tuple[Entry, bytes]]:
         """Yield every record whose key ts is in ``(from_ts, min(to_ts, watermark)]``, ascending.
 
         ``to_ts <= 0`` means up to the watermark. Corrupt records are skipped and counted.
         """
+        for key_ts, tp, start, commit, payload in self._scan_raw(from_ts, to_ts):
+            yield Entry(key_ts, tp, start, commit, ZERO), bytes(payload)
+
+    def scan_batches(self, from_ts: int, to_ts: int, limit: int) -> Iterator[ScanColumns]:
+        """``scan`` as columns (key_ts, tp, start_ts, commit_ts, lengths, joined payloads), each
+        batch holding at most ``limit`` payload bytes (at least one record)."""
         wm = self._max_commit_ts
         to = wm if to_ts <= 0 else min(to_ts, wm)
-        for entry in self.index.range(max(from_ts, 0), to):
-            payload = self._read_or_skip(entry)
-            if payload is not None:
-                yield entry, payload
+
+        def corrupt(message: str) -> None:
+            self.metrics.error_count.labels("read_value").inc()
+            log.error("scan skipped a record: %s", message)
+
+        return scan_columns(self.index.raw_values(max(from_ts, 0), to), self.vlog, limit, corrupt)
 
     def lookup_prewrites(self, start_ts: Iterable[int]) -> Iterator[tuple[Entry, bytes]]:
         """Yield the stored prewrite of each given start ts that this pump holds."""
@@ -461,7 +522,7 @@ class Storage:
         """Finish queued writes, index them, persist the watermark and release the directory."""
         if self._closed:
             return
-        writer, indexer, watermark, disk = self._threads
+        writer, indexer, disk = self._threads
         self._write_q.put(_STOP)
         writer.join()
         self._index_q.put(_STOP)
@@ -471,8 +532,6 @@ class Storage:
             time.sleep(0.01)
         self.sorter.close()
         self._closed = True
-        self._emit_event.set()
-        watermark.join()
         self._publish()
         with self._wm_cond:
             self._wm_cond.notify_all()

@@ -1,0 +1,161 @@
+"""Range-scan throughput of a pump (``binlake.v1.PumpScan/Scan`` over the whole range) beside reading
+the same value-log files raw, measured in the same run.
+
+The pump is filled first through WriteBinlog (``--bytes`` of 1 KiB prewrite_values, one commit per
+prewrite, sync-log = true). Then, with the files warm in the page cache (each is read once before
+timing: dropping caches is not possible here), each repeat measures in turn:
+
+- plain: a sequential read of every ``value/*.vlog`` in 4 MiB reads (cat-like), the physical floor;
+- raw frames (the baseline): the same sequential read, split into records by their 16-byte header
+  (``magic u32 | length u64 | crc32c u32``, little-endian), each payload materialized as bytes;
+- scan: ``ScanClient(addr, cluster_id).scan(0)`` up to the watermark, every record materialized
+  (and the same stream consumed as whole RecordBatch messages, for reference).
+
+MiB/s are of record payload (marshalled binlogs) for raw frames and scan, of file bytes for plain.
+
+    .venv/bin/python bench/pump_scan.py                  # 256 MiB fill (the reference run)
+    .venv/bin/python bench/pump_scan.py --bytes 32MiB    # a quick run
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import crc32c  # noqa: E402
+
+from bench._common import (CLUSTER_ID, MiB, BenchError, LocalPump, code_version, cpu_seconds,  # noqa: E402
+                           fmt_size, iter_frames, machine_line, parse_size, read_plain, run_load,
+                           vlog_files, wait_watermark)
+from ingest.scan_client import ScanClient  # noqa: E402
+
+RATIO_TARGET = 0.5
+
+
+def _raw_frames(paths: list[Path]) -> tuple[int, int]:
+    n = size = 0
+    for path in paths:
+        for payload in iter_frames(path):
+            n += 1
+            size += len(payload)
+    return n, size
+
+
+def _raw_frames_crc(paths: list[Path]) -> tuple[int, int]:
+    n = size = 0
+    for path in paths:
+        for payload in iter_frames(path):
+            crc32c.crc32c(payload)
+            n += 1
+            size += len(payload)
+    return n, size
+
+
+def _scan_records(addr: str, to_ts: int) -> tuple[int, int]:
+    n = size = 0
+    with ScanClient(addr, CLUSTER_ID, timeout=600) as client:
+        for rec in client.scan(0, to_ts):
+            n += 1
+            size += len(rec.payload)
+    return n, size
+
+
+def _scan_batches(addr: str, to_ts: int) -> tuple[int, int]:
+    n = size = 0
+    with ScanClient(addr, CLUSTER_ID, timeout=600) as client:
+        for batch in client.scan_batches(0, to_ts):
+            n += len(batch.lengths)
+            size += len(batch.payloads)
+    return n, size
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bytes", type=parse_size, default=parse_size("256MiB"),
+                    help="prewrite_value payload to fill the pump with (default 256MiB)")
+    ap.add_argument("--payload", type=parse_size, default=1024, help="prewrite_value bytes (default 1024)")
+    ap.add_argument("--clients", type=int, default=32, help="WriteBinlog calls in flight while filling")
+    ap.add_argument("--repeat", type=int, default=3, help="timed rounds; medians are reported (default 3)")
+    args = ap.parse_args(argv)
+    txns = max(1, args.bytes // args.payload)
+
+    print(f"pump_scan  {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}  {machine_line()}, "
+          f"{code_version()}")
+    # No fake binlogs while idle: every record in the files is then below the watermark, so the raw
+    # read and the scan cover the same records.
+    with LocalPump(extra_args=["--gen-binlog-interval", "86400"]) as pump:
+        print(f"  filling: {txns} transactions ({fmt_size(txns * args.payload)} of {args.payload} B "
+              f"prewrite_values, + commits) through WriteBinlog, {args.clients} in flight ...", flush=True)
+        t0 = time.monotonic()
+        load = run_load(pump.addr, txns, args.clients, args.payload, pump.oracle)
+        if load.errors:
+            raise BenchError(f"fill failed: {load.errors[0]}")
+        wm = wait_watermark(pump.addr, max(load.commit_ts), timeout=300)
+        paths = vlog_files(pump.data_dir)
+        file_bytes = sum(p.stat().st_size for p in paths)
+        print(f"  filled in {time.monotonic() - t0:.0f}s ({load.txns / load.elapsed:,.0f} txn/s): "
+              f"{len(paths)} value-log file(s), {fmt_size(file_bytes)}; watermark {wm}")
+
+        read_plain(paths)  # warm the page cache; nothing below is timed cold
+        print("  page cache warmed: every file read once before timing (caches cannot be dropped here)")
+        methods: dict[str, Callable[[], tuple[int, int]]] = {
+            "plain": lambda: (0, read_plain(paths)),
+            "raw": lambda: _raw_frames(paths),
+            "raw+crc": lambda: _raw_frames_crc(paths),
+            "scan": lambda: _scan_records(pump.addr, wm),
+            "batches": lambda: _scan_batches(pump.addr, wm),
+        }
+        rates: dict[str, list[float]] = {k: [] for k in methods}
+        counts: dict[str, tuple[int, int]] = {}
+        server_cpu: dict[str, float] = {"scan": 0.0, "batches": 0.0}
+        client_cpu: dict[str, float] = {"scan": 0.0, "batches": 0.0}
+        secs: dict[str, list[float]] = {k: [] for k in methods}
+        for _ in range(args.repeat):
+            for name, fn in methods.items():
+                c0 = cpu_seconds(pump.pid)
+                m0 = time.process_time()
+                t = time.perf_counter()
+                n, size = fn()
+                el = time.perf_counter() - t
+                if name in server_cpu:
+                    server_cpu[name] += (cpu_seconds(pump.pid) - c0) / el / args.repeat
+                    client_cpu[name] += (time.process_time() - m0) / el / args.repeat
+                rates[name].append(size / el / MiB)
+                secs[name].append(el)
+                counts[name] = (n, size)
+    med = {k: statistics.median(v) for k, v in rates.items()}
+    n, size = counts["raw"]
+    agree = counts["scan"] == counts["raw"] == counts["batches"]
+    print(f"  {n} records, {fmt_size(size)} of payload in {fmt_size(file_bytes)} of files "
+          + ("(raw and scan agree on records and bytes)" if agree else
+             f"MISMATCH: raw {counts['raw']}, scan {counts['scan']}, batches {counts['batches']} "
+             f"(records, payload bytes)"))
+    print()
+    print(f"  {'method':<44} {'MiB/s':>8} {'secs':>7}   (median of {args.repeat}; all rounds MiB/s)")
+    labels = {"plain": "plain sequential read (cat-like, floor)",
+              "raw": "raw vlog frames: read + split  [BASELINE]",
+              "raw+crc": "raw vlog frames + crc32c (info)",
+              "scan": "PumpScan/Scan -> ScanClient.scan() records",
+              "batches": "PumpScan/Scan, whole RecordBatches (info)"}
+    for k, label in labels.items():
+        print(f"  {label:<44} {med[k]:>8.1f} {statistics.median(secs[k]):>7.2f}   "
+              + ", ".join(f"{r:.1f}" for r in rates[k]))
+    print(f"  cores busy during the scan: pump process {server_cpu['scan']:.2f}, client {client_cpu['scan']:.2f} "
+          f"(records); pump {server_cpu['batches']:.2f}, client {client_cpu['batches']:.2f} (batches)")
+    ratio = med["scan"] / med["raw"]
+    print(f"  ratio scan/raw: {ratio:.2f} (target >= {RATIO_TARGET}: {'met' if ratio >= RATIO_TARGET else 'MISSED'}); "
+          f"batches/raw {med['batches'] / med['raw']:.2f}; raw/plain {med['raw'] / med['plain']:.2f}")
+    print(f"SUMMARY pump_scan: Scan {med['scan']:.1f} MiB/s vs raw vlog frames {med['raw']:.1f} MiB/s = "
+          f"{ratio:.2f} (target 0.5); plain read {med['plain']:.0f} MiB/s; {fmt_size(size)} payload, "
+          f"{n} records, warm cache")
+    return 0 if agree else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
