@@ -4,9 +4,12 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import pytest
+
+from binlake.local import LocalTSO, PumpProcess
+from ingest.tso import TSOClient
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -23,3 +26,49 @@ def etcd_server() -> Iterator["EtcdServer"]:
     from tests.servers import EtcdServer
     with EtcdServer() as server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def tso() -> Iterator[LocalTSO]:
+    """One TSO per test module."""
+    server = LocalTSO()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def ts(tso: LocalTSO) -> Iterator[Callable[[], int]]:
+    """A function returning fresh timestamps from the TSO."""
+    client = TSOClient(tso.url)
+    yield client.get_ts
+    client.close()
+
+
+@pytest.fixture
+def registry_uri(tmp_path: Path) -> str:
+    """The file registry the test's pumps share."""
+    return f"file://{tmp_path / 'registry.json'}"
+
+
+@pytest.fixture
+def pumps(tmp_path: Path, tso: LocalTSO, registry_uri: str) -> Iterator[Callable[..., PumpProcess]]:
+    """Start pump processes (``start(node_id, registry=, extra=, config_text=, wait=)``) sharing
+    the test's file registry; all are killed at the end of the test."""
+    started: list[PumpProcess] = []
+
+    def start(node_id: str = "pump-1", registry: str | None = None, extra: list[str] | None = None,
+              config_text: str | None = None, wait: bool = True) -> PumpProcess:
+        config = None
+        if config_text is not None:
+            config = tmp_path / f"{node_id}.toml"
+            config.write_text(config_text)
+        p = PumpProcess(data_dir=tmp_path / node_id, pd_url=tso.url,
+                        registry=registry or registry_uri, node_id=node_id,
+                        extra_args=["--gen-binlog-interval", "0.5", "--heartbeat-interval", "0.5",
+                                    *(extra or [])], config=config)
+        started.append(p)
+        return p.start(wait=wait)
+
+    yield start
+    for p in started:
+        p.kill()
