@@ -41,9 +41,12 @@ test: deps system-deps
 demo: deps
 	$(BIN)/binlake demo --dir demo
 
+# Every benchmark at its reference size (pump_write writes 1 GiB: about 20-40 minutes).
 bench: deps
-	$(BIN)/python bench/pump_write.py
+	$(BIN)/python bench/decode.py --rows 1000000
 	$(BIN)/python bench/pump_scan.py
+	$(BIN)/python bench/upstream_load.py
+	$(BIN)/python bench/pump_write.py
 
 clean:
 	rm -rf $(VENV) demo .pytest_cache
