@@ -138,7 +138,7 @@ class Storage:
         self.disk_available = self._check_disk()
         self._write_q: "queue.SimpleQueue[object]" = queue.SimpleQueue()
         self._index_q: "queue.Queue[object]" = queue.Queue(maxsize=self.options.index_queue_size)
-        self.sorter = Sorter(self._on_emit, self._resolve, last_emitted=self._max_commit_ts)
+        self.sorter = Sorter(self._on_emit, self._resolver, last_emitted=self._max_commit_ts)
         self._threads = [threading.Thread(target=self._write_loop, name="pump-vlog-writer", daemon=True),
                          threading.Thread(target=self._index_loop, name="pump-indexer", daemon=True),
                          threading.Thread(target=self._disk_loop, name="pump-disk", daemon=True)]
@@ -338,9 +338,6 @@ class Storage:
         self._emitted = entry
         self._publish()
 
-    def _resolve(self, entry: Entry) -> bool:
-        return self._resolver(entry)
-
     def _publish(self) -> None:
         """Persist the latest emitted commit ts (with its pointer), then publish it.
 
@@ -389,23 +386,17 @@ class Storage:
             return None
         return entry, self.read(entry)
 
-    def _scan_raw(self, from_ts: int, to_ts: int) -> Iterator[tuple[int, int, int, int, memoryview]]:
-        """(key_ts, tp, start_ts, commit_ts, payload) in ``(from_ts, min(to_ts, watermark)]``."""
-        for columns in self.scan_batches(from_ts, to_ts, DEFAULT_SCAN_BATCH):
-            key_ts, tps, starts, commits, lengths, data = columns
-            view = memoryview(data)
-            offset = 0
-            for k, tp, start, commit, n in zip(key_ts, tps, starts, commits, lengths):
-                yield k, tp, start, commit, view[offset:offset + n]
-                offset += n
-
     def scan(self, from_ts: int, to_ts: int) -> Iterator[tuple[Entry, bytes]]:
         """Yield every record whose key ts is in ``(from_ts, min(to_ts, watermark)]``, ascending.
 
-        ``to_ts <= 0`` means up to the watermark. Corrupt records are skipped and counted.
+        ``to_ts <= 0`` means up to the watermark. Corrupt records are skipped and counted. The
+        entries carry no value pointer (``ZERO``).
         """
-        for key_ts, tp, start, commit, payload in self._scan_raw(from_ts, to_ts):
-            yield Entry(key_ts, tp, start, commit, ZERO), bytes(payload)
+        for key_ts, tps, starts, commits, lengths, data in self.scan_batches(from_ts, to_ts, DEFAULT_SCAN_BATCH):
+            offset = 0
+            for k, tp, start, commit, n in zip(key_ts, tps, starts, commits, lengths):
+                yield Entry(k, tp, start, commit, ZERO), data[offset:offset + n]
+                offset += n
 
     def scan_batches(self, from_ts: int, to_ts: int, limit: int) -> Iterator[ScanColumns]:
         """``scan`` as columns (key_ts, tp, start_ts, commit_ts, lengths, joined payloads), each
