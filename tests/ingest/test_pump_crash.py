@@ -16,6 +16,7 @@ from ingest.scan_client import ScanClient
 from ingest.tso import TSOClient
 from schemas import pump_pb2, pump_pb2_grpc
 from tests.ingest.helpers import commit, prewrite, writer
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -87,10 +88,7 @@ def test_kill_9_under_32_client_load_loses_nothing(pumps: Callable[..., PumpProc
         assert first_after >= before_crash, "the watermark went backwards over the restart"
         # every acknowledged ts must end up at or below the watermark (fake binlogs carry it on)
         highest = max(acked["commit"] | acked["prewrite"])
-        deadline = time.monotonic() + 30
-        while c.watermark().max_commit_ts < highest:
-            assert time.monotonic() < deadline, p.log_tail()
-            time.sleep(0.05)
+        wait_for(lambda: c.watermark().max_commit_ts >= highest, 30, p.log_tail)
         records = list(c.scan(0))
     keys = [(r.key_ts, r.tp) for r in records]
     assert len(keys) == len(set(keys)), "a record appears twice"

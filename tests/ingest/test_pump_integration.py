@@ -21,6 +21,7 @@ from ingest.scan_client import ScanClient
 from ingest.scan_client import records as scan_records
 from schemas import binlog_pb2, cistern_pb2, cistern_pb2_grpc, pump_pb2, pump_pb2_grpc
 from tests.ingest.helpers import MVCCHandler, commit, prewrite, writer
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -33,14 +34,9 @@ def scan_keys(pump: PumpProcess, cluster_id: int, from_ts: int = 0, to_ts: int =
 
 
 def wait_watermark(pump: PumpProcess, cluster_id: int, above: int, timeout: float = 15.0) -> int:
-    deadline = time.monotonic() + timeout
     with ScanClient(pump.addr, cluster_id) as c:
-        while True:
-            wm = c.watermark().max_commit_ts
-            if wm > above:
-                return wm
-            assert time.monotonic() < deadline, f"watermark stuck at {wm}, wanted > {above}\n{pump.log_tail()}"
-            time.sleep(0.05)
+        return wait_for(lambda: (wm := c.watermark().max_commit_ts) > above and wm, timeout,
+                        lambda: f"the watermark to pass {above}\n{pump.log_tail()}")
 
 
 def test_go_style_and_standard_binlogs_accepted(pumps: Start, tso: Any, ts: Callable[[], int]) -> None:
@@ -172,11 +168,9 @@ def test_lost_commit_resolved_through_upstream_mvcc(pumps: Start, tso: Any, ts: 
     mvcc.answers[keys[locked].hex().upper()] = {"key": "", "region_id": 2, "value": {
         "info": {"lock": {"start_ts": locked, "primary": "dA=="}}}}
     # The first two are resolved by the pump; the third is still locked and holds the watermark.
-    deadline = time.monotonic() + 15
     with ScanClient(p.addr, tso.cluster_id) as c:
-        while c.watermark().oldest_unresolved_ts != locked or keys[locked].hex().upper() not in mvcc.asked:
-            assert time.monotonic() < deadline, p.log_tail()
-            time.sleep(0.1)
+        wait_for(lambda: c.watermark().oldest_unresolved_ts == locked
+                 and keys[locked].hex().upper() in mvcc.asked, 15, p.log_tail)
         assert c.watermark().max_commit_ts < locked
         w.write(commit(locked, ts()))
         wm = wait_watermark(p, tso.cluster_id, locked)
@@ -205,10 +199,7 @@ def test_gc_on_demand(pumps: Start, tso: Any, ts: Callable[[], int]) -> None:
     assert http("GET", f"{p.status_url}/debug/binlog/{old}")[0] == 200
     status, body = http("POST", f"{p.status_url}/debug/gc/trigger")
     assert (status, body) == (200, b"trigger gc success")
-    deadline = time.monotonic() + 10
-    while http("GET", f"{p.status_url}/debug/binlog/{old}")[0] != 404:
-        assert time.monotonic() < deadline, p.log_tail()
-        time.sleep(0.1)
+    wait_for(lambda: http("GET", f"{p.status_url}/debug/binlog/{old}")[0] == 404, 10, p.log_tail)
     keys = [k for k, _ in scan_keys(p, tso.cluster_id)]
     assert old not in keys and old + 1 not in keys and recent in keys
     assert p.status()["binlake"]["gc_ts"] > old
@@ -247,10 +238,7 @@ def test_pause_and_offline_through_ctl(pumps: Start, tso: Any, ts: Callable[[], 
     s = ts()
     w.write(prewrite(s))
     assert _ctl(registry_uri, "offline-pump", "--node-id", "pump-2").returncode == 0
-    deadline = time.monotonic() + 10
-    while registry.get_node(PUMP, "pump-2").state != "closing":
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_for(lambda: registry.get_node(PUMP, "pump-2").state == "closing", 10, p2.log_tail)
     with pytest.raises(grpc.RpcError, match="no online: closing"):
         w.write(prewrite(ts()))
     w.write(commit(s, ts()))                     # commits still accepted while closing
@@ -314,11 +302,8 @@ def test_status_debug_and_metrics(pumps: Start, tso: Any, ts: Callable[[], int])
     s = ts()
     w.write(prewrite(s, binlog_pb2.PrewriteValue(schema_version=7, mutations=[
         binlog_pb2.TableMutation(table_id=42, inserted_rows=[b"a", b"b"])]).SerializeToString()))
-    deadline = time.monotonic() + 10
-    while (answer := http("GET", f"{p.status_url}/debug/binlog/{s}"))[0] == 404:  # indexed after the ack
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    status, body = answer
+    status, body = wait_for(lambda: (a := http("GET", f"{p.status_url}/debug/binlog/{s}"))[0] != 404 and a,
+                            10, p.log_tail)  # indexed shortly after the ack
     assert status == 200 and b"schema_version=7" in body and b"table 42: 2 inserted" in body
     st = p.status()
     assert set(st) >= {"status", "CommitTS", "Checkpoint", "ErrMsg"} and st["CommitTS"] > s

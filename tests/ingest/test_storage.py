@@ -14,6 +14,7 @@ from ingest.pump.storage import Entry, Storage, StorageOptions
 from ingest.pump.storage import sorter as sorter_mod
 from ingest.tso import compose_ts
 from schemas import binlog_pb2
+from tests.waiting import wait_for
 
 OPTS = StorageOptions(stop_write_at_available_space=0)
 
@@ -25,11 +26,6 @@ def put(s: Storage, tp: int, start: int, commit: int = 0, value: bytes = b"", ke
     s.write(bl.marshal_gogo(b), tp, start, commit)
 
 
-def wait_for(cond: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.01)
 
 
 @pytest.fixture

@@ -1,7 +1,6 @@
 """PumpsClient against real pump processes on loopback, checked by reading back through PumpScan."""
 from __future__ import annotations
 
-import time
 import urllib.request
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -16,6 +15,7 @@ from ingest.pump_client import PumpsClient, hash_ts
 from ingest.registry import PAUSED, PUMP, NodeStatus, load_registry, node_key
 from ingest.scan_client import ScanClient
 from schemas import binlog_pb2
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -40,10 +40,7 @@ def start_all(pumps: Start, *node_ids: str) -> list[PumpProcess]:
 
 
 def wait_until(cond: Callable[[], Any], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
-        time.sleep(0.05)
+    wait_for(cond, timeout, what)
 
 
 def stored_prewrites(p: PumpProcess, cluster_id: int, starts: Iterable[int]) -> set[int]:

@@ -1,7 +1,6 @@
 """Reading back what the emulator wrote: range scans of every pump, commits paired with prewrites."""
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,6 +10,7 @@ from ingest.scan_client import ScanClient
 from schemas import binlog_pb2
 from transform.rows import decode_row, iter_mutation
 from transform.schema import Job, TableInfo
+from tests.waiting import wait_for
 
 
 @dataclass
@@ -25,12 +25,10 @@ class Txn:
 
 def wait_watermarks(pumps: list[PumpProcess], cluster_id: int, above: int, timeout: float = 30.0) -> None:
     """Wait until every pump's watermark passed ``above``."""
-    deadline = time.monotonic() + timeout
     for p in pumps:
         with ScanClient(p.addr, cluster_id) as c:
-            while c.watermark().max_commit_ts < above:
-                assert time.monotonic() < deadline, f"pump {p.node_id} watermark stuck\n{p.log_tail()}"
-                time.sleep(0.05)
+            wait_for(lambda: c.watermark().max_commit_ts >= above, timeout,
+                     lambda: f"pump {p.node_id}'s watermark to pass {above}\n{p.log_tail()}")
 
 
 def committed(pumps: list[PumpProcess], cluster_id: int, to_ts: int = 0) -> list[Txn]:
