@@ -71,8 +71,11 @@ class TSOClient:
                                               count=1)
                 try:
                     resp = next(iter(self._stub(target).Tso(iter([request]), timeout=self._timeout)))
-                except (grpc.RpcError, StopIteration) as exc:
-                    errors.append(f"{target}: {getattr(exc, 'details', lambda: exc)()}")
+                except grpc.RpcError as exc:
+                    errors.append(f"{target}: {exc.details() or exc.code()}")  # type: ignore[attr-defined]
+                    continue
+                except StopIteration:
+                    errors.append(f"{target}: the TSO stream closed without an answer")
                     continue
                 if resp.header.error.type != pdpb_pb2.OK:
                     errors.append(f"{target}: {resp.header.error.message}")

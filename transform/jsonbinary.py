@@ -151,19 +151,8 @@ class _Reader:
         raise JSONBinaryError(f"unknown JSON type code 0x{tc:02X}", off)
 
     def container(self, tc: int, off: int, end: int, depth: int) -> Any:
-        if depth > MAX_DEPTH:
-            raise JSONBinaryError(f"JSON nested deeper than {MAX_DEPTH}", off)
         buf = self.buf
-        if off + HEADER > end:
-            raise JSONBinaryError("JSON container header runs outside its buffer", off)
-        count, size = _HDR.unpack_from(buf, off)
-        cend = off + size
-        if size < HEADER or cend > end:
-            raise JSONBinaryError(f"JSON container size {size} outside its buffer", off + 4)
-        is_obj = tc == OBJECT
-        per = VALUE_ENTRY + (KEY_ENTRY if is_obj else 0)
-        if HEADER + count * per > size:
-            raise JSONBinaryError(f"JSON container count {count} exceeds its size", off)
+        count, size, cend, is_obj = _container_header(buf, tc, off, end, depth)
         self.budget -= count
         if self.budget < 0:
             raise JSONBinaryError("JSON binary values overlap (work budget exceeded)", off)
@@ -192,6 +181,23 @@ class _Reader:
                 raise JSONBinaryError("JSON key is not valid UTF-8", off + koff + e.start) from None
             obj[key] = values[i]
         return obj
+
+
+def _container_header(buf: bytes, tc: int, off: int, end: int, depth: int) -> tuple[int, int, int, bool]:
+    """(element count, size, end offset, is object) of the container at ``off``, checked against
+    ``end``, its entry tables and the nesting limit."""
+    if depth > MAX_DEPTH:
+        raise JSONBinaryError(f"JSON nested deeper than {MAX_DEPTH}", off)
+    if off + HEADER > end:
+        raise JSONBinaryError("JSON container header runs outside its buffer", off)
+    count, size = _HDR.unpack_from(buf, off)
+    cend = off + size
+    if size < HEADER or cend > end:
+        raise JSONBinaryError(f"JSON container size {size} outside its buffer", off + 4)
+    is_obj = tc == OBJECT
+    if HEADER + count * (VALUE_ENTRY + KEY_ENTRY if is_obj else VALUE_ENTRY) > size:
+        raise JSONBinaryError(f"JSON container count {count} exceeds its size", off)
+    return count, size, cend, is_obj
 
 
 def _literal(v: int, off: int) -> Any:
@@ -298,17 +304,7 @@ def _text(buf: bytes, tc: int, off: int, end: int, depth: int, budget: list[int]
         except UnicodeDecodeError as e:
             raise JSONBinaryError("JSON string is not valid UTF-8", p + e.start) from None
     if tc == OBJECT or tc == ARRAY:
-        if depth > MAX_DEPTH:
-            raise JSONBinaryError(f"JSON nested deeper than {MAX_DEPTH}", off)
-        if off + HEADER > end:
-            raise JSONBinaryError("JSON container header runs outside its buffer", off)
-        count, size = _HDR.unpack_from(buf, off)
-        cend = off + size
-        if size < HEADER or cend > end:
-            raise JSONBinaryError(f"JSON container size {size} outside its buffer", off + 4)
-        is_obj = tc == OBJECT
-        if HEADER + count * (VALUE_ENTRY + KEY_ENTRY if is_obj else VALUE_ENTRY) > size:
-            raise JSONBinaryError(f"JSON container count {count} exceeds its size", off)
+        count, size, cend, is_obj = _container_header(buf, tc, off, end, depth)
         budget[0] -= count + 1
         if budget[0] < 0:
             raise JSONBinaryError("JSON binary values overlap (work budget exceeded)", off)

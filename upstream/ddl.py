@@ -338,13 +338,11 @@ def build_table(tree: exp.Create, table_id: int, clustered: bool | None, cluster
                   max_col_id=len(cols), max_idx_id=next_idx, version=5)
     t = _rebuild(t, cols, indices, pk_handle=pk_handle)
     if is_common:
-        from upstream.keys import common_handle_bytes  # validates the PK types/collations now
         for c, _ in t.common_handle_columns:
             if c.tp in (mt.TYPE_JSON,) or c.tp in mt.BLOB_TYPES:
                 raise SQLError(f"column '{c.name}' cannot be part of a clustered primary key")
             if c.tp in mt.STRING_TYPES and not c.binary and not c.type.collate.lower().endswith("_bin"):
                 raise UnsupportedSQL(f"clustered primary key on column {c.name} with collation {c.type.collate}")
-        del common_handle_bytes
     return t, auto_start
 
 

@@ -182,7 +182,7 @@ class Compiler:
             like = self._operand_col(e.left)
             a = self.value(e.left, like)
             items = [self.value(i, like) for i in e.items]
-            neg = e.negate
+            negate = e.negate
 
             def isin(row: dict[int, Any]) -> Any:
                 x = a(row)
@@ -192,7 +192,7 @@ class Compiler:
                 hit = x in [v for v in vals if v is not None]
                 if not hit and any(v is None for v in vals):
                     return None
-                return not hit if neg else hit
+                return not hit if negate else hit
             return isin
         if isinstance(e, IsNull):
             a = self.value(e.arg)

@@ -4,7 +4,6 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
