@@ -37,7 +37,7 @@ class PumpOptions:
     cluster_id: int = 0                          # cluster-id (binlake): 0 = from PD's TSO header
     heartbeat_interval: float = 2.0              # heartbeat-interval (s)
     gen_binlog_interval: float = 3.0             # gen-binlog-interval (s)
-    gc_seconds: float = 7 * 86400.0              # gc (days or a duration)
+    gc_retention: float = 7 * 86400.0            # gc (days or a duration), in seconds
     upstream_status_url: str = ""                # upstream-status-url (binlake): TiDB status API
     max_txn_timeout: float = 600.0               # max-txn-timeout (binlake; TiDB's maxTxnTimeoutSecond)
     max_message_size: int = MAX_MESSAGE_SIZE     # max-message-size

@@ -238,7 +238,7 @@ class Pump:
                 return
             self.gc_running = True
             try:
-                gc_ts = compose_ts(physical_ms(self.latest_ts) - int(self.options.gc_seconds * 1000), 0)
+                gc_ts = compose_ts(physical_ms(self.latest_ts) - int(self.options.gc_retention * 1000), 0)
                 self.storage.gc(gc_ts)
                 if time.monotonic() - last_check > DRAINER_CHECK_INTERVAL:
                     last_check = time.monotonic()

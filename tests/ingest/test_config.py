@@ -13,7 +13,7 @@ CONF = Path(__file__).resolve().parents[2] / "conf" / "pump.toml"
 
 def test_example_config_loads() -> None:
     o = load_pump_options(CONF, {})
-    assert o.addr == "127.0.0.1:8250" and o.gc_seconds == 7 * 86400 and o.storage.sync_log is True
+    assert o.addr == "127.0.0.1:8250" and o.gc_retention == 7 * 86400 and o.storage.sync_log is True
     assert o.storage.stop_write_at_available_space == 10 << 30
 
 
@@ -28,7 +28,7 @@ def test_tidb_keys_and_sections(tmp_path: Path) -> None:
     o = load_pump_options(f, {})
     assert (o.addr, o.advertise, o.data_dir, o.node_id) == ("127.0.0.1:9000", "pump1:9000", "d", "n1")
     assert o.pd_urls == "http://a:2379,http://b:2379"
-    assert (o.gc_seconds, o.heartbeat_interval, o.gen_binlog_interval) == (12 * 3600, 5.0, 1.0)
+    assert (o.gc_retention, o.heartbeat_interval, o.gen_binlog_interval) == (12 * 3600, 5.0, 1.0)
     assert (o.security.ssl_ca, o.security.enabled) == ("ca.pem", True)
     assert (o.storage.sync_log, o.storage.stop_write_at_available_space) == (False, 512 << 20)
 
@@ -37,7 +37,7 @@ def test_flags_override_file(tmp_path: Path) -> None:
     f = tmp_path / "pump.toml"
     f.write_text('addr = "127.0.0.1:9000"\ngc = 3\n')
     o = load_pump_options(f, {"addr": "127.0.0.1:9100", "gc": "2h", "node-id": None})
-    assert (o.addr, o.gc_seconds, o.node_id) == ("127.0.0.1:9100", 7200.0, "")
+    assert (o.addr, o.gc_retention, o.node_id) == ("127.0.0.1:9100", 7200.0, "")
 
 
 @pytest.mark.parametrize("text, message", [
@@ -64,6 +64,7 @@ def test_missing_file() -> None:
 
 
 def test_units() -> None:
-    assert parse_duration("1h30m") == 5400 and parse_duration("300ms") == 0.3
+    parsed = [parse_duration("1h30m"), parse_duration("300ms")]
+    assert parsed == [5400, 0.3]
     assert parse_gc(7) == 7 * 86400 and parse_gc("7") == 7 * 86400 and parse_gc("90m") == 5400
     assert parse_bytes("10 gib") == 10 << 30 and parse_bytes("10GB") == 10 * 1000**3 and parse_bytes(42) == 42
