@@ -124,7 +124,7 @@ PUMP_KEYS: dict[str, Key] = {
     "cluster-id": Key("cluster_id", _int),
     "heartbeat-interval": Key("heartbeat_interval", _seconds),
     "gen-binlog-interval": Key("gen_binlog_interval", _seconds),
-    "gc": Key("gc_seconds", parse_gc),
+    "gc": Key("gc_retention", parse_gc),
     "upstream-status-url": Key("upstream_status_url", _string),
     "max-txn-timeout": Key("max_txn_timeout", _seconds),
     "max-message-size": Key("max_message_size", _int),
