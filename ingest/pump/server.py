@@ -12,14 +12,14 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, AsyncIterator, Coroutine, Iterable, Iterator, TypeVar
+from typing import TYPE_CHECKING, Any, AsyncIterator, Coroutine, Iterator, TypeVar
 
 import grpc
 import uvloop
 
 from ingest.errors import DiskFull, MalformedBinlog, NotOnline, StorageClosed
 from ingest.pump.options import PumpOptions
-from ingest.pump.storage import Entry
+from ingest.pump.storage.scan import ScanColumns
 from schemas import binlake_pb2, binlake_pb2_grpc, pump_pb2, pump_pb2_grpc
 
 if TYPE_CHECKING:
@@ -106,8 +106,7 @@ class ScanService(binlake_pb2_grpc.PumpScanServicer):
     async def LookupPrewrites(self, request: binlake_pb2.LookupRequest,
                               context: grpc.aio.ServicerContext) -> AsyncIterator[binlake_pb2.RecordBatch]:
         await _check_cluster(self.pump, request.cluster_id, context)
-        records = self.pump.storage.lookup_prewrites(list(request.start_ts))
-        batches = _columns(records, _batch_limit(request.max_batch_bytes))
+        batches = self.pump.storage.lookup_batches(list(request.start_ts), _batch_limit(request.max_batch_bytes))
         async for columns in _drain(batches, self.io):
             yield _record_batch(columns, 0)
 
@@ -130,33 +129,7 @@ async def _drain(items: Iterator[T], io: ThreadPoolExecutor) -> AsyncIterator[T]
         yield item  # type: ignore[misc]
 
 
-Columns = tuple[list[int], list[int], list[int], list[int], list[int], bytes]
-
-
-def _columns(records: Iterable[tuple[Entry, bytes]], limit: int) -> Iterator[Columns]:
-    """Group (entry, payload) pairs into column lists of at most ``limit`` payload bytes."""
-    key_ts: list[int] = []
-    tps: list[int] = []
-    starts: list[int] = []
-    commits: list[int] = []
-    lengths: list[int] = []
-    payloads: list[bytes] = []
-    size = 0
-    for entry, payload in records:
-        if payloads and size + len(payload) > limit:
-            yield key_ts, tps, starts, commits, lengths, b"".join(payloads)
-            key_ts, tps, starts, commits, lengths, payloads, size = [], [], [], [], [], [], 0
-        key_ts.append(entry.key_ts)
-        tps.append(entry.tp)
-        starts.append(entry.start_ts)
-        commits.append(entry.commit_ts)
-        lengths.append(len(payload))
-        payloads.append(payload)
-        size += len(payload)
-    yield key_ts, tps, starts, commits, lengths, b"".join(payloads)
-
-
-def _record_batch(columns: Columns, scanned_to: int) -> binlake_pb2.RecordBatch:
+def _record_batch(columns: ScanColumns, scanned_to: int) -> binlake_pb2.RecordBatch:
     key_ts, tps, starts, commits, lengths, payloads = columns
     return binlake_pb2.RecordBatch(key_ts=key_ts, tp=tps, start_ts=starts, commit_ts=commits,
                                    lengths=lengths, payloads=payloads, scanned_to=scanned_to)

@@ -98,6 +98,10 @@ class Index:
         value = self.db.get(key)
         return Entry.unpack(key, value) if value is not None else None
 
+    def raw_get(self, ts: int) -> bytes | None:
+        """The raw index value keyed by ``ts``, or None."""
+        return self.db.get(ts_key(ts))
+
     def range(self, from_ts: int, to_ts: int) -> Iterator[Entry]:
         """Yield entries with ``from_ts < key ts <= to_ts`` in ascending ts."""
         if to_ts <= from_ts:

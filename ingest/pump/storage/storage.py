@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from ingest import binlog as bl
-from ingest.errors import CorruptRecord, DiskFull, MalformedBinlog, StorageClosed, StorageLocked
+from ingest.errors import DiskFull, MalformedBinlog, StorageClosed, StorageLocked
 from ingest.pump.metrics import PumpMetrics
 from ingest.pump.storage.index import (GC_TS_KEY, HANDLE_POINTER_KEY, MAX_COMMIT_TS_KEY, PREWRITE, Entry, Index)
 from ingest.pump.storage.scan import ScanColumns, scan_columns
@@ -392,41 +392,28 @@ class Storage:
         ``to_ts <= 0`` means up to the watermark. Corrupt records are skipped and counted. The
         entries carry no value pointer (``ZERO``).
         """
-        for key_ts, tps, starts, commits, lengths, data in self.scan_batches(from_ts, to_ts, DEFAULT_SCAN_BATCH):
-            offset = 0
-            for k, tp, start, commit, n in zip(key_ts, tps, starts, commits, lengths):
-                yield Entry(k, tp, start, commit, ZERO), data[offset:offset + n]
-                offset += n
+        yield from _records(self.scan_batches(from_ts, to_ts, DEFAULT_SCAN_BATCH))
 
     def scan_batches(self, from_ts: int, to_ts: int, limit: int) -> Iterator[ScanColumns]:
         """``scan`` as columns (key_ts, tp, start_ts, commit_ts, lengths, joined payloads), each
         batch holding at most ``limit`` payload bytes (at least one record)."""
         wm = self._max_commit_ts
         to = wm if to_ts <= 0 else min(to_ts, wm)
-
-        def corrupt(message: str) -> None:
-            self.metrics.error_count.labels("read_value").inc()
-            log.error("scan skipped a record: %s", message)
-
-        return scan_columns(self.index.raw_values(max(from_ts, 0), to), self.vlog, limit, corrupt)
+        return scan_columns(self.index.raw_values(max(from_ts, 0), to), self.vlog, limit, self._skip_corrupt)
 
     def lookup_prewrites(self, start_ts: Iterable[int]) -> Iterator[tuple[Entry, bytes]]:
-        """Yield the stored prewrite of each given start ts that this pump holds."""
-        for ts in start_ts:
-            entry = self.index.get(ts)
-            if entry is not None and entry.tp == PREWRITE:
-                payload = self._read_or_skip(entry)
-                if payload is not None:
-                    yield entry, payload
+        """Yield the stored prewrite of each given start ts that this pump holds (no pointers)."""
+        yield from _records(self.lookup_batches(start_ts, DEFAULT_SCAN_BATCH))
 
-    def _read_or_skip(self, entry: Entry) -> bytes | None:
-        """The entry's payload, or None (logged and counted) when its record is damaged or gone."""
-        try:
-            return self.vlog.read(entry.pointer)
-        except CorruptRecord as exc:
-            self.metrics.error_count.labels("read_value").inc()
-            log.error("skipped the record of ts %d: %s", entry.key_ts, exc)
-            return None
+    def lookup_batches(self, start_ts: Iterable[int], limit: int) -> Iterator[ScanColumns]:
+        """``lookup_prewrites`` as column batches of at most ``limit`` payload bytes."""
+        values = (v for v in map(self.index.raw_get, start_ts)
+                  if v is not None and Entry.unpack_value(v)[2] == PREWRITE)
+        return scan_columns(values, self.vlog, limit, self._skip_corrupt)
+
+    def _skip_corrupt(self, message: str) -> None:
+        self.metrics.error_count.labels("read_value").inc()
+        log.error("skipped a damaged or purged record: %s", message)
 
     def pull_commits(self, last: int, stopped: Callable[[], bool]) -> Iterator[tuple[Entry, bytes]]:
         """Yield commit binlogs after commit ts ``last`` up to the watermark, forever until ``stopped``.
@@ -530,6 +517,15 @@ class Storage:
         self.index.close()
         os.close(self._lock_fd)
         log.info("storage %s closed at max_commit_ts=%d", self.dir, self._max_commit_ts)
+
+
+def _records(batches: Iterable[ScanColumns]) -> Iterator[tuple[Entry, bytes]]:
+    """Split column batches back into (entry without pointer, payload) pairs."""
+    for key_ts, tps, starts, commits, lengths, data in batches:
+        offset = 0
+        for k, tp, start, commit, n in zip(key_ts, tps, starts, commits, lengths):
+            yield Entry(k, tp, start, commit, ZERO), data[offset:offset + n]
+            offset += n
 
 
 def _lock_dir(directory: Path) -> int:
