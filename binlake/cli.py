@@ -1,4 +1,4 @@
-"""The ``binlake`` command: ``pump``, ``ctl``, ``upstream`` and ``demo`` subcommands."""
+"""The ``binlake`` command: ``pump``, ``ctl``, ``upstream``, ``drain``, ``verify`` and ``demo`` subcommands."""
 from __future__ import annotations
 
 import argparse
@@ -10,6 +10,8 @@ from typing import Any, Sequence
 
 from ingest.ctl import COMMANDS
 from ingest.errors import IngestError
+from sink.errors import SinkError
+from transform.errors import TransformError
 
 log = logging.getLogger("binlake")
 
@@ -201,6 +203,65 @@ def _run_demo(args: argparse.Namespace) -> int:
     return run_demo(Path(args.dir), args.transactions)
 
 
+_DRAIN_FLAGS = [("--registry", "registry", str, "file://PATH or etcd://HOST:PORT (where the pumps register)"),
+                ("--pd-urls", "pd-urls", str, "PD URLs (the cluster id comes from PD's TSO answer)"),
+                ("--cluster-id", "cluster-id", int, "cluster id (instead of asking PD)"),
+                ("--upstream-status-url", "upstream.status-url", str, "TiDB status API (DDL history, snapshots)"),
+                ("--catalog-uri", "iceberg.catalog-uri", str, "pyiceberg catalog URI (default sqlite beside the warehouse)"),
+                ("--warehouse", "iceberg.warehouse", str, "Iceberg warehouse path or URI"),
+                ("--tables", "tables", str, "only these tables: db.t,db2.t2 (the checkpoint does not move)")]
+
+
+def _drainer_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", help="drainer.toml (TiDB Binlog key names)")
+    for flag, key, typ, text in _DRAIN_FLAGS:
+        p.add_argument(flag, dest=key, type=typ, help=text, metavar=flag[2:].upper().replace("-", "_"))
+
+
+def _drain_parser(sub: Any) -> None:
+    p = sub.add_parser("drain", help="run one Drainer batch: pumps -> Spark -> Iceberg/Parquet",
+                       description="Drain the commit_ts range (checkpoint, min pump watermark] into the sink.")
+    _drainer_flags(p)
+    p.add_argument("--sink", dest="syncer.db-type", choices=["iceberg", "parquet"], help="default iceberg")
+    p.add_argument("--parquet-dir", dest="parquet.dir", help="root directory of the Parquet sink")
+    p.add_argument("--spark-master", dest="spark.master", help="default local[*]")
+    p.add_argument("--from-ts", type=int, help="start of the range (exclusive; default the checkpoint)")
+    p.add_argument("--to-ts", type=int, help="end of the range (inclusive; default the pumps' watermark)")
+    p.add_argument("--dry-run", action="store_true", help="print the plan and stop")
+    p.add_argument("--report", help="write the run report JSON here (default DATA_DIR/reports/run-TO.json)")
+    p.set_defaults(run=_run_drain)
+
+
+def _verify_parser(sub: Any) -> None:
+    p = sub.add_parser("verify", help="compare the mirror tables at a ts with the upstream's snapshot")
+    _drainer_flags(p)
+    p.add_argument("--ts", type=int, help="the run end (to_ts) to compare at (default: the checkpoint)")
+    p.set_defaults(run=_run_verify)
+
+
+def _drainer_options(args: argparse.Namespace) -> Any:
+    from binlake.drain_config import load_drainer_options
+
+    keys = [k for _, k, _, _ in _DRAIN_FLAGS] + ["syncer.db-type", "parquet.dir", "spark.master"]
+    return load_drainer_options(args.config, {k: getattr(args, k, None) for k in keys})
+
+
+def _run_drain(args: argparse.Namespace) -> int:
+    from binlake.drain import run_drain_command
+
+    options = _drainer_options(args)
+    _setup_logging(options.log_level)
+    run_drain_command(options, args.from_ts, args.to_ts, args.dry_run, args.report)
+    return 0
+
+
+def _run_verify(args: argparse.Namespace) -> int:
+    from binlake.drain import run_verify_command
+
+    options = _drainer_options(args)
+    return run_verify_command(options, args.ts)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = argparse.ArgumentParser(prog="binlake", description=__doc__)
@@ -208,6 +269,8 @@ def build_parser() -> argparse.ArgumentParser:
     _pump_parser(sub)
     _ctl_parser(sub)
     _upstream_parser(sub)
+    _drain_parser(sub)
+    _verify_parser(sub)
     _demo_parser(sub)
     return parser
 
@@ -217,7 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)
-    except IngestError as exc:
+    except (IngestError, TransformError, SinkError) as exc:
         print(f"binlake {args.command}: error: {exc}", file=sys.stderr)
         return 1
 

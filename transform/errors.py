@@ -67,3 +67,7 @@ class ColumnValueError(CodecError):
 
 class SchemaError(TransformError, ValueError):
     """A TableInfo/Job JSON document is malformed or uses an unsupported column type."""
+
+
+class DrainError(TransformError):
+    """A run cannot complete: a commit without its prewrite, a DML on an unknown table, … (named)."""

@@ -1,0 +1,137 @@
+"""``binlake drain`` and ``binlake verify``: wire the plan, the Spark stages and a sink together."""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from binlake.drain_config import DrainerOptions
+from ingest.errors import ConfigError
+from ingest.tso import TSOClient
+from sink.base import Sink, TableReport
+
+
+def cluster_id_of(options: DrainerOptions) -> int:
+    """The configured cluster id, else the one in PD's TSO response header."""
+    if options.cluster_id:
+        return options.cluster_id
+    if not options.pd_urls:
+        raise ConfigError("give --cluster-id or --pd-urls (the cluster id comes from PD's TSO answer)")
+    client = TSOClient(options.pd_urls)
+    try:
+        client.get_ts()
+        return client.cluster_id
+    finally:
+        client.close()
+
+
+def open_sink(options: DrainerOptions) -> Sink:
+    """The sink the options name (Iceberg catalog + warehouse, or a Parquet directory)."""
+    if options.sink == "parquet":
+        from sink.parquet import ParquetSink
+
+        return ParquetSink(options.parquet_dir)
+    from sink.iceberg.catalog import open_catalog
+    from sink.iceberg.writer import IcebergSink
+
+    return IcebergSink(open_catalog(options.warehouse, options.catalog_uri or None))
+
+
+def run_drain_command(options: DrainerOptions, from_ts: int | None = None, to_ts: int | None = None,
+                      dry_run: bool = False, report_path: str | None = None,
+                      out: TextIO = sys.stdout) -> dict[str, Any]:
+    """One run end to end; returns the run report (also printed, and written as JSON)."""
+    from transform.history import SchemaHistory
+    from transform.plan import make_plan
+
+    started = time.perf_counter()
+    stages: dict[str, float] = {}
+    cluster_id = cluster_id_of(options)
+    sink = open_sink(options)
+    try:
+        sink.check_cluster(cluster_id)
+        checkpoint = sink.checkpoint()
+        begin = from_ts if from_ts is not None else (checkpoint if checkpoint is not None else options.initial_commit_ts)
+        t0 = time.perf_counter()
+        plan = make_plan(options.registry, cluster_id, begin, to_ts)
+        stages["plan"] = time.perf_counter() - t0
+        print(f"binlake drain: {options.sink} sink, checkpoint {checkpoint}", file=out)
+        print(plan.describe(), file=out, flush=True)
+        report: dict[str, Any] = {"cluster_id": cluster_id, "from_ts": plan.from_ts, "to_ts": plan.to_ts,
+                                  "sink": options.sink, "checkpoint_before": checkpoint, "dry_run": dry_run,
+                                  "tables": [], "stages": stages}
+        if dry_run or plan.empty:
+            report["checkpoint_after"] = checkpoint
+            return report
+        if not options.upstream_status_url:
+            raise ConfigError("the drain needs [upstream] status-url / --upstream-status-url for the DDL history")
+        t0 = time.perf_counter()
+        history = SchemaHistory.fetch(options.upstream_status_url)
+        stages["history"] = time.perf_counter() - t0
+
+        from transform.drain import run_drain
+        from transform.spark import spark_session
+
+        t0 = time.perf_counter()
+        spark = spark_session(options.spark_master)
+        stages["spark-start"] = time.perf_counter() - t0
+        result = run_drain(spark, plan, history, options.table_filter(), options.splits_per_pump, out=out)
+        stages.update(result.stages)
+        t0 = time.perf_counter()
+        tables: list[TableReport] = sink.write(result.batch)
+        stages["sink"] = time.perf_counter() - t0
+        advance = not options.tables and (checkpoint is None or plan.from_ts <= checkpoint < plan.to_ts)
+        if advance:
+            sink.save_checkpoint(result.batch)
+        report.update({"batch_id": result.batch.batch_id, "tables": [t.to_json() for t in tables],
+                       "nulled_values": result.batch.nulled_values, "counts": result.counts,
+                       "checkpoint_after": plan.to_ts if advance else checkpoint})
+        if not advance:
+            report["note"] = ("checkpoint not moved: " + ("--tables restricts the run" if options.tables
+                                                           else "the range does not continue the checkpoint"))
+    finally:
+        sink.close()
+    stages["total"] = time.perf_counter() - started
+    _print_report(report, out)
+    path = Path(report_path) if report_path else Path(options.data_dir) / "reports" / f"run-{report['to_ts']}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=1))
+    print(f"report written to {path}", file=out)
+    return report
+
+
+def _print_report(report: dict[str, Any], out: TextIO) -> None:
+    print(f"run {report.get('batch_id', '-')}: ({report['from_ts']}, {report['to_ts']}]", file=out)
+    for t in report["tables"]:
+        rows = " ".join(f"{op}={n}" for op, n in t["rows"].items())
+        state = f"skipped ({t['skipped']})" if t["skipped"] else "written"
+        ddl = f"  ddl: {len(t['ddl'])}" if t["ddl"] else ""
+        print(f"  {t['table']:<40} {rows:<28} {state}{ddl}", file=out)
+    print(f"  values nulled (zero/invalid dates): {report.get('nulled_values', 0)}", file=out)
+    print("  seconds per stage: " + ", ".join(f"{k} {v:.2f}" for k, v in report["stages"].items()), file=out)
+    print(f"  checkpoint: {report['checkpoint_before']} -> {report.get('checkpoint_after')}", file=out)
+
+
+def run_verify_command(options: DrainerOptions, ts: int | None, out: TextIO = sys.stdout) -> int:
+    """Compare every mirror at ``ts`` (default: the checkpoint) with the upstream's snapshot; 0 when equal."""
+    from sink.iceberg.catalog import open_catalog
+    from sink.iceberg.writer import IcebergSink
+    from sink.verify import verify_mirrors
+    from upstream.client import StatusClient
+
+    if not options.upstream_status_url:
+        raise ConfigError("verify needs --upstream-status-url (the upstream's snapshot at ts)")
+    catalog = open_catalog(options.warehouse, options.catalog_uri or None)
+    if ts is None:
+        ts = IcebergSink(catalog).checkpoint()
+        if ts is None:
+            raise ConfigError("no checkpoint in the catalog yet: give --ts")
+    snapshot = StatusClient(options.upstream_status_url).snapshot(ts)
+    names = [f"{d}.{t}" for d, t in options.tables] or None
+    filt = options.table_filter()
+    snapshot = {k: v for k, v in snapshot.items() if filt.allows(*k.split(".", 1))}
+    report = verify_mirrors(catalog, snapshot, ts, names)
+    print(report.format(), file=out)
+    return 0 if report.ok else 1

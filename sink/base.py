@@ -1,0 +1,46 @@
+"""The sink contract: take one run's :class:`transform.changes.RunBatch`, exactly once per table,
+and keep the run checkpoint (the ``to_ts`` up to which every table is complete)."""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class TableReport:
+    """What a sink did to one upstream table in one run."""
+
+    table: str                                           # "db.table"
+    rows: dict[str, int] = field(default_factory=dict)   # op letter -> row changes written
+    skipped: str = ""                                     # why the table was skipped ("" if written)
+    ddl: list[str] = field(default_factory=list)          # DDLs applied (their queries)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-friendly dict for the run report."""
+        return {"table": self.table, "rows": dict(self.rows), "skipped": self.skipped, "ddl": list(self.ddl)}
+
+
+class Sink(ABC):
+    """A destination for row changes. ``write`` is idempotent per table: a table whose stored
+    markers show the run's range already written is skipped (``TableReport.skipped``)."""
+
+    kind: str = ""
+
+    @abstractmethod
+    def checkpoint(self) -> int | None:
+        """The ``to_ts`` of the last run every table of which is written; None before the first run."""
+
+    @abstractmethod
+    def write(self, run: Any) -> list[TableReport]:
+        """Write every table of ``run`` (a ``RunBatch``); each table commits atomically."""
+
+    @abstractmethod
+    def save_checkpoint(self, run: Any) -> None:
+        """Record that ``run.to_ts`` is complete (called only after :meth:`write` succeeded)."""
+
+    def check_cluster(self, cluster_id: int) -> None:
+        """Raise when what the sink already holds came from another cluster (default: no check)."""
+
+    def close(self) -> None:
+        """Release connections."""

@@ -1,0 +1,1 @@
+"""The Iceberg sink: a changelog table and a current-state mirror per upstream table (DESIGN §3.6)."""

@@ -1,0 +1,50 @@
+"""Open the Iceberg catalog a drain writes to: SQLite + local warehouse by default, any pyiceberg
+catalog by URI (``sqlite:///…``, ``postgresql+psycopg2://…`` → SQL; ``http(s)://…`` → REST; …)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pyiceberg.catalog import Catalog, load_catalog
+
+from sink.errors import CatalogConfigError
+
+CATALOG_NAME = "binlake"
+
+
+def default_catalog_uri(warehouse: str) -> str:
+    """The SQLite catalog file beside a local warehouse directory."""
+    path = _local_dir(warehouse)
+    return f"sqlite:///{path / 'catalog.db'}"
+
+
+def _local_dir(warehouse: str) -> Path:
+    if warehouse.startswith("file://"):
+        return Path(warehouse[len("file://"):])
+    if "://" in warehouse:
+        raise CatalogConfigError(f"warehouse {warehouse!r} is not local: give --catalog-uri as well")
+    return Path(warehouse).resolve()
+
+
+def warehouse_location(warehouse: str) -> str:
+    """``warehouse`` as a URI pyiceberg accepts (plain paths become absolute ``file://`` URIs)."""
+    if "://" in warehouse:
+        return warehouse
+    return f"file://{Path(warehouse).resolve()}"
+
+
+def open_catalog(warehouse: str, catalog_uri: str | None = None, **properties: Any) -> Catalog:
+    """The catalog named ``binlake``; local warehouses are created when missing.
+
+    Extra ``properties`` go to pyiceberg (e.g. ``s3.endpoint``). Raises :class:`CatalogConfigError`
+    with the URI when pyiceberg cannot open it.
+    """
+    location = warehouse_location(warehouse)
+    if location.startswith("file://"):
+        _local_dir(location).mkdir(parents=True, exist_ok=True)
+    uri = catalog_uri or default_catalog_uri(location)
+    try:
+        return load_catalog(CATALOG_NAME, uri=uri, warehouse=location,
+                            **{k: str(v) for k, v in properties.items()})
+    except Exception as e:  # pyiceberg raises ValueError, SQLAlchemy errors, connection errors…
+        raise CatalogConfigError(f"cannot open the Iceberg catalog {uri!r} (warehouse {location}): {e}") from e

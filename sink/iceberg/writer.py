@@ -1,0 +1,306 @@
+"""The Iceberg sink: per upstream table, an append-only changelog and a current-state mirror.
+
+Per run and per upstream table name (TRUNCATE and DROP + CREATE give one name several table ids):
+
+1. RENAME TABLE in the range renames both Iceberg tables (catalog operations, idempotent).
+2. Missing tables are created: mirror ``<db>.<table>`` (identifier fields = primary key or
+   ``_tidb_rowid``) and changelog ``<db>.<table>__changelog`` (partitioned by day of
+   ``_tidb_commit_time``).
+3. Changelog, one transaction: schema evolution to the table's final TableInfo, append of every
+   row change of the range in commit order.
+4. Mirror, one transaction: schema evolution, delete of every row when the range truncated the
+   table, delete of every key the range touched, append of the surviving after-images.
+   DROP TABLE drops the mirror (the changelog keeps the history).
+
+Each table records ``binlake.to-ts`` in its properties in the same transaction, and every snapshot
+carries the run markers. A table already at the run's ``to_ts`` is skipped, so re-running a range
+is a no-op; the checkpoint (namespace ``_binlake``) advances only after every table committed.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.expressions import AlwaysTrue, In
+from pyiceberg.table import Table
+from pyiceberg.transforms import DayTransform
+
+from sink.base import Sink, TableReport
+from sink.errors import SinkError
+from sink.iceberg import schema as ks
+from transform import changes as ch
+from transform.history import DROP_TABLE, DROP_VIEW, RENAME_TABLE, TRUNCATE_TABLE
+from transform.reduce import net_change
+from transform.schema import TableInfo
+
+CHANGELOG_SUFFIX = "__changelog"
+META_NAMESPACE = "_binlake"
+_ENDING = (DROP_TABLE, DROP_VIEW, TRUNCATE_TABLE)
+
+
+class CheckpointError(SinkError):
+    """The stored checkpoint is unreadable or belongs to another cluster."""
+
+
+@dataclass
+class _Group:
+    db: str
+    name: str
+    parts: list[ch.TableChanges] = field(default_factory=list)
+
+    @property
+    def live(self) -> ch.TableChanges | None:
+        alive = [p for p in self.parts if p.final is not None]
+        return max(alive, key=lambda p: max((e.commit_ts for e in p.events), default=0)) if alive else None
+
+    @property
+    def events(self) -> list[ch.DDLEvent]:
+        return sorted((e for p in self.parts for e in p.events), key=lambda e: e.commit_ts)
+
+
+def _rename_by_id(rows: pa.Table, old: TableInfo, new: TableInfo) -> pa.Table:
+    """Rename a segment's columns (and ``_tidb_before`` fields) from ``old``'s names to ``new``'s by id."""
+    names = {c.name: new.column_by_id(c.id) for c in old.columns}
+    if all(n is not None and n.name == o for o, n in names.items()):
+        return rows
+    def target(name: str) -> str:
+        col = names.get(name)
+        return col.name if col is not None else f"__dropped__{name}"
+    cols = [target(n) if n in names else n for n in rows.column_names]
+    out = rows.rename_columns(cols)
+    if ch.BEFORE in out.column_names:
+        before = out.column(ch.BEFORE)
+        fields = [pa.field(target(f.name), f.type) for f in before.type]
+        chunks = [pa.StructArray.from_arrays([c.field(i) for i in range(c.type.num_fields)], fields=fields,
+                                             mask=c.is_null()) for c in before.chunks]
+        out = out.set_column(out.column_names.index(ch.BEFORE), ch.BEFORE,
+                             pa.chunked_array(chunks, pa.struct(fields)))
+    return out
+
+
+class IcebergSink(Sink):
+    """Writes runs into a pyiceberg catalog (see the module doc)."""
+
+    kind = "iceberg"
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+
+    # -- checkpoint --------------------------------------------------------------------------
+
+    def _meta(self) -> dict[str, str]:
+        self.catalog.create_namespace_if_not_exists(META_NAMESPACE)
+        return dict(self.catalog.load_namespace_properties(META_NAMESPACE))
+
+    def checkpoint(self) -> int | None:
+        raw = self._meta().get("checkpoint.to-ts")
+        if raw is None:
+            return None
+        try:
+            return int(raw)
+        except ValueError:
+            raise CheckpointError(f"namespace {META_NAMESPACE} property checkpoint.to-ts = {raw!r} is not a ts") from None
+
+    def check_cluster(self, cluster_id: int) -> None:
+        """Refuse to mix clusters in one catalog."""
+        have = self._meta().get("checkpoint.cluster-id")
+        if have is not None and int(have) != cluster_id:
+            raise CheckpointError(f"the catalog's checkpoint belongs to cluster {have}, this run reads cluster "
+                                  f"{cluster_id}; use another warehouse/catalog")
+
+    def save_checkpoint(self, run: Any) -> None:
+        self.catalog.update_namespace_properties(META_NAMESPACE, updates={
+            "checkpoint.to-ts": str(run.to_ts), "checkpoint.batch-id": run.batch_id,
+            "checkpoint.cluster-id": str(run.cluster_id)})
+
+    # -- tables ------------------------------------------------------------------------------
+
+    def _load(self, ident: tuple[str, str]) -> Table | None:
+        try:
+            return self.catalog.load_table(ident)
+        except NoSuchTableError:
+            return None
+
+    def _create(self, ident: tuple[str, str], info: TableInfo, version: int, changelog: bool) -> Table:
+        self.catalog.create_namespace_if_not_exists(ident[0])
+        schema = ks.changelog_schema(info) if changelog else ks.mirror_schema(info)
+        props = ks.table_properties(info, version)
+        props["format-version"] = "2"
+        tbl = self.catalog.create_table_if_not_exists(ident, schema, properties=props)
+        if changelog and not tbl.spec().fields:
+            with tbl.update_spec() as spec:
+                spec.add_field(ch.COMMIT_TIME, DayTransform(), "commit_day")
+            tbl = self.catalog.load_table(ident)
+        return tbl
+
+    @staticmethod
+    def _skip(tbl: Table, run: ch.RunBatch) -> str:
+        raw = tbl.properties.get(ks.PROP_TO_TS)
+        if raw is None:
+            return ""
+        done = int(raw)
+        if done >= run.to_ts:
+            return f"already at to_ts={done}"
+        if done > run.from_ts:
+            raise SinkError(f"table {'.'.join(tbl.name())} is at to_ts={done}, inside this run's range "
+                            f"({run.from_ts}, {run.to_ts}]; run from {done} instead")
+        return ""
+
+    def write(self, run: Any) -> list[TableReport]:
+        groups: dict[tuple[str, str], _Group] = {}
+        for tc in run.tables.values():
+            groups.setdefault((tc.db, tc.name), _Group(tc.db, tc.name)).parts.append(tc)
+        return [self._write_group(run, g) for _, g in sorted(groups.items())]
+
+    def _write_group(self, run: ch.RunBatch, g: _Group) -> TableReport:
+        report = TableReport(f"{g.db}.{g.name}")
+        mirror_id, log_id = (g.db, g.name), (g.db, g.name + CHANGELOG_SUFFIX)
+        events = g.events
+        report.ddl = [e.job.query for e in events]
+        for e in events:
+            if e.job.type == RENAME_TABLE and e.before and e.before != (g.db, g.name):
+                self._rename(e.before, (g.db, g.name))
+        live = g.live
+        last_info = live.final if live else _latest_info(g)
+        version = max((s.schema_version for p in g.parts for s in p.segments), default=0)
+        version = max([version] + [e.job.binlog.schema_version for e in events])
+        rows = self._changelog_rows(g, last_info)
+        for op in ("I", "U", "D"):
+            report.rows[op] = int(pc.sum(pc.equal(rows.column(ch.OP), op)).as_py() or 0) if rows.num_rows else 0
+
+        log = self._load(log_id) or self._create(log_id, last_info, version, changelog=True)
+        skip_log = self._skip(log, run)
+        if not skip_log:
+            self._commit(log, run, last_info, version, ks.CHANGELOG, events,
+                         lambda tx, schema: rows.num_rows and tx.append(ks.conform(rows, schema),
+                                                                       snapshot_properties=run.markers()))
+        mirror = self._load(mirror_id)
+        if live is None:
+            if mirror is not None and not self._skip(mirror, run):
+                self.catalog.drop_table(mirror_id)
+            report.skipped = skip_log
+            return report
+        mirror = mirror or self._create(mirror_id, last_info, version, changelog=False)
+        skip_mirror = self._skip(mirror, run)
+        if not skip_mirror:
+            reset = self._reset_ts(g, live, mirror)
+            mrows = self._mirror_rows(g, last_info, reset)
+            self._commit(mirror, run, last_info, version, ks.MIRROR, events,
+                         lambda tx, schema: self._merge(tx, mirror, schema, mrows, last_info, reset is not None, run))
+        report.skipped = skip_log if skip_log and skip_mirror else ""
+        return report
+
+    def _rename(self, old: tuple[str, str], new: tuple[str, str]) -> None:
+        for suffix in ("", CHANGELOG_SUFFIX):
+            src, dst = (old[0], old[1] + suffix), (new[0], new[1] + suffix)
+            if self._load(src) is not None and self._load(dst) is None:
+                self.catalog.create_namespace_if_not_exists(dst[0])
+                self.catalog.rename_table(src, dst)
+
+    @staticmethod
+    def _needs_backfill(tbl: Table, info: TableInfo) -> bool:
+        """True when ``info`` adds (by column id) a column whose origin default is not NULL."""
+        if tbl.properties.get(ks.PROP_TABLE_ID) != str(info.id):
+            return False
+        old = ks.stored_columns(tbl.properties)
+        return any(str(c.id) not in old and ks.default_value(c).is_valid for c in info.columns)
+
+    @staticmethod
+    def _reset_ts(g: _Group, live: ch.TableChanges, mirror: Table) -> int | None:
+        """Commit ts of the last TRUNCATE (or DROP of another id) the mirror must be emptied at."""
+        ends = [e.commit_ts for p in g.parts for e in p.events if e.job.type in _ENDING]
+        stored = mirror.properties.get(ks.PROP_TABLE_ID)
+        if not ends and stored not in (None, str(live.table_id)) and mirror.current_snapshot() is not None:
+            return 0  # the mirror holds another (ended) table id: start over
+        return max(ends) if ends else None
+
+    def _mirror_rows(self, g: _Group, final: TableInfo, reset: int | None) -> pa.Table:
+        """The live table's changes (after the last reset) with columns added since filled by default."""
+        parts = []
+        for tc in g.parts:
+            if tc.final is None or tc.table_id != final.id:
+                continue
+            for seg in tc.segments:
+                parts.append(ks.fill_missing(_rename_by_id(seg.rows, seg.table, final), final))
+        schema = ks.changelog_schema(final)
+        if not parts:
+            return schema.as_arrow().empty_table()
+        rows = pa.concat_tables([ks.conform(p, schema) for p in parts])
+        if reset is not None:
+            rows = rows.filter(pc.greater(rows.column(ch.COMMIT_TS), reset))
+        return rows.sort_by([(ch.COMMIT_TS, "ascending"), (ch.SEQ, "ascending")])
+
+    def _changelog_rows(self, g: _Group, final: TableInfo) -> pa.Table:
+        parts = []
+        for tc in g.parts:
+            for seg in tc.segments:
+                parts.append(_rename_by_id(seg.rows, seg.table, final) if tc.final is not None or seg.table.id == final.id
+                             else seg.rows)
+        if not parts:
+            return ks.changelog_schema(final).as_arrow().empty_table()
+        schema = ks.changelog_schema(final)
+        rows = pa.concat_tables([ks.conform(p, schema) for p in parts])
+        return rows.sort_by([(ch.COMMIT_TS, "ascending"), (ch.SEQ, "ascending")])
+
+    def _commit(self, tbl: Table, run: ch.RunBatch, info: TableInfo, version: int, kind: str,
+                events: list[ch.DDLEvent], body: Any) -> None:
+        ddl = "; ".join(e.job.query for e in events) or "(schema as of the run)"
+        with tbl.transaction() as tx:
+            with tx.update_schema() as update:
+                ks.evolve(update, tbl.schema(), tbl.properties, info, kind, ddl)
+            body(tx, tx.table_metadata.schema())
+            props = ks.table_properties(info, version)
+            props[ks.PROP_TO_TS] = str(run.to_ts)
+            tx.set_properties(props)
+
+    def _merge(self, tx: Any, tbl: Table, schema: Any, rows: pa.Table, info: TableInfo, reset: bool,
+               run: ch.RunBatch) -> None:
+        markers = run.markers()
+        keys = ks.key_columns(info)
+        has_data = tbl.current_snapshot() is not None
+        if reset and has_data:
+            tx.delete(AlwaysTrue(), snapshot_properties=markers)
+            has_data = False
+        if has_data and self._needs_backfill(tbl, info):
+            # columns added with a default: every stored row must read it, so rewrite the mirror
+            old_map = ks.stored_columns(tbl.properties)
+            existing = ks.fill_missing(ks.rename_columns(tbl.scan().to_arrow(), old_map, info), info)
+            net = net_change(rows, keys) if rows.num_rows else None
+            if net is not None:
+                existing = existing.join(net.touched_keys, keys, join_type="left anti")
+            tx.delete(AlwaysTrue(), snapshot_properties=markers)
+            parts = [ks.conform(existing, schema)] + ([ks.conform(net.upserts, schema)] if net else [])
+            tx.append(pa.concat_tables(parts), snapshot_properties=markers)
+            return
+        if not rows.num_rows:
+            return
+        net = net_change(rows, keys)
+        upserts = net.upserts
+        if has_data and net.touched_keys.num_rows:
+            first = keys[0]
+            values = net.touched_keys.column(first).unique().to_pylist()
+            keep = None
+            if len(keys) > 1:
+                candidates = tbl.scan(row_filter=In(first, values)).to_arrow()
+                keep = candidates.join(net.touched_keys, keys, join_type="left anti")
+            tx.delete(In(first, values), snapshot_properties=markers)
+            if keep is not None and keep.num_rows:
+                upserts = pa.concat_tables([ks.conform(keep, schema), ks.conform(upserts, schema)])
+        mirror_rows = ks.conform(upserts, schema)
+        if mirror_rows.num_rows:
+            tx.append(mirror_rows, snapshot_properties=markers)
+
+
+def _latest_info(g: _Group) -> TableInfo:
+    for tc in sorted(g.parts, key=lambda p: -max([0] + [s.schema_version for s in p.segments])):
+        if tc.segments:
+            return tc.segments[-1].table
+        for e in reversed(tc.events):
+            if e.table is not None:
+                return e.table
+    raise SinkError(f"table {g.db}.{g.name}: no schema for its changes")

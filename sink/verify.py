@@ -1,0 +1,558 @@
+"""``binlake verify --ts T``: compare every Iceberg mirror table, at the snapshot a drain marked
+``binlake.to-ts = T``, with the upstream's snapshot at ``T`` (``GET /binlake/snapshot?ts=T``), key by key.
+
+Both sides are brought to the upstream's JSON rendering (``upstream/render.py``'s rules, restated in
+:func:`render_value` because the sinks do not import the emulator) and then to a comparison form that
+absorbs the documented type mappings of DESIGN §3.6: BIGINT UNSIGNED is ``decimal(20,0)`` in the mirror
+but a number upstream, BIT(64) is wrapped into a signed ``long``, DECIMAL(M>38) is a plain-notation
+string, FLOAT is compared at float32 precision. Zero/invalid dates, which the mirror stores as NULL,
+are counted as *nulled*, not as differences.
+
+Snapshot choice per table (newest first along the main branch, snapshots without markers ignored):
+the newest snapshot with ``to-ts == T``; else the newest one with ``to-ts < T`` provided no later
+snapshot's run started before ``T`` (the table was not touched by the runs up to ``T``); else, when
+every marked snapshot belongs to a run starting at or after ``T``, the empty table before the first
+write; otherwise the table is reported with "no snapshot at T".
+"""
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import math
+import re
+import struct
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any, Callable, Mapping, Sequence
+
+from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+from pyiceberg.schema import Schema
+from pyiceberg.table import Table
+from pyiceberg.table.snapshots import Snapshot, ancestors_of
+from pyiceberg.types import (
+    DateType, DecimalType, DoubleType, FloatType, IcebergType, IntegerType, LongType, StringType,
+    TimestampType, TimestamptzType,
+)
+
+from sink.errors import SinkError
+from transform.filters import TableFilter
+
+FROM_TS = "binlake.from-ts"
+TO_TS = "binlake.to-ts"
+BATCH_ID = "binlake.batch-id"
+ROWID = "_tidb_rowid"
+METADATA_COLUMNS = frozenset({"_tidb_commit_ts", "_tidb_commit_time"})
+CHANGELOG_SUFFIX = "__changelog"
+DEFAULT_MAX_EXAMPLES = 10
+
+_LONG_WRAP = 1 << 64
+_LONG_MAX = (1 << 63) - 1
+_F32 = struct.Struct("<f")
+_TEMPORAL = (DateType, TimestampType, TimestamptzType)
+_SHORT_YEAR = re.compile(r"(\d{1,3})-\d\d-\d\d")
+_EXP_NUMBER = re.compile(r"-?\d+(\.\d+)?[eE][-+]?\d+\Z")
+
+
+class VerifyError(SinkError):
+    """``verify`` could not run: a malformed upstream snapshot or an unreadable catalog/table."""
+
+
+# ---------------------------------------------------------------------------------------------
+# rendering (the rules of upstream/render.py)
+
+def render_value(v: Any) -> Any:
+    """The JSON-friendly form of one column value, by the same rules as ``upstream.render.render``:
+    None/int/str as is (bool → int), float as is (NaN/±inf as ``str``), Decimal → ``str``, datetime →
+    ``"YYYY-MM-DD HH:MM:SS[.ffffff]"`` (aware ones in UTC, without a zone), date → ISO text, binary →
+    standard base64, anything else → ``str``."""
+    if v is None or isinstance(v, str):
+        return v
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float):
+        return str(v) if math.isnan(v) or math.isinf(v) else v
+    if isinstance(v, Decimal):
+        return str(v)
+    if isinstance(v, dt.datetime):
+        if v.tzinfo is not None:
+            v = v.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        text = v.strftime("%Y-%m-%d %H:%M:%S")   # as upstream: glibc does not pad years < 1000
+        return f"{text}.{v.microsecond:06d}" if v.microsecond else text
+    if isinstance(v, dt.date):
+        return v.isoformat()
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(v)).decode("ascii")
+    return str(v)
+
+
+def _as_float(v: Any) -> float | None:
+    if isinstance(v, bool):
+        return float(v)
+    if isinstance(v, (int, float)):
+        return float(v)
+    if isinstance(v, str):
+        try:
+            return float(v)
+        except ValueError:
+            return None
+    return None
+
+
+def comparable(ftype: IcebergType, v: Any) -> Any:
+    """The comparison form of a rendered value ``v`` of a mirror column of type ``ftype``: equal
+    forms mean equal values. Ints > 2^63-1 in a ``long`` wrap (BIT(64)); ints in a decimal column
+    become their text (BIGINT UNSIGNED); numbers in exponent notation in a string column become plain
+    notation (DECIMAL(M>38) is written as plain text, ``str(Decimal)`` may use an exponent); floats
+    are rounded to float32 for ``float`` columns (NaN and infinities become their text); date/time
+    text gets a 4-digit year."""
+    if v is None:
+        return None
+    if isinstance(ftype, (IntegerType, LongType)):
+        if isinstance(v, bool):
+            return int(v)
+        if isinstance(v, int) and v > _LONG_MAX:
+            return v - _LONG_WRAP
+        return v
+    if isinstance(ftype, DecimalType):
+        if isinstance(v, int) and not isinstance(v, bool):
+            return str(v)
+        return v
+    if isinstance(ftype, _TEMPORAL) and isinstance(v, str):
+        m = _SHORT_YEAR.match(v)
+        return f"{int(m.group(1)):04d}{v[m.end(1):]}" if m else v
+    if isinstance(ftype, StringType) and isinstance(v, str) and _EXP_NUMBER.match(v):
+        return format(Decimal(v), "f")
+    if isinstance(ftype, (FloatType, DoubleType)):
+        f = _as_float(v)
+        if f is None:
+            return v
+        if isinstance(ftype, FloatType) and not (math.isnan(f) or math.isinf(f)):
+            try:
+                f = _F32.unpack(_F32.pack(f))[0]
+            except OverflowError:
+                pass
+        return str(f) if math.isnan(f) or math.isinf(f) else f
+    return v
+
+
+def same_value(ftype: IcebergType, upstream: Any, mirror: Any) -> bool:
+    """True when the comparison forms (:func:`comparable`) of an upstream and a mirror value are equal."""
+    if isinstance(upstream, bool) or isinstance(mirror, bool):
+        return upstream == mirror
+    if type(upstream) is not type(mirror) and not (
+            isinstance(upstream, (int, float)) and isinstance(mirror, (int, float))):
+        return False
+    return bool(upstream == mirror)
+
+
+def _valid_temporal(ftype: IcebergType, text: str) -> bool:
+    """True when ``text`` (upstream rendering) is a date/datetime Python (hence Iceberg) can hold."""
+    try:
+        if isinstance(ftype, DateType):
+            dt.date.fromisoformat(text)
+        else:
+            dt.datetime.fromisoformat(text)
+        return True
+    except ValueError:
+        return False
+
+
+def _is_nulled(ftype: IcebergType, upstream: Any, mirror: Any) -> bool:
+    return (mirror is None and isinstance(upstream, str) and isinstance(ftype, _TEMPORAL)
+            and not _valid_temporal(ftype, upstream))
+
+
+# ---------------------------------------------------------------------------------------------
+# report
+
+@dataclass
+class Difference:
+    """One example difference: ``kind`` is ``missing`` (only upstream; ``row`` is the upstream row),
+    ``extra`` (only in the mirror; ``row`` is the mirror row), ``differing`` (``columns`` maps each
+    differing column to its (upstream, mirror) renderings) or ``duplicate`` (a key held by more than
+    one row on ``side``, ``"upstream"`` or ``"mirror"``)."""
+
+    kind: str
+    key: dict[str, Any]
+    columns: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    row: dict[str, Any] | None = None
+    side: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-friendly dict."""
+        out: dict[str, Any] = {"kind": self.kind, "key": dict(self.key)}
+        if self.columns:
+            out["columns"] = {c: {"upstream": u, "mirror": m} for c, (u, m) in self.columns.items()}
+        if self.row is not None:
+            out["row"] = dict(self.row)
+        if self.side:
+            out["side"] = self.side
+        return out
+
+    def format(self) -> str:
+        """One line (or a few) of text."""
+        key = ", ".join(f"{k}={v!r}" for k, v in self.key.items())
+        if self.kind == "differing":
+            cols = "; ".join(f"{c}: upstream {u!r} != mirror {m!r}" for c, (u, m) in self.columns.items())
+            return f"differing  {key}: {cols}"
+        if self.kind == "duplicate":
+            where = "upstream" if self.side == "upstream" else "in the mirror"
+            return f"duplicate  {key} (several rows {where})"
+        return f"{self.kind:<10} {key}" + (f": {self.row}" if self.row else "")
+
+
+@dataclass
+class TableResult:
+    """The comparison of one upstream table with its mirror."""
+
+    table: str
+    snapshot_id: int | None = None
+    to_ts: int | None = None
+    upstream_rows: int = 0
+    mirror_rows: int = 0
+    compared: int = 0       # keys present on both sides, compared column by column
+    missing: int = 0        # keys only upstream
+    extra: int = 0          # keys only in the mirror
+    differing: int = 0      # compared keys with at least one differing column
+    nulled: int = 0         # values: an upstream zero/invalid date held as NULL by the mirror
+    duplicates: int = 0     # keys held by more than one row on one side
+    problems: list[str] = field(default_factory=list)   # table-level differences
+    notes: list[str] = field(default_factory=list)      # informational
+    examples: list[Difference] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when the mirror holds exactly the upstream rows (nulled dates allowed)."""
+        return not (self.problems or self.missing or self.extra or self.differing or self.duplicates)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-friendly dict."""
+        return {
+            "table": self.table, "ok": self.ok, "snapshot_id": self.snapshot_id, "to_ts": self.to_ts,
+            "upstream_rows": self.upstream_rows, "mirror_rows": self.mirror_rows,
+            "compared": self.compared, "missing": self.missing, "extra": self.extra,
+            "differing": self.differing, "nulled": self.nulled, "duplicates": self.duplicates,
+            "problems": list(self.problems), "notes": list(self.notes),
+            "examples": [e.to_json() for e in self.examples],
+        }
+
+
+@dataclass
+class VerifyReport:
+    """Every compared table at one upstream ts; ``ok`` when none differs."""
+
+    ts: int
+    tables: list[TableResult] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)     # upstream tables left out by filters
+    unmatched: list[str] = field(default_factory=list)   # requested tables absent upstream at ts
+
+    @property
+    def ok(self) -> bool:
+        """True when every compared table matches."""
+        return all(t.ok for t in self.tables)
+
+    def table(self, name: str) -> TableResult:
+        """The result for ``db.table``; ``KeyError`` when it was not compared."""
+        for t in self.tables:
+            if t.table == name:
+                return t
+        raise KeyError(name)
+
+    def format(self) -> str:
+        """The text the CLI prints: one line per table, then its problems and example differences."""
+        bad = [t for t in self.tables if not t.ok]
+        head = (f"verify at ts {self.ts}: {len(self.tables)} table(s) compared, "
+                + ("no differences" if not bad else f"{len(bad)} with differences"))
+        lines = [head]
+        width = max((len(t.table) for t in self.tables), default=0)
+        for t in self.tables:
+            snap = f"snapshot {t.snapshot_id} (to-ts {t.to_ts})" if t.snapshot_id is not None else "snapshot -"
+            counts = (f"rows {t.upstream_rows}/{t.mirror_rows}  compared {t.compared}  missing {t.missing}  "
+                      f"extra {t.extra}  differing {t.differing}  nulled {t.nulled}")
+            if t.duplicates:
+                counts += f"  duplicates {t.duplicates}"
+            lines.append(f"  {'OK  ' if t.ok else 'DIFF'} {t.table:<{width}}  {snap}  {counts}")
+            lines.extend(f"         ! {p}" for p in t.problems)
+            lines.extend(f"         - {n}" for n in t.notes)
+            lines.extend(f"         {e.format()}" for e in t.examples)
+        if self.skipped:
+            lines.append(f"  skipped (filtered out): {', '.join(self.skipped)}")
+        if self.unmatched:
+            lines.append(f"  not upstream at ts {self.ts}: {', '.join(self.unmatched)}")
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-friendly dict."""
+        return {"ts": self.ts, "ok": self.ok, "tables": [t.to_json() for t in self.tables],
+                "skipped": list(self.skipped), "unmatched": list(self.unmatched)}
+
+
+# ---------------------------------------------------------------------------------------------
+# snapshot choice
+
+@dataclass(frozen=True)
+class _Marked:
+    snapshot: Snapshot
+    from_ts: int
+    to_ts: int
+
+
+def _marked(snapshot: Snapshot) -> _Marked | None:
+    summary = snapshot.summary
+    if summary is None:
+        return None
+    props = summary.additional_properties
+    try:
+        return _Marked(snapshot, int(props[FROM_TS]), int(props[TO_TS]))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class SnapshotChoice:
+    """The snapshot a table is compared at: ``snapshot`` None means the empty table; ``problem`` set
+    means there is no snapshot representing ``ts``."""
+
+    snapshot: Snapshot | None
+    to_ts: int | None = None
+    note: str = ""
+    problem: str = ""
+
+
+def choose_snapshot(table: Table, ts: int) -> SnapshotChoice:
+    """The snapshot of ``table`` holding the state at upstream ``ts`` (rules in the module docstring)."""
+    meta = table.metadata
+    current = meta.current_snapshot()
+    if current is None:
+        return SnapshotChoice(None, note="the table has no snapshot yet (compared as empty)")
+    marked = [m for m in (_marked(s) for s in ancestors_of(current, meta)) if m is not None]
+    if not marked:
+        return SnapshotChoice(None, problem=f"no snapshot at {ts}: no snapshot carries binlake markers")
+    newer: _Marked | None = None
+    for m in marked:                      # newest first
+        if m.to_ts == ts:
+            return SnapshotChoice(m.snapshot, m.to_ts)
+        if m.to_ts < ts:
+            if newer is None or newer.from_ts >= ts:
+                return SnapshotChoice(m.snapshot, m.to_ts,
+                                      note=f"not written by any run since to-ts {m.to_ts}")
+            return SnapshotChoice(None, problem=(
+                f"no snapshot at {ts}: it falls inside the run ({newer.from_ts}, {newer.to_ts}] "
+                f"(snapshot {newer.snapshot.snapshot_id})"))
+        newer = m
+    oldest = marked[-1]
+    unmarked_before = oldest.snapshot.parent_snapshot_id is not None
+    if oldest.from_ts >= ts and not unmarked_before:
+        return SnapshotChoice(None, note=f"first written by the run ({oldest.from_ts}, {oldest.to_ts}] "
+                                         f"(compared as empty)")
+    return SnapshotChoice(None, problem=f"no snapshot at {ts}: the oldest marked snapshot has to-ts "
+                                        f"{oldest.to_ts}")
+
+
+# ---------------------------------------------------------------------------------------------
+# comparison
+
+def _key_columns(table: Table, schema: Schema) -> list[str]:
+    names = [schema.find_column_name(i) for i in schema.identifier_field_ids]
+    if not names:
+        current = table.schema()
+        names = [current.find_column_name(i) for i in current.identifier_field_ids]
+    if not names and any(f.name == ROWID for f in schema.fields):
+        names = [ROWID]
+    # keep the schema's column order for stable output
+    order = {f.name: i for i, f in enumerate(schema.fields)}
+    return sorted((n for n in names if n is not None), key=lambda n: order.get(n, len(order)))
+
+
+def _upstream_columns(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    seen: dict[str, None] = {}
+    for r in rows:
+        for c in r:
+            seen.setdefault(c, None)
+    return list(seen)
+
+
+class _Examples:
+    """Up to ``limit`` examples of each kind."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.by_kind: dict[str, list[Difference]] = {}
+
+    def add(self, make: Callable[[], Difference], kind: str) -> None:
+        got = self.by_kind.setdefault(kind, [])
+        if len(got) < self.limit:
+            got.append(make())
+
+    def all(self) -> list[Difference]:
+        out: list[Difference] = []
+        for kind in ("missing", "extra", "differing", "duplicate"):
+            out.extend(self.by_kind.get(kind, []))
+        return out
+
+
+def _compare(result: TableResult, upstream: Sequence[Mapping[str, Any]], schema: Schema,
+             mirror_cols: dict[str, list[Any]], mirror_len: int, keys: list[str], max_examples: int) -> None:
+    """Fill ``result`` with the key-by-key comparison of rendered upstream rows and mirror columns."""
+    types = {f.name: f.field_type for f in schema.fields}
+    data_cols = [f.name for f in schema.fields if f.name not in METADATA_COLUMNS]
+    up_cols = _upstream_columns(upstream)
+    if upstream:
+        only_up = [c for c in up_cols if c not in types and not (c == ROWID and ROWID not in keys)]
+        only_mirror = [c for c in data_cols if c not in up_cols]
+        if only_up:
+            result.problems.append(f"columns only upstream: {', '.join(only_up)}")
+        if only_mirror:
+            result.problems.append(f"columns only in the mirror: {', '.join(only_mirror)}")
+    lacking = [k for k in keys if upstream and k not in up_cols]
+    if lacking:
+        result.problems.append(f"upstream rows lack the mirror's key column(s) {', '.join(lacking)}")
+        return
+    up_set = set(up_cols)
+    common = [c for c in data_cols if c in up_set] if upstream else data_cols
+    ex = _Examples(max_examples)
+
+    def key_of(values: Callable[[str], Any]) -> tuple[Any, ...]:
+        return tuple(values(k) for k in keys)
+
+    up_by_key: dict[tuple[Any, ...], Mapping[str, Any]] = {}
+    for row in upstream:
+        k = key_of(lambda c: comparable(types[c], row.get(c)))
+        if k in up_by_key:
+            result.duplicates += 1
+            ex.add(lambda: Difference("duplicate", dict(zip(keys, k)), side="upstream"), "duplicate")
+            continue
+        up_by_key[k] = row
+
+    mirror_by_key: dict[tuple[Any, ...], int] = {}
+    for i in range(mirror_len):
+        k = key_of(lambda c: mirror_cols[c][i])
+        if k in mirror_by_key:
+            result.duplicates += 1
+            ex.add(lambda: Difference("duplicate", dict(zip(keys, k)), side="mirror"), "duplicate")
+            continue
+        mirror_by_key[k] = i
+
+    for k, row in up_by_key.items():
+        i = mirror_by_key.get(k)
+        if i is None:
+            result.missing += 1
+            ex.add(lambda: Difference("missing", dict(zip(keys, k)), row=dict(row)), "missing")
+            continue
+        result.compared += 1
+        diff: dict[str, tuple[Any, Any]] = {}
+        for c in common:
+            t = types[c]
+            up = comparable(t, row.get(c))
+            mi = mirror_cols[c][i]
+            if same_value(t, up, mi):
+                continue
+            if _is_nulled(t, up, mi):
+                result.nulled += 1
+                continue
+            diff[c] = (row.get(c), mi)
+        if diff:
+            result.differing += 1
+            ex.add(lambda: Difference("differing", dict(zip(keys, k)), diff), "differing")
+    for k, i in mirror_by_key.items():
+        if k not in up_by_key:
+            result.extra += 1
+            ex.add(lambda: Difference("extra", dict(zip(keys, k)),
+                                      row={c: mirror_cols[c][i] for c in data_cols}), "extra")
+    result.examples = ex.all()
+
+
+def _load(catalog: Catalog, name: str) -> Table | None:
+    db, _, tbl = name.partition(".")
+    try:
+        return catalog.load_table((db, tbl))
+    except (NoSuchTableError, NoSuchNamespaceError):
+        return None
+    except Exception as e:  # pyiceberg/SQLAlchemy/IO errors
+        raise VerifyError(f"cannot load the mirror table {name}: {e}") from e
+
+
+def verify_table(catalog: Catalog, name: str, upstream: Sequence[Mapping[str, Any]], ts: int,
+                 max_examples: int = DEFAULT_MAX_EXAMPLES) -> TableResult:
+    """Compare one upstream table's rendered rows with its mirror ``name`` at upstream ``ts``."""
+    result = TableResult(name, upstream_rows=len(upstream))
+    table = _load(catalog, name)
+    if table is None:
+        if upstream:
+            result.missing = len(upstream)
+            result.problems.append("no mirror table in the catalog")
+        else:
+            result.notes.append("empty upstream and no mirror table")
+        return result
+    choice = choose_snapshot(table, ts)
+    if choice.note:
+        result.notes.append(choice.note)
+    if choice.problem:
+        result.problems.append(choice.problem)
+        return result
+    try:
+        if choice.snapshot is None:
+            schema = table.schema()
+            arrow = schema.as_arrow().empty_table()
+        else:
+            result.snapshot_id, result.to_ts = choice.snapshot.snapshot_id, choice.to_ts
+            scan = table.scan(snapshot_id=choice.snapshot.snapshot_id)
+            schema = scan.projection()
+            arrow = scan.to_arrow()
+    except Exception as e:
+        raise VerifyError(f"cannot read the mirror table {name} at snapshot "
+                          f"{result.snapshot_id}: {e}") from e
+    keys = _key_columns(table, schema)
+    if not keys:
+        result.problems.append("the mirror has no identifier fields (primary key or _tidb_rowid)")
+        return result
+    result.mirror_rows = arrow.num_rows
+    mirror_cols = {}
+    for f in schema.fields:
+        values = arrow.column(f.name).to_pylist() if f.name in arrow.column_names else [None] * arrow.num_rows
+        mirror_cols[f.name] = [comparable(f.field_type, render_value(v)) for v in values]
+    _compare(result, upstream, schema, mirror_cols, arrow.num_rows, keys, max_examples)
+    return result
+
+
+def _check_snapshot(upstream_snapshot: Any) -> None:
+    if not isinstance(upstream_snapshot, Mapping):
+        raise VerifyError(f"the upstream snapshot must map 'db.table' to rows, got {type(upstream_snapshot).__name__}")
+    for name, rows in upstream_snapshot.items():
+        if not isinstance(name, str) or "." not in name or name.startswith(".") or name.endswith("."):
+            raise VerifyError(f"upstream snapshot: table name {name!r} is not 'db.table'")
+        if not isinstance(rows, list) or not all(isinstance(r, Mapping) for r in rows):
+            raise VerifyError(f"upstream snapshot: {name} must be a list of row objects")
+
+
+def verify_mirrors(catalog: Catalog, upstream_snapshot: dict[str, list[dict[str, Any]]], ts: int,
+                   tables: list[str] | None = None, *, max_examples: int = DEFAULT_MAX_EXAMPLES,
+                   allows: Callable[[str, str], bool] | None = None) -> VerifyReport:
+    """Compare every table of ``upstream_snapshot`` (the upstream at ``ts``, values rendered as by
+    ``/binlake/snapshot``) with its mirror ``db.table`` in ``catalog`` at the snapshot marked
+    ``binlake.to-ts = ts``, key by key.
+
+    ``tables`` (``db.table`` names, case-insensitive) limits the comparison; ``allows(db, table)``
+    (default: TiDB Binlog's ``ignore-schemas`` defaults, e.g. ``TableFilter.allows``) drops tables the
+    drain does not replicate. Left-out tables are listed in ``skipped``; changelog tables are never
+    compared. Raises :class:`VerifyError` for a malformed snapshot or an unreadable mirror.
+    """
+    _check_snapshot(upstream_snapshot)
+    allows = allows or TableFilter().allows
+    wanted = {t.lower() for t in tables} if tables is not None else None
+    report = VerifyReport(ts)
+    upstream_names = {n.lower() for n in upstream_snapshot}
+    if wanted is not None:
+        report.unmatched = sorted(t for t in tables or [] if t.lower() not in upstream_names)
+    for name in sorted(upstream_snapshot):
+        db, _, tbl = name.partition(".")
+        if (wanted is not None and name.lower() not in wanted) or not allows(db, tbl) \
+                or tbl.endswith(CHANGELOG_SUFFIX):
+            report.skipped.append(name)
+            continue
+        report.tables.append(verify_table(catalog, name, upstream_snapshot[name], ts, max_examples))
+    return report
+

@@ -1,0 +1,155 @@
+"""DDL-versioned schema history: which TableInfo was in force at a schema version (TiDB semantics).
+
+Built from the upstream's ``GET /ddl/history`` (every DDL job with its ``binlog.SchemaVersion`` and
+the TableInfo after the job). A DML is decoded with :meth:`SchemaHistory.table_at` at its
+``PrewriteValue.schema_version``: the TableInfo of the newest done job on that table id whose schema
+version is not above it. Drops and truncates end a table id; TRUNCATE starts a new id.
+"""
+from __future__ import annotations
+
+import bisect
+import json
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import requests
+
+from transform.errors import SchemaError
+from transform.schema import Job, TableInfo
+
+# JobState values that mean the job took effect (TiDB: done, synced).
+JOB_DONE = 4
+JOB_SYNCED = 6
+
+# ActionType codes the history treats specially (tidb-codec.md §4.3).
+CREATE_SCHEMA, DROP_SCHEMA, CREATE_TABLE, DROP_TABLE = 1, 2, 3, 4
+TRUNCATE_TABLE, RENAME_TABLE, RECOVER_TABLE = 11, 14, 25
+CREATE_TABLES, RENAME_TABLES = 60, 47
+DROP_VIEW, CREATE_VIEW = 24, 21
+
+
+class HistoryError(SchemaError):
+    """The DDL history could not be read, or it has no schema for a table a binlog names."""
+
+
+@dataclass(frozen=True)
+class TableVersion:
+    """A table id's definition from one schema version on (``table`` None: dropped)."""
+
+    schema_version: int
+    db: str
+    table: TableInfo | None
+    job: Job
+
+
+class SchemaHistory:
+    """Every table's TableInfo by schema version, and the DDL jobs by id."""
+
+    def __init__(self, jobs: Iterable[Job]) -> None:
+        done = [j for j in jobs if j.state in (JOB_DONE, JOB_SYNCED) and j.binlog.schema_version > 0]
+        done.sort(key=lambda j: (j.binlog.schema_version, j.id))
+        self.jobs: dict[int, Job] = {j.id: j for j in done}
+        self._dbs: dict[int, str] = {}
+        self._versions: dict[int, list[TableVersion]] = {}
+        for job in done:
+            self._apply(job)
+        self._keys = {tid: [v.schema_version for v in vs] for tid, vs in self._versions.items()}
+
+    @classmethod
+    def from_json(cls, doc: Any) -> "SchemaHistory":
+        """Parse the JSON array ``/ddl/history`` answers."""
+        if not isinstance(doc, list):
+            raise HistoryError(f"/ddl/history must be a JSON array, got {type(doc).__name__}")
+        return cls(Job.from_json(j) for j in doc)
+
+    @classmethod
+    def fetch(cls, status_url: str, timeout: float = 30.0) -> "SchemaHistory":
+        """Read ``{status_url}/ddl/history`` from the upstream (TiDB's status port or the emulator)."""
+        url = status_url.rstrip("/") + "/ddl/history"
+        try:
+            resp = requests.get(url, timeout=timeout)
+        except requests.RequestException as e:
+            raise HistoryError(f"cannot read the DDL history from {url}: {e}") from e
+        if resp.status_code != 200:
+            raise HistoryError(f"{url} answered HTTP {resp.status_code}: {resp.text[:200]}")
+        try:
+            return cls.from_json(json.loads(resp.content))
+        except ValueError as e:
+            raise HistoryError(f"{url} did not answer JSON: {e}") from e
+
+    # -- building ----------------------------------------------------------------------------
+
+    def _db_name(self, job: Job) -> str:
+        db = job.binlog.db_info
+        if isinstance(db, dict) and isinstance(db.get("db_name"), dict):
+            self._dbs[job.schema_id] = db["db_name"].get("O", "")
+        return self._dbs.get(job.schema_id) or job.schema_name
+
+    def _put(self, table_id: int, version: int, db: str, table: TableInfo | None, job: Job) -> None:
+        self._versions.setdefault(table_id, []).append(TableVersion(version, db, table, job))
+
+    def _apply(self, job: Job) -> None:
+        version = job.binlog.schema_version
+        db = self._db_name(job)
+        if job.type in (CREATE_SCHEMA, DROP_SCHEMA):
+            if job.type == DROP_SCHEMA:
+                for tid, vs in self._versions.items():
+                    if vs[-1].table is not None and vs[-1].db == db:
+                        self._put(tid, version, db, None, job)
+            return
+        if job.type == CREATE_TABLES or job.binlog.multiple_table_infos:
+            for info in job.binlog.multiple_table_infos:
+                self._put(info.id, version, db, info, job)
+            return
+        info = job.binlog.table_info
+        if job.type in (DROP_TABLE, DROP_VIEW):
+            self._put(job.table_id, version, db, None, job)
+            return
+        if job.type == TRUNCATE_TABLE:
+            self._put(job.table_id, version, db, None, job)
+        if info is not None:
+            self._put(info.id, version, db, info, job)
+
+    # -- queries -----------------------------------------------------------------------------
+
+    def version_at(self, table_id: int, schema_version: int) -> TableVersion | None:
+        """The table id's definition in force at ``schema_version`` (None: not created yet)."""
+        keys = self._keys.get(table_id)
+        if not keys:
+            return None
+        i = bisect.bisect_right(keys, schema_version) - 1
+        return self._versions[table_id][i] if i >= 0 else None
+
+    def table_at(self, table_id: int, schema_version: int) -> TableInfo:
+        """The TableInfo to decode a DML on ``table_id`` written at ``schema_version`` with.
+
+        Raises :class:`HistoryError` when the history has no live definition for it.
+        """
+        v = self.version_at(table_id, schema_version)
+        if v is None or v.table is None:
+            state = "was dropped" if v is not None else "is unknown"
+            raise HistoryError(f"table id {table_id} {state} at schema version {schema_version} "
+                               f"(the DDL history has {len(self.jobs)} jobs)")
+        return v.table
+
+    def latest(self, table_id: int, max_version: int | None = None) -> TableVersion | None:
+        """The newest definition of ``table_id`` (at or below ``max_version`` when given)."""
+        if max_version is not None:
+            return self.version_at(table_id, max_version)
+        vs = self._versions.get(table_id)
+        return vs[-1] if vs else None
+
+    def versions(self, table_id: int) -> list[TableVersion]:
+        """Every definition of ``table_id`` in schema-version order."""
+        return list(self._versions.get(table_id, []))
+
+    def job(self, job_id: int) -> Job:
+        """The done job with this id; :class:`HistoryError` when the history lacks it."""
+        job = self.jobs.get(job_id)
+        if job is None:
+            raise HistoryError(f"DDL job {job_id} is not in the upstream's DDL history (or not done)")
+        return job
+
+    def table_ids(self) -> list[int]:
+        """Every table id the history knows."""
+        return sorted(self._versions)
