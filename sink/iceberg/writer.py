@@ -18,7 +18,7 @@ is a no-op; the checkpoint (namespace ``_binlake``) advances only after every ta
 """
 from __future__ import annotations
 
-from collections import defaultdict
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +41,17 @@ from transform.schema import TableInfo
 CHANGELOG_SUFFIX = "__changelog"
 META_NAMESPACE = "_binlake"
 _ENDING = (DROP_TABLE, DROP_VIEW, TRUNCATE_TABLE)
+
+
+FAILPOINT_ENV = "BINLAKE_FAILPOINT"
+
+
+def _failpoint(commits: int) -> None:
+    """Crash testing: ``BINLAKE_FAILPOINT=sink-commit:N`` kills the process right after its N-th
+    Iceberg table commit, as ``kill -9`` would (no cleanup, no checkpoint)."""
+    spec = os.environ.get(FAILPOINT_ENV, "")
+    if spec.startswith("sink-commit:") and commits == int(spec.split(":", 1)[1]):
+        os._exit(86)
 
 
 class CheckpointError(SinkError):
@@ -90,6 +101,7 @@ class IcebergSink(Sink):
 
     def __init__(self, catalog: Catalog) -> None:
         self.catalog = catalog
+        self._commits = 0
 
     # -- checkpoint --------------------------------------------------------------------------
 
@@ -152,9 +164,25 @@ class IcebergSink(Sink):
         return ""
 
     def write(self, run: Any) -> list[TableReport]:
-        groups: dict[tuple[str, str], _Group] = {}
+        # TRUNCATE gives a table a new id: both ids are one lineage and go to the same Iceberg tables
+        parent: dict[int, int] = {}
+
+        def root(tid: int) -> int:
+            while tid in parent:
+                tid = parent[tid]
+            return tid
+
         for tc in run.tables.values():
-            groups.setdefault((tc.db, tc.name), _Group(tc.db, tc.name)).parts.append(tc)
+            for e in tc.events:
+                if e.job.type == TRUNCATE_TABLE and e.table is not None and e.table.id != e.job.table_id:
+                    parent[e.job.table_id] = e.table.id
+        lineages: dict[int, list[ch.TableChanges]] = {}
+        for tc in run.tables.values():
+            lineages.setdefault(root(tc.table_id), []).append(tc)
+        groups: dict[tuple[str, str], _Group] = {}
+        for head, parts in lineages.items():
+            named = next((p for p in parts if p.table_id == head), parts[0])
+            groups.setdefault((named.db, named.name), _Group(named.db, named.name)).parts.extend(parts)
         return [self._write_group(run, g) for _, g in sorted(groups.items())]
 
     def _write_group(self, run: ch.RunBatch, g: _Group) -> TableReport:
@@ -167,6 +195,11 @@ class IcebergSink(Sink):
                 self._rename(e.before, (g.db, g.name))
         live = g.live
         last_info = live.final if live else _latest_info(g)
+        if last_info is None:  # dropped in the range with no row changes: only the mirror goes
+            mirror = self._load(mirror_id)
+            if mirror is not None and not self._skip(mirror, run):
+                self.catalog.drop_table(mirror_id)
+            return report
         version = max((s.schema_version for p in g.parts for s in p.segments), default=0)
         version = max([version] + [e.job.binlog.schema_version for e in events])
         rows = self._changelog_rows(g, last_info)
@@ -257,6 +290,8 @@ class IcebergSink(Sink):
             props = ks.table_properties(info, version)
             props[ks.PROP_TO_TS] = str(run.to_ts)
             tx.set_properties(props)
+        self._commits += 1
+        _failpoint(self._commits)
 
     def _merge(self, tx: Any, tbl: Table, schema: Any, rows: pa.Table, info: TableInfo, reset: bool,
                run: ch.RunBatch) -> None:
@@ -296,11 +331,11 @@ class IcebergSink(Sink):
             tx.append(mirror_rows, snapshot_properties=markers)
 
 
-def _latest_info(g: _Group) -> TableInfo:
+def _latest_info(g: _Group) -> TableInfo | None:
     for tc in sorted(g.parts, key=lambda p: -max([0] + [s.schema_version for s in p.segments])):
         if tc.segments:
             return tc.segments[-1].table
         for e in reversed(tc.events):
             if e.table is not None:
                 return e.table
-    raise SinkError(f"table {g.db}.{g.name}: no schema for its changes")
+    return None
