@@ -151,17 +151,17 @@ class IcebergSink(Sink):
         return tbl
 
     @staticmethod
-    def _skip(tbl: Table, run: ch.RunBatch) -> str:
+    def _progress(tbl: Table, run: ch.RunBatch) -> tuple[str, int]:
+        """(why to skip the table or "", the ts the table is complete up to within the run).
+
+        A table a crashed run already committed (its ``binlake.to-ts`` inside the range) only
+        takes the changes after that ts.
+        """
         raw = tbl.properties.get(ks.PROP_TO_TS)
-        if raw is None:
-            return ""
-        done = int(raw)
+        done = int(raw) if raw is not None else 0
         if done >= run.to_ts:
-            return f"already at to_ts={done}"
-        if done > run.from_ts:
-            raise SinkError(f"table {'.'.join(tbl.name())} is at to_ts={done}, inside this run's range "
-                            f"({run.from_ts}, {run.to_ts}]; run from {done} instead")
-        return ""
+            return f"already at to_ts={done}", run.to_ts
+        return "", max(done, run.from_ts)
 
     def write(self, run: Any) -> list[TableReport]:
         # TRUNCATE gives a table a new id: both ids are one lineage and go to the same Iceberg tables
@@ -197,32 +197,34 @@ class IcebergSink(Sink):
         last_info = live.final if live else _latest_info(g)
         if last_info is None:  # dropped in the range with no row changes: only the mirror goes
             mirror = self._load(mirror_id)
-            if mirror is not None and not self._skip(mirror, run):
+            if mirror is not None and not self._progress(mirror, run)[0]:
                 self.catalog.drop_table(mirror_id)
             return report
         version = max((s.schema_version for p in g.parts for s in p.segments), default=0)
         version = max([version] + [e.job.binlog.schema_version for e in events])
-        rows = self._changelog_rows(g, last_info)
+        all_rows = self._changelog_rows(g, last_info)
+        log = self._load(log_id) or self._create(log_id, last_info, version, changelog=True)
+        skip_log, since = self._progress(log, run)
+        rows = _after(all_rows, since)
         for op in ("I", "U", "D"):
             report.rows[op] = int(pc.sum(pc.equal(rows.column(ch.OP), op)).as_py() or 0) if rows.num_rows else 0
-
-        log = self._load(log_id) or self._create(log_id, last_info, version, changelog=True)
-        skip_log = self._skip(log, run)
         if not skip_log:
             self._commit(log, run, last_info, version, ks.CHANGELOG, events,
                          lambda tx, schema: rows.num_rows and tx.append(ks.conform(rows, schema),
                                                                        snapshot_properties=run.markers()))
         mirror = self._load(mirror_id)
         if live is None:
-            if mirror is not None and not self._skip(mirror, run):
+            if mirror is not None and not self._progress(mirror, run)[0]:
                 self.catalog.drop_table(mirror_id)
             report.skipped = skip_log
             return report
         mirror = mirror or self._create(mirror_id, last_info, version, changelog=False)
-        skip_mirror = self._skip(mirror, run)
+        skip_mirror, since = self._progress(mirror, run)
         if not skip_mirror:
             reset = self._reset_ts(g, live, mirror)
-            mrows = self._mirror_rows(g, last_info, reset)
+            if reset is not None and reset <= since and since > run.from_ts:
+                reset = None  # a crashed run already emptied the mirror at that truncate
+            mrows = _after(self._mirror_rows(g, last_info, reset), since)
             self._commit(mirror, run, last_info, version, ks.MIRROR, events,
                          lambda tx, schema: self._merge(tx, mirror, schema, mrows, last_info, reset is not None, run))
         report.skipped = skip_log if skip_log and skip_mirror else ""
@@ -329,6 +331,11 @@ class IcebergSink(Sink):
         mirror_rows = ks.conform(upserts, schema)
         if mirror_rows.num_rows:
             tx.append(mirror_rows, snapshot_properties=markers)
+
+
+def _after(rows: pa.Table, ts: int) -> pa.Table:
+    """The rows committed after ``ts``."""
+    return rows.filter(pc.greater(rows.column(ch.COMMIT_TS), ts)) if rows.num_rows else rows
 
 
 def _latest_info(g: _Group) -> TableInfo | None:

@@ -1,0 +1,97 @@
+"""``binlake drain`` / ``verify`` as a user runs them: subprocesses, the plan, refusals, a drain
+killed mid-commit and re-run, filters, and the Parquet sink."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from binlake.drain_config import DrainerOptions
+from sink.iceberg.writer import FAILPOINT_ENV
+from tests.drain.conftest import Env, read_table
+
+pytestmark = pytest.mark.integration
+
+
+def cli_args(o: DrainerOptions) -> list[str]:
+    return ["--registry", o.registry, "--pd-urls", o.pd_urls, "--upstream-status-url", o.upstream_status_url,
+            "--warehouse", o.warehouse]
+
+
+def binlake(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "binlake.cli", *args], capture_output=True, text=True,
+                          timeout=600, env={**os.environ, **(env or {})}, cwd=cwd)
+
+
+def test_dry_run_prints_the_plan_and_a_too_high_to_ts_is_refused(env: Env) -> None:
+    env.sql("create table p (id int primary key)")
+    wm = env.settle()
+    r = binlake("drain", "--dry-run", *cli_args(env.options), cwd=env.root)
+    assert r.returncode == 0, r.stderr
+    assert "range (from_ts, to_ts] = (0, " in r.stdout and "pump pump-1" in r.stdout and "pump pump-2" in r.stdout
+    assert not Path(env.options.warehouse, "test").exists()               # nothing written
+    r = binlake("drain", "--dry-run", "--to-ts", str(wm * 2), *cli_args(env.options), cwd=env.root)
+    assert r.returncode == 1
+    assert "above the pumps' watermark" in r.stderr
+    r = binlake("drain", "--config", str(env.root / "missing.toml"), cwd=env.root)
+    assert r.returncode == 1 and "missing.toml does not exist" in r.stderr
+
+
+def test_a_drain_killed_mid_commit_and_rerun_equals_an_uninterrupted_run(env: Env) -> None:
+    for t in ("a", "b", "c"):
+        env.sql(f"create table {t} (id int primary key, v varchar(10))")
+        env.sql(f"insert into {t} values (1, '{t}1'), (2, '{t}2')")
+        env.sql(f"update {t} set v = 'x' where id = 1", server=1)
+    env.settle()
+    # killed right after its 3rd table commit (b's changelog committed, b's mirror not)
+    r = binlake("drain", *cli_args(env.options), "--spark-master", "local[2]", env={FAILPOINT_ENV: "sink-commit:3"},
+                cwd=env.root)
+    assert r.returncode == 86, r.stderr[-2000:]
+    cat = env.catalog()
+    assert cat.table_exists("test.a") and cat.table_exists("test.b__changelog")
+    assert not cat.table_exists("test.b") or cat.load_table("test.b").current_snapshot() is None
+    env.sql("insert into c values (3, 'c3')")                              # more work arrives meanwhile
+    rerun = env.drain()
+    assert rerun["checkpoint_before"] is None and rerun["checkpoint_after"] == rerun["to_ts"]
+    control = env.fresh_options("control")
+    env.drain(control, from_ts=0, to_ts=rerun["to_ts"])
+    cat2 = env.catalog(control)
+    for t in ("a", "b", "c"):
+        for ident in (f"test.{t}", f"test.{t}__changelog"):
+            got = read_table(cat, ident).sort_by([("_tidb_commit_ts", "ascending"), ("id", "ascending")])
+            want = read_table(cat2, ident).sort_by([("_tidb_commit_ts", "ascending"), ("id", "ascending")])
+            assert got.to_pylist() == want.to_pylist(), ident
+    env.verify(rerun["to_ts"])
+
+
+def test_filters_and_the_parquet_sink(env: Env) -> None:
+    from sink.parquet import read_changelog
+
+    env.sql("create database other")
+    env.sql("create table keep (id int primary key, v int)")
+    env.sql("create table skip_me (id int primary key)")
+    env.sql("create table other.o (id int primary key)")
+    env.sql("insert into keep values (1, 1), (2, 2); insert into skip_me values (1)")
+    env.sql("insert into other.o values (5)")
+    env.sql("update keep set v = 20 where id = 2")
+    opts = replace(env.options, ignore_table=[("test", "skip_me")], replicate_do_db=["test"])
+    report = env.drain(opts)
+    assert {t["table"] for t in report["tables"]} == {"test.keep"}
+    cat = env.catalog()
+    assert not cat.table_exists("test.skip_me") and not cat.table_exists("other.o")
+    # the same range into Parquet files
+    pq_opts = replace(env.options, sink="parquet", parquet_dir=str(env.root / "cdc"),
+                      data_dir=str(env.root / "pq-drainer"))
+    pq = env.drain(pq_opts, to_ts=report["to_ts"])
+    assert {t["table"] for t in pq["tables"]} == {"test.keep", "test.skip_me", "other.o"}
+    log = read_changelog(str(env.root / "cdc"), "test", "keep")
+    assert [(r["_tidb_op"], r["id"], r["v"]) for r in log.to_pylist()] == [("I", 1, 1), ("I", 2, 2), ("U", 2, 20)]
+    assert pa.types.is_int32(log.schema.field("v").type)
+    saved = json.loads(Path(pq_opts.data_dir, "reports", f"run-{pq['to_ts']}.json").read_text())
+    assert saved["sink"] == "parquet" and saved["checkpoint_after"] == pq["to_ts"]
