@@ -168,3 +168,27 @@ def test_duckdb_reads_the_tables_pyiceberg_wrote(env: Env) -> None:
     assert con.sql(f"select _tidb_op, count(*) from iceberg_scan('{log}') group by 1 order by 1").fetchall() == [
         ("I", 2), ("U", 1)]
     assert isinstance(con, duckdb.DuckDBPyConnection)
+
+
+def test_seeded_workload_with_key_churn_and_ddl_drained_while_it_runs(env: Env) -> None:
+    import threading
+
+    from upstream.workload import Workload
+
+    wl = Workload(env.cluster, seed=11, churn=True, ddl_interval=0.3)
+    wl.setup()
+    stats = []
+    writer = threading.Thread(target=lambda: stats.append(wl.run(rate=120, duration=0, workers=4, max_txns=400)))
+    writer.start()
+    try:
+        r1 = env.drain()                     # the workload keeps committing while this run drains
+    finally:
+        writer.join(120)
+    assert stats and stats[0].committed > 300 and not stats[0].errors, stats
+    env.verify(r1["to_ts"])
+    r2 = env.drain()
+    assert r2["from_ts"] == r1["to_ts"]
+    env.verify(r2["to_ts"])
+    cat = env.catalog()
+    for t in ("wl_orders", "wl_events", "wl_log"):    # wl_ddl: old changelog rows lack added columns
+        assert_changelog_matches_mirror(cat, f"test.{t}")
