@@ -189,9 +189,9 @@ def _run_upstream(args: argparse.Namespace) -> int:
 
 
 def _demo_parser(sub: Any) -> None:
-    p = sub.add_parser("demo", help="run the local demo (TSO + two pumps + transactions)")
+    p = sub.add_parser("demo", help="run the local demo (emulator + two pumps + workload -> Spark -> Iceberg)")
     p.add_argument("--dir", default="demo", help="working directory, wiped first (default ./demo)")
-    p.add_argument("--transactions", type=int, default=200)
+    p.add_argument("--transactions", type=int, default=400)
     p.set_defaults(run=_run_demo)
 
 

@@ -1,89 +1,132 @@
-"""``binlake demo``: a PD-compatible TSO and two pumps on loopback, some transactions, their status.
+"""``binlake demo``: the whole pipeline on one machine.
 
-This is the Pump part of the demo; the Drainer (Spark → Iceberg) joins it with its own issue.
+The upstream emulator (PD-compatible TSO + TiDB status API + SQL) writes binlogs to two real pump
+processes while a seeded workload with key churn and DDLs runs; two Drainer runs on local Spark
+drain it into Iceberg tables in ``<dir>/warehouse``; DuckDB queries the tables; ``verify`` compares
+every mirror with the upstream's snapshot at each run's end.
 """
 from __future__ import annotations
 
+import io
 import shutil
-import time
+import threading
 from pathlib import Path
 
-from binlake.local import LocalTSO, PumpProcess, PumpWriter
-from ingest import binlog as bl
+from binlake.drain import run_drain_command, run_verify_command
+from binlake.drain_config import DrainerOptions
+from binlake.local import PumpProcess
 from ingest import ctl
 from ingest.registry import load_registry
 from ingest.registry.base import PUMP
 from ingest.scan_client import ScanClient
-from ingest.tso import TSOClient
-from schemas import binlog_pb2
 
-TRANSACTIONS = 200
+TRANSACTIONS = 400
 
 
 def _say(text: str) -> None:
-    print(f"==> {text}", flush=True)
+    print(f"\n==> {text}", flush=True)
+
+
+def _settle(cluster: object, pumps: list[PumpProcess]) -> None:
+    import time
+
+    cluster.flush(60)  # type: ignore[attr-defined]
+    target = cluster.ts()  # type: ignore[attr-defined]
+    for p in pumps:
+        with ScanClient(p.addr, cluster.cluster_id) as c:  # type: ignore[attr-defined]
+            deadline = time.monotonic() + 60
+            while c.watermark().max_commit_ts < target and time.monotonic() < deadline:
+                time.sleep(0.1)
 
 
 def run_demo(directory: Path, transactions: int = TRANSACTIONS) -> int:
     """Run the demo in ``directory`` (wiped first); return 0 when every check passed."""
+    from upstream.cluster import Cluster
+    from upstream.workload import Workload
+
     if directory.exists():
         shutil.rmtree(directory)
     directory.mkdir(parents=True)
-    registry_uri = f"file://{directory.resolve() / 'registry.json'}"
-    tso = LocalTSO()
-    _say(f"PD-compatible TSO on {tso.url} (cluster id {tso.cluster_id})")
-    pumps = [PumpProcess(data_dir=directory / f"pump-{i}", pd_url=tso.url, registry=registry_uri,
-                         node_id=f"pump-{i}", extra_args=["--gen-binlog-interval", "1"]) for i in (1, 2)]
-    clock = TSOClient(tso.url)
-    writers: list[PumpWriter] = []
+    directory = directory.resolve()
+    registry_uri = f"file://{directory / 'registry.json'}"
+    cluster = Cluster(registry=registry_uri, servers=2)
+    _say(f"upstream emulator: PD-compatible TSO {cluster.tso_url}, TiDB status API {cluster.status_url}, "
+         f"2 TiDB servers (cluster id {cluster.cluster_id})")
+    pumps = [PumpProcess(data_dir=directory / f"pump-{i}", pd_url=cluster.tso_url, registry=registry_uri,
+                         node_id=f"pump-{i}", extra_args=["--gen-binlog-interval", "0.5",
+                                                          "--upstream-status-url", cluster.status_url])
+             for i in (1, 2)]
+    ok = True
     try:
         for p in pumps:
             p.start()
-            _say(f"{p.node_id}: gRPC {p.addr}, HTTP {p.status_url}, data {p.data_dir}, log {p.log_path}")
-        writers = [PumpWriter(p.addr, tso.cluster_id) for p in pumps]
-        _say(f"writing {transactions} transactions the way TiDB does (prewrite, then commit to the same pump)")
-        last_commit = 0
-        for i in range(transactions):
-            w = writers[i % 2]
-            start = clock.get_ts()
-            w.write(bl.marshal_gogo(binlog_pb2.Binlog(
-                tp=bl.PREWRITE, start_ts=start, prewrite_key=b"t\x80demo%d" % i,
-                prewrite_value=binlog_pb2.PrewriteValue(schema_version=1).SerializeToString())))
-            last_commit = clock.get_ts()
-            w.write(bl.marshal_gogo(binlog_pb2.Binlog(tp=bl.COMMIT, start_ts=start, commit_ts=last_commit,
-                                                      prewrite_key=b"t\x80demo%d" % i)))
-        _say("waiting for both watermarks to pass the last commit")
-        ok = True
-        for p in pumps:
-            with ScanClient(p.addr, tso.cluster_id) as client:
-                deadline = time.monotonic() + 30
-                while client.watermark().max_commit_ts < last_commit and time.monotonic() < deadline:
-                    time.sleep(0.1)
-                wm = client.watermark()
-                records = list(client.scan(0, wm.max_commit_ts))
-            commits = sum(1 for r in records if r.tp == bl.COMMIT)
-            fakes = sum(1 for r in records if bl.is_fake(r.tp, r.start_ts, r.commit_ts))
-            print(f"    {p.node_id}: watermark {wm.max_commit_ts}, state {wm.state}, "
-                  f"{commits} commits, {fakes} fake binlogs in range (0, watermark]")
-            ok = ok and wm.max_commit_ts >= last_commit and commits == transactions // 2
+            print(f"    {p.node_id}: gRPC {p.addr}, HTTP {p.status_url}, data {p.data_dir}, log {p.log_path}")
         registry = load_registry(registry_uri)
-        _say("binlake ctl pumps")
-        print(ctl.format_nodes(ctl.list_nodes(registry, PUMP)))
-        for p in pumps:
-            p.terminate()
-        _say("pumps stopped with SIGTERM (state paused):")
         print(ctl.format_nodes(ctl.list_nodes(registry, PUMP)))
         registry.close()
-        _say("PASS: every transaction is stored and below its pump's watermark" if ok
-             else "FAIL: a pump is missing transactions")
-        print(f"Look further: the pumps' logs in {directory}/*.log; restart one with\n"
-              f"  binlake pump --data-dir {directory}/pump-1 --pd-urls <a PD> --registry {registry_uri}\n"
-              f"and query it with curl http://<status-addr>/status or `binlake ctl pumps --registry {registry_uri}`.")
+        options = DrainerOptions(registry=registry_uri, pd_urls=cluster.tso_url,
+                                 upstream_status_url=cluster.status_url, warehouse=str(directory / "warehouse"),
+                                 data_dir=str(directory / "drainer"), spark_master="local[2]")
+
+        wl = Workload(cluster, seed=1, churn=True, ddl_interval=0.5)
+        wl.setup()
+        _say(f"workload: {transactions} transactions (5 rows each, every column type, deletes and re-inserts, "
+             f"primary-key changes) and DDLs on wl_ddl (add / modify / rename / drop column) while it runs")
+        stats: list = []
+        writer = threading.Thread(target=lambda: stats.append(wl.run(rate=100, duration=0, workers=4,
+                                                                     max_txns=transactions)))
+        writer.start()
+        _settle(cluster, pumps)
+        _say("drain run 1 (while the workload is still writing): pumps -> Spark -> Iceberg")
+        r1 = run_drain_command(options)
+        writer.join()
+        print(f"    workload: {stats[0].committed} committed, {stats[0].ddls} DDLs, "
+              f"{stats[0].aborted} aborted by a concurrent DDL, {len(stats[0].errors)} errors")
+        _settle(cluster, pumps)
+        _say("drain run 2: continues from run 1's checkpoint")
+        r2 = run_drain_command(options)
+
+        _say("DuckDB over the Iceberg tables pyiceberg wrote")
+        ok = _duckdb_tour(options) and ok
+        for report in (r1, r2):
+            _say(f"binlake verify --ts {report['to_ts']}: every mirror against the upstream's snapshot")
+            out = io.StringIO()
+            code = run_verify_command(options, report["to_ts"], out=out)
+            print(out.getvalue(), end="")
+            ok = ok and code == 0
+        _say("PASS: every mirror equals the upstream at both run ends" if ok else "FAIL: see the differences above")
+        print(f"""
+Look further:
+  warehouse        {options.warehouse} (SQLite catalog {options.warehouse}/catalog.db)
+  run reports      {options.data_dir}/reports/run-*.json
+  pump logs        {directory}/pump-*.log
+  query            .venv/bin/python -c "from sink.iceberg.catalog import open_catalog; \\
+                     print(open_catalog('{options.warehouse}').load_table('test.wl_orders').scan().to_arrow())"
+  DuckDB           see docs/operations.md (iceberg_scan over a table's metadata.json)""")
         return 0 if ok else 1
     finally:
-        for w in writers:
-            w.close()
         for p in pumps:
             p.kill()
-        clock.close()
-        tso.stop()
+        cluster.close()
+
+
+def _duckdb_tour(options: DrainerOptions) -> bool:
+    from sink.iceberg.catalog import open_catalog
+    from sink.iceberg.duck import connect_iceberg
+
+    catalog = open_catalog(options.warehouse)
+    con = connect_iceberg()
+    ok = True
+    for ns in sorted(n for n in catalog.list_namespaces() if n[0] != "_binlake"):
+        for ident in sorted(catalog.list_tables(ns)):
+            tbl = catalog.load_table(ident)
+            n = con.sql(f"select count(*) from iceberg_scan('{tbl.metadata_location}')").fetchone()[0]
+            ok = ok and n == len(tbl.scan().to_arrow())
+            print(f"    {'.'.join(ident):<32} {n:>6} rows   {tbl.metadata_location}")
+    log = catalog.load_table("test.wl_orders__changelog").metadata_location
+    print("    changes per operation in test.wl_orders__changelog:")
+    for op, count, first, last in con.sql(
+            f"select _tidb_op, count(*), min(_tidb_commit_time), max(_tidb_commit_time) "
+            f"from iceberg_scan('{log}') group by 1 order by 1").fetchall():
+        print(f"      {op}  {count:>5}   {first} .. {last}")
+    return ok

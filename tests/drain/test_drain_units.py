@@ -1,0 +1,109 @@
+"""Unit tests of the Drainer's pure parts: config, filters, range splitting, history, the net change."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from binlake.drain_config import load_drainer_options, parse_tables
+from ingest.errors import ConfigError
+from transform.filters import TableFilter
+from transform.history import HistoryError, SchemaHistory
+from transform.plan import PlanError, make_plan
+from transform.pull import split_range
+from transform.reduce import net_change
+
+CONF = Path(__file__).resolve().parents[2] / "conf" / "drainer.toml"
+
+
+def test_the_example_config_loads_and_flags_override_it() -> None:
+    o = load_drainer_options(CONF, {"iceberg.warehouse": "/tmp/wh", "tables": "test.a,test.b"})
+    assert o.upstream_status_url == "http://127.0.0.1:10080" and o.sink == "iceberg"
+    assert o.warehouse == "/tmp/wh" and o.tables == [("test", "a"), ("test", "b")]
+    assert o.ignore_schemas == ["INFORMATION_SCHEMA", "PERFORMANCE_SCHEMA", "mysql"]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("bogus = 1", "unknown configuration key 'bogus'"),
+    ("[syncer]\ndb-type = 'kafka'", "not one of iceberg, parquet"),
+    ("[syncer]\nreplicate-do-table = [{db-name = 'a', table = 'b'}]", "db-name and tbl-name"),
+    ("initial-commit-ts = -1", "initial-commit-ts must be >= 0"),
+])
+def test_bad_config_is_refused_with_the_key_named(tmp_path: Path, text: str, message: str) -> None:
+    f = tmp_path / "drainer.toml"
+    f.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        load_drainer_options(f, {})
+
+
+def test_tables_flag_must_name_db_and_table() -> None:
+    assert parse_tables("a.b, c.d") == [("a", "b"), ("c", "d")]
+    with pytest.raises(ConfigError, match="'nodot' is not db.table"):
+        parse_tables("a.b,nodot")
+
+
+def test_filters_follow_tidb_binlog_rules() -> None:
+    default = TableFilter()
+    assert default.allows("test", "t") and not default.allows("MySQL", "user")
+    f = TableFilter(do_dbs=("shop",), do_tables=(("test", "~^keep_"),), ignore_tables=(("shop", "secret"),))
+    assert f.allows("shop", "orders") and f.allows("SHOP", "Orders")
+    assert f.allows("test", "keep_me") and not f.allows("test", "other")
+    assert not f.allows("shop", "secret") and not f.allows("elsewhere", "x")
+    only = TableFilter(only=(("test", "a"),))
+    assert only.allows("test", "A") and not only.allows("test", "b")
+
+
+def test_split_range_covers_the_range_exactly() -> None:
+    parts = split_range(100, 1000, 4)
+    assert parts[0][0] == 100 and parts[-1][1] == 1000
+    assert all(a[1] == b[0] for a, b in zip(parts, parts[1:])) and len(parts) == 4
+    assert split_range(5, 7, 10) == [(5, 6), (6, 7)]
+
+
+def test_a_plan_needs_a_registered_pump(tmp_path: Path) -> None:
+    with pytest.raises(PlanError, match="no pump that is not offline"):
+        make_plan(f"file://{tmp_path / 'registry.json'}", 1, 0)
+
+
+def _job(jid: int, tp: int, version: int, table: dict | None, table_id: int = 0, state: int = 6) -> dict:
+    return {"id": jid, "type": tp, "schema_id": 1, "table_id": table_id or (table or {}).get("id", 0),
+            "schema_name": "test", "table_name": "", "state": state,
+            "binlog": {"SchemaVersion": version, "DBInfo": None, "TableInfo": table, "FinishedTS": 0}}
+
+
+def _table(tid: int, name: str, cols: list[tuple[int, str]]) -> dict:
+    return {"id": tid, "name": {"O": name, "L": name}, "pk_is_handle": False,
+            "cols": [{"id": cid, "name": {"O": n, "L": n}, "offset": i, "state": 5,
+                      "type": {"Tp": 3, "Flag": 0, "Flen": 11, "Decimal": 0}} for i, (cid, n) in enumerate(cols)]}
+
+
+def test_history_gives_the_table_in_force_at_each_schema_version() -> None:
+    h = SchemaHistory.from_json([
+        _job(1, 3, 10, _table(50, "t", [(1, "a")])),
+        _job(2, 5, 12, _table(50, "t", [(1, "a"), (2, "b")])),
+        _job(3, 5, 13, _table(50, "t", [(1, "a"), (2, "b"), (3, "c")]), state=5),   # cancelled: ignored
+        _job(4, 11, 15, _table(51, "t", [(1, "a"), (2, "b")]), table_id=50),        # truncate: new id 51
+    ])
+    assert [c.name for c in h.table_at(50, 10).columns] == ["a"]
+    assert [c.name for c in h.table_at(50, 14).columns] == ["a", "b"]
+    assert h.table_at(51, 15).id == 51
+    with pytest.raises(HistoryError, match="table id 50 was dropped at schema version 15"):
+        h.table_at(50, 15)
+    with pytest.raises(HistoryError, match="table id 50 is unknown at schema version 9"):
+        h.table_at(50, 9)
+    with pytest.raises(HistoryError, match="DDL job 3 is not in"):
+        h.job(3)
+
+
+def test_net_change_keeps_the_last_change_per_key_and_moves_changed_keys() -> None:
+    before = pa.struct([("id", pa.int64()), ("v", pa.string())])
+    rows = pa.table({
+        "_tidb_op": ["I", "I", "U", "D", "I", "U", "D"],
+        "id": [1, 2, 20, 1, 1, 3, 3],
+        "v": ["a", "b", "b2", "a", "a2", "x", "x"],
+        "_tidb_before": pa.array([None, None, {"id": 2, "v": "b"}, None, None, {"id": 9, "v": "old"}, None], before),
+    })
+    net = net_change(rows, ["id"])
+    assert sorted(k["id"] for k in net.touched_keys.to_pylist()) == [1, 2, 3, 9, 20]
+    assert sorted((r["id"], r["v"]) for r in net.upserts.select(["id", "v"]).to_pylist()) == [(1, "a2"), (20, "b2")]
