@@ -102,7 +102,7 @@ Look further:
   pump logs        {directory}/pump-*.log
   query            .venv/bin/python -c "from sink.iceberg.catalog import open_catalog; \\
                      print(open_catalog('{options.warehouse}').load_table('test.wl_orders').scan().to_arrow())"
-  DuckDB           see docs/operations.md (iceberg_scan over a table's metadata.json)""")
+  DuckDB           see README, "The Drainer" (iceberg_scan over a table's metadata.json)""")
         return 0 if ok else 1
     finally:
         for p in pumps:
