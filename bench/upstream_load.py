@@ -1,37 +1,54 @@
-"""Sustained committed transactions per second of the upstream emulator against two real pumps,
-beside the pumps' own write ceiling measured in the same run.
+"""Sustained committed transactions per second of the upstream emulator, against no-op pumps (the
+emulator's own ceiling) and against two real pumps, beside the real pumps' own write ceiling.
 
-Same run, same two ``binlake pump`` processes (sync-log = true), same number of client threads:
-  baseline  raw ``PumpWriter`` prewrite + commit pairs (prewrite payload of the emulator's size,
-            timestamps from the same TSO), threads alternating between the two pumps;
-  emulator  transactions of 5 row changes (multi-row INSERT of new keys, or 3 UPDATEs + 2 INSERTs)
-            through the full path: session, row encoding, KV 2PC with locks, PumpsClient prewrite in
-            parallel with the KV prewrite, commit ts, async commit binlog.
-Then a short single-thread cProfile of the emulator path shows where the time goes.
+Phases (same thread count, 2 emulated TiDB servers, transactions of 5 row changes: a 5-row INSERT
+of new keys, or 3 UPDATEs by primary key + a 2-row INSERT, through the full path: session, row
+encoding, KV 2PC with locks, PumpsClient prewrite in parallel with the KV prewrite, commit ts,
+asynchronous commit binlog):
 
-    .venv/bin/python bench/upstream_load.py                 # 20 s per phase, 8 threads
-    .venv/bin/python bench/upstream_load.py --seconds 5     # quick
+  noop      the emulator against two no-op pumps: separate processes registered as online pumps
+            that answer every WriteBinlog with success at once and store nothing. They speak
+            HTTP/2 gRPC framing directly (about 30 µs of CPU per call, where a grpcio server
+            needs about 300 µs), so this figure is the emulator's own ceiling on this machine.
+  pumps     raw ``PumpWriter`` prewrite + commit pairs against two real ``binlake pump`` processes
+            (sync-log = true; prewrite payload of the emulator's size, timestamps from the same
+            TSO): the pumps' own write ceiling.
+  emulator  the emulator against the same two real pumps.
+
+Then, unless ``--profile-seconds 0``, a short single-thread cProfile of the emulator path against
+the no-op pumps shows where the emulator's own time goes.
+
+    flock /tmp/binlake-bench.lock .venv/bin/python bench/upstream_load.py               # 10 s per phase, 32 threads
+    flock /tmp/binlake-bench.lock .venv/bin/python bench/upstream_load.py --phases noop # the emulator's ceiling only
 """
 from __future__ import annotations
 
 import argparse
+import asyncio
 import cProfile
 import datetime
 import io
+import itertools
+import multiprocessing as mp
+import os
 import platform
 import pstats
 import random
+import signal
+import struct
 import sys
 import tempfile
 import threading
 import time
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from binlake.local import PumpProcess, PumpWriter  # noqa: E402
 from ingest import binlog as bl  # noqa: E402
+from ingest.registry import PUMP, NodeStatus, load_registry, node_key  # noqa: E402
 from schemas import binlog_pb2  # noqa: E402
 from upstream import sql as S  # noqa: E402
 from upstream.cluster import Cluster  # noqa: E402
@@ -39,7 +56,129 @@ from upstream.errors import TxnAborted  # noqa: E402
 from upstream.exprs import Cmp, Col, Lit  # noqa: E402
 
 ROWS = 5
+TARGET = 2000.0
 
+
+# ---- no-op pumps: HTTP/2 gRPC framing answered directly -------------------------------------------
+
+_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+_DATA, _HEADERS, _SETTINGS, _PING, _GOAWAY, _WINDOW = 0, 1, 4, 6, 7, 8
+_END_STREAM, _ACK, _END_HEADERS = 0x1, 0x1, 0x4
+_MAX_WINDOW = (1 << 31) - 1
+# HPACK: ":status: 200" (static index 8), then literals without indexing (no dynamic table use).
+_RESP_HEADERS = b"\x88" + b"\x00\x0ccontent-type\x10application/grpc"
+_TRAILERS = b"\x00\x0bgrpc-status\x010"
+_EMPTY_RESP = b"\x00\x00\x00\x00\x00"   # gRPC message: not compressed, 0 bytes (empty WriteBinlogResp)
+
+
+def _frame(typ: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
+    return len(payload).to_bytes(3, "big") + bytes((typ, flags)) + stream.to_bytes(4, "big") + payload
+
+
+def _ok_response(stream: int) -> bytes:
+    s = stream.to_bytes(4, "big")
+    return (len(_RESP_HEADERS).to_bytes(3, "big") + bytes((_HEADERS, _END_HEADERS)) + s + _RESP_HEADERS
+            + len(_EMPTY_RESP).to_bytes(3, "big") + bytes((_DATA, 0)) + s + _EMPTY_RESP
+            + len(_TRAILERS).to_bytes(3, "big") + bytes((_HEADERS, _END_HEADERS | _END_STREAM)) + s + _TRAILERS)
+
+
+class _NoopH2(asyncio.Protocol):
+    """One HTTP/2 connection: every request stream (ended by a DATA frame) gets an OK WriteBinlogResp."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.t: Any = transport
+        self.buf = bytearray()
+        self.started = False
+        self.consumed = 0
+        self.calls = 0
+        self.t.write(_frame(_SETTINGS, 0, 0, struct.pack(">HIHI", 3, 1 << 20, 4, _MAX_WINDOW))
+                     + _frame(_WINDOW, 0, 0, struct.pack(">I", _MAX_WINDOW - 65535)))
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf
+        buf += data
+        pos = 0
+        if not self.started:
+            if len(buf) < len(_PREFACE):
+                return
+            if bytes(buf[:len(_PREFACE)]) != _PREFACE:
+                self.t.close()
+                return
+            self.started = True
+            pos = len(_PREFACE)
+        out = []
+        n = len(buf)
+        while n - pos >= 9:
+            end = pos + 9 + ((buf[pos] << 16) | (buf[pos + 1] << 8) | buf[pos + 2])
+            if end > n:
+                break
+            typ, flags = buf[pos + 3], buf[pos + 4]
+            if typ == _DATA:
+                self.consumed += end - pos - 9
+                if flags & _END_STREAM:
+                    out.append(_ok_response(int.from_bytes(buf[pos + 5:pos + 9], "big") & _MAX_WINDOW))
+            elif typ == _SETTINGS and not flags & _ACK:
+                out.append(_frame(_SETTINGS, _ACK, 0))
+            elif typ == _PING and not flags & _ACK:
+                out.append(_frame(_PING, _ACK, 0, bytes(buf[pos + 9:end])))
+            elif typ == _GOAWAY:
+                self.t.close()
+            pos = end
+        del buf[:pos]
+        if self.consumed > 1 << 24:
+            out.append(_frame(_WINDOW, 0, 0, struct.pack(">I", self.consumed)))
+            self.consumed = 0
+        if out:
+            self.t.write(b"".join(out))
+
+
+def _noop_main(ready: Any, stop: Any) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    async def serve() -> None:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(_NoopH2, "127.0.0.1", 0)
+        ready.put(server.sockets[0].getsockname()[1])
+        await loop.run_in_executor(None, stop.wait)
+        server.close()
+
+    import uvloop
+    uvloop.run(serve())
+
+
+class NoopPumps:
+    """``count`` no-op pump processes, registered as online pumps in ``registry``."""
+
+    def __init__(self, registry: str, count: int = 2) -> None:
+        ctx = mp.get_context("spawn")
+        self._stop = ctx.Event()
+        self.procs = []
+        self.addrs = []
+        for _ in range(count):
+            ready = ctx.Queue()
+            p = ctx.Process(target=_noop_main, args=(ready, self._stop), daemon=True, name="noop-pump")
+            p.start()
+            self.procs.append(p)
+            self.addrs.append(f"127.0.0.1:{int(ready.get(timeout=60))}")
+        reg = load_registry(registry)
+        try:
+            for i, addr in enumerate(self.addrs):
+                st = NodeStatus(node_id=f"noop-{i + 1}", host=addr, update_ts=int(time.time()))
+                reg.put(node_key(PUMP, st.node_id), st.to_json().encode())
+        finally:
+            reg.close()
+
+    def close(self) -> None:
+        """Stop the processes."""
+        self._stop.set()
+        for p in self.procs:
+            p.join(10)
+            if p.is_alive():
+                p.kill()
+                p.join(5)
+
+
+# ---- load ---------------------------------------------------------------------------------------
 
 def baseline(pumps: list[PumpProcess], cluster: Cluster, threads: int, seconds: float, payload: int) -> float:
     """Prewrite+commit pairs per second written straight to the pumps."""
@@ -67,25 +206,29 @@ def baseline(pumps: list[PumpProcess], cluster: Cluster, threads: int, seconds: 
     return sum(count) / (time.monotonic() - t0)
 
 
+TABLE_SQL = "create table {name} (id bigint primary key, a varchar(32), b decimal(10,2), c datetime, d int, e json)"
+NOW = datetime.datetime(2024, 5, 1, 12, 0, 0)
+
+
+def row(rng: random.Random, key: int) -> list[object]:
+    """One row of the bench table."""
+    return [key, f"name-{rng.randrange(10**6)}", Decimal(rng.randrange(10**7)) / 100, NOW,
+            rng.randrange(10**9), '{"k": 1}']
+
+
 class Load:
     """The emulator-side load: per-thread key spaces, 5 row changes per transaction."""
 
     def __init__(self, cluster: Cluster, threads: int) -> None:
         self.cluster = cluster
         self.threads = threads
-        cluster.execute("create table bench (id bigint primary key, a varchar(32), b decimal(10,2), "
-                        "c datetime, d int, e json)")
-        self.now = datetime.datetime(2024, 5, 1, 12, 0, 0)
+        cluster.execute(TABLE_SQL.format(name="bench"))
+        self.keygen = itertools.count(1)    # next() is atomic: keys are unique across threads and runs
 
-    def row(self, rng: random.Random, key: int) -> list[object]:
-        return [key, f"name-{rng.randrange(10**6)}", Decimal(rng.randrange(10**7)) / 100, self.now,
-                rng.randrange(10**9), '{"k": 1}']
-
-    def worker(self, i: int, stop_at: float, counts: list[int], aborts: list[int], base: int = 0) -> None:
+    def worker(self, i: int, stop_at: float, counts: list[int], aborts: list[int], single: bool = False) -> None:
         rng = random.Random(i)
         session = self.cluster.server(i % len(self.cluster.servers)).session()
         keys: list[int] = []
-        n = 0
         while time.monotonic() < stop_at:
             stmts: list[S.Statement] = []
             if len(keys) >= 3 and rng.random() < 0.5:
@@ -94,87 +237,141 @@ class Load:
                 new = 2
             else:
                 new = ROWS
-            fresh = []
-            for _ in range(new):
-                n += 1
-                fresh.append(base + n * self.threads + i)
-            stmts.append(S.Insert(None, "bench", None, [self.row(rng, k) for k in fresh]))
+            fresh = [next(self.keygen) for _ in range(new)]
+            stmts.append(S.Insert(None, "bench", None, [row(rng, k) for k in fresh]))
             try:
                 session.run(S.Begin())
                 for s in stmts:
                     session.run(s)
                 session.run(S.Commit())
                 keys.extend(fresh)
-                counts[i if not base else 0] += 1
+                if len(keys) > 1000:
+                    del keys[:500]
+                counts[0 if single else i] += 1
             except TxnAborted:
                 session.txn = None
-                aborts[i if not base else 0] += 1
+                aborts[0 if single else i] += 1
 
-    def run(self, seconds: float) -> tuple[float, int]:
+    def run(self, seconds: float) -> tuple[float, int, float]:
+        """(committed txn/s, aborts, CPU seconds of this process per committed txn)."""
         counts = [0] * self.threads
         aborts = [0] * self.threads
         stop = time.monotonic() + seconds
         ts = [threading.Thread(target=self.worker, args=(i, stop, counts, aborts)) for i in range(self.threads)]
+        c0 = _cpu()
         t0 = time.monotonic()
         for t in ts:
             t.start()
         for t in ts:
             t.join()
         elapsed = time.monotonic() - t0
-        return sum(counts) / elapsed, sum(aborts)
+        done = max(1, sum(counts))
+        return sum(counts) / elapsed, sum(aborts), (_cpu() - c0) / done
 
 
-def prewrite_size(cluster: Cluster, load: Load) -> int:
-    txn = cluster.server(0).begin()
+def _cpu() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+def prewrite_size(cluster: Cluster) -> int:
+    """Bytes of the prewrite_value of one 5-row INSERT transaction (not committed)."""
     from upstream.dml import run_dml
-    run_dml(txn, S.Insert(None, "bench", None, [load.row(random.Random(0), -k - 1) for k in range(ROWS)]),
+
+    cluster.execute(TABLE_SQL.format(name="size_probe"))
+    txn = cluster.server(0).begin()
+    run_dml(txn, S.Insert(None, "size_probe", None, [row(random.Random(0), k) for k in range(ROWS)]),
             "test", cluster.catalog)
     return len(txn.prewrite_value().SerializeToString())
 
 
+def _emulate(cluster: Cluster, args: argparse.Namespace, label: str) -> tuple[Load, float]:
+    load = Load(cluster, args.threads)
+    load.run(min(1.0, args.seconds / 5))   # warm-up: channels, caches
+    cluster.flush(60)
+    tps, aborts, cpu = load.run(args.seconds)
+    t0 = time.monotonic()
+    cluster.flush(120)
+    print(f"{label:<50}: {tps:8.0f} /s   (aborts {aborts}; {cpu * 1e3:.2f} ms CPU of this process per txn; "
+          f"commit binlogs drained {time.monotonic() - t0:.1f}s after)", flush=True)
+    return load, tps
+
+
+def _profile(load: Load, seconds: float) -> None:
+    prof = cProfile.Profile()
+    counts, aborts = [0], [0]
+    prof.enable()
+    t1 = time.monotonic()
+    load.worker(0, time.monotonic() + seconds, counts, aborts, single=True)
+    single = counts[0] / (time.monotonic() - t1)
+    prof.disable()
+    load.cluster.flush(60)
+    print(f"\nprofile (no-op pumps): one thread, {counts[0]} txns ({single:.0f} txn/s under the profiler); "
+          f"top functions by own time:")
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(18)
+    print("\n".join(line for line in out.getvalue().splitlines() if line.strip())[:6000])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seconds", type=float, default=20.0, help="seconds per phase")
-    ap.add_argument("--threads", type=int, default=8, help="client threads in both phases")
-    ap.add_argument("--profile-seconds", type=float, default=3.0)
+    ap.add_argument("--seconds", type=float, default=10.0, help="seconds per phase")
+    ap.add_argument("--threads", type=int, default=32, help="client threads in every phase")
+    ap.add_argument("--phases", default="noop,pumps,emulator",
+                    help="comma-separated subset of noop, pumps, emulator (default: all three)")
+    ap.add_argument("--profile-seconds", type=float, default=0.0,
+                    help="single-thread cProfile of the emulator against the no-op pumps (0: none)")
     args = ap.parse_args()
+    phases = {p.strip() for p in args.phases.split(",") if p.strip()}
+    unknown = phases - {"noop", "pumps", "emulator"}
+    if unknown:
+        ap.error(f"unknown phases {sorted(unknown)} (known: noop, pumps, emulator)")
     work = Path(tempfile.mkdtemp(prefix="upstream-bench-"))
-    registry = f"file://{work / 'registry.json'}"
-    cluster = Cluster(registry=registry, servers=2)
-    pumps = [PumpProcess(data_dir=work / f"pump-{i}", pd_url=cluster.tso_url, registry=registry,
-                         node_id=f"pump-{i}", extra_args=["--upstream-status-url", cluster.status_url]).start()
-             for i in (1, 2)]
-    try:
-        load = Load(cluster, args.threads)
-        size = prewrite_size(cluster, load)
-        print(f"machine: {platform.platform()}, {__import__('os').cpu_count()} cores, Python {platform.python_version()}")
-        print(f"date: {datetime.date.today()}  threads: {args.threads}  seconds/phase: {args.seconds:g}  "
-              f"prewrite_value: {size} bytes ({ROWS} rows)")
-        base = baseline(pumps, cluster, args.threads, args.seconds, size)
-        print(f"baseline  raw PumpWriter prewrite+commit pairs : {base:8.0f} /s")
-        tps, aborts = load.run(args.seconds)
-        t0 = time.monotonic()
-        cluster.flush(120)
-        print(f"emulator  committed transactions (5 rows each) : {tps:8.0f} /s   "
-              f"(aborts {aborts}; commit binlogs drained {time.monotonic() - t0:.1f}s after)")
-        print(f"ratio emulator / baseline: {tps / base:.2f}   target 2000 txn/s: {'met' if tps >= 2000 else 'NOT met'}")
-        prof = cProfile.Profile()
-        counts, aborts_l = [0], [0]
-        prof.enable()
-        t1 = time.monotonic()
-        load.worker(0, time.monotonic() + args.profile_seconds, counts, aborts_l, base=10**12)
-        single = counts[0] / (time.monotonic() - t1)
-        prof.disable()
-        cluster.flush(60)
-        print(f"\nprofile: one thread, {counts[0]} txns ({single:.0f} txn/s under the profiler); "
-              f"top functions by own time:")
-        out = io.StringIO()
-        pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(18)
-        print("\n".join(line for line in out.getvalue().splitlines() if line.strip())[:6000])
-    finally:
-        cluster.close()
-        for p in pumps:
-            p.kill()
+    print(f"machine: {platform.platform()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
+          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"date: {datetime.date.today()}  threads: {args.threads}  seconds/phase: {args.seconds:g}  "
+          f"rows/txn: {ROWS}", flush=True)
+    ceiling = real = pump_ceiling = None
+    if "noop" in phases:
+        registry = f"file://{work / 'noop-registry.json'}"
+        noop = NoopPumps(registry)
+        cluster = Cluster(registry=registry, servers=2)
+        try:
+            load, ceiling = _emulate(cluster, args, "noop      emulator vs 2 no-op pumps, txn")
+            if args.profile_seconds > 0:
+                _profile(load, args.profile_seconds)
+        finally:
+            cluster.close()
+            noop.close()
+    if phases & {"pumps", "emulator"}:
+        registry = f"file://{work / 'registry.json'}"
+        cluster = Cluster(registry=registry, servers=2)
+        pumps = [PumpProcess(data_dir=work / f"pump-{i}", pd_url=cluster.tso_url, registry=registry,
+                             node_id=f"pump-{i}", extra_args=["--upstream-status-url", cluster.status_url]).start()
+                 for i in (1, 2)]
+        try:
+            if "pumps" in phases:
+                size = prewrite_size(cluster)
+                pump_ceiling = baseline(pumps, cluster, args.threads, args.seconds, size)
+                print(f"{'pumps     raw PumpWriter prewrite+commit pairs':<50}: {pump_ceiling:8.0f} /s   "
+                      f"(prewrite_value {size} bytes)", flush=True)
+            if "emulator" in phases:
+                _, real = _emulate(cluster, args, "emulator  emulator vs 2 real pumps, txn")
+        finally:
+            cluster.close()
+            for p in pumps:
+                p.kill()
+    print()
+    if ceiling is not None:
+        print(f"emulator's own ceiling (no-op pumps): {ceiling:.0f} txn/s; target {TARGET:.0f}: "
+              f"{'met' if ceiling >= TARGET else 'NOT met'}")
+    if real is not None and pump_ceiling:
+        print(f"real pumps: emulator / pumps' own ceiling = {real / pump_ceiling:.2f}")
+    if real is not None and ceiling:
+        print(f"real pumps: emulator / emulator's own ceiling = {real / ceiling:.2f}"
+              + ("  -> capped by the pumps" if pump_ceiling and real < 0.8 * ceiling and real >= 0.6 * pump_ceiling
+                 else ""))
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 
 

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from ingest.errors import IngestError
 from ingest.pump_client import PumpsClient
+from ingest.pump_client.client import PendingPrewrite as _ClientPending
 from schemas import binlog_pb2
 from upstream.errors import BinlogWriteFailed
 from upstream.faults import Faults
@@ -68,11 +69,27 @@ class BinlogSink:
             self.client().write_binlog(binlog)
             return True
         except IngestError as e:
-            if self.ignore_error:
-                log.error("write prewrite binlog failed, binlog is skipped from now on (ignore-error): %s", e)
-                self.skipped = True
-                return False
-            raise BinlogWriteFailed(f"[global:2]write binlog failed: {e}", binlog.start_ts) from e
+            return self._failed(binlog, e)
+
+    def start_prewrite(self, binlog: binlog_pb2.Binlog) -> "PendingPrewrite | None":
+        """Send a prewrite binlog without waiting; ``result()`` of the answer is ``prewrite``'s.
+
+        None when binlogs are disabled. With a slow-pump delay configured, use ``prewrite`` in a
+        thread instead (the delay must not block the caller).
+        """
+        if not self.enabled:
+            return None
+        try:
+            return PendingPrewrite(self, binlog, self.client().start_prewrite(binlog))
+        except IngestError as e:
+            return PendingPrewrite(self, binlog, None, e)
+
+    def _failed(self, binlog: binlog_pb2.Binlog, e: IngestError) -> bool:
+        if self.ignore_error:
+            log.error("write prewrite binlog failed, binlog is skipped from now on (ignore-error): %s", e)
+            self.skipped = True
+            return False
+        raise BinlogWriteFailed(f"[global:2]write binlog failed: {e}", binlog.start_ts) from e
 
     def finish(self, binlog: binlog_pb2.Binlog) -> Future[str | None] | None:
         """Send a commit/rollback binlog asynchronously (to the pump holding its prewrite)."""
@@ -118,3 +135,25 @@ class BinlogSink:
             client, self._client = self._client, None
         if client is not None:
             client.close()
+
+
+class PendingPrewrite:
+    """A prewrite binlog in flight from ``BinlogSink.start_prewrite``."""
+
+    def __init__(self, sink: BinlogSink, binlog: binlog_pb2.Binlog, pending: _ClientPending | None,
+                 error: IngestError | None = None) -> None:
+        self._sink = sink
+        self._binlog = binlog
+        self._pending = pending
+        self._error = error
+
+    def result(self) -> bool:
+        """Wait: True when a pump stored it; ``BinlogWriteFailed`` (or False with ignore-error) otherwise."""
+        try:
+            if self._error is not None:
+                raise self._error
+            assert self._pending is not None
+            self._pending.result()
+            return True
+        except IngestError as e:
+            return self._sink._failed(self._binlog, e)

@@ -31,6 +31,7 @@ from upstream.sql import DDL, literal
 CREATE_SCHEMA, DROP_SCHEMA, CREATE_TABLE, DROP_TABLE = 1, 2, 3, 4
 ADD_COLUMN, DROP_COLUMN, ADD_INDEX, DROP_INDEX = 5, 6, 7, 8
 TRUNCATE_TABLE, MODIFY_COLUMN, RENAME_TABLE = 11, 12, 14
+ADD_PRIMARY_KEY, DROP_PRIMARY_KEY, MULTI_SCHEMA_CHANGE = 32, 33, 61
 
 KEY_FLAGS = mt.PRI_KEY_FLAG | mt.UNIQUE_KEY_FLAG | mt.MULTIPLE_KEY_FLAG
 
@@ -527,6 +528,36 @@ def add_index(t: TableInfo, node: Any, stmt: str) -> TableInfo:
     return _rebuild(t, list(t.columns), list(t.indices) + [ix], max_idx_id=t.max_idx_id + 1)
 
 
+def add_primary_key(t: TableInfo, node: exp.PrimaryKey, clustered: bool | None, stmt: str) -> TableInfo:
+    """ADD PRIMARY KEY on a table without one: a NONCLUSTERED primary index (rows keep ``_tidb_rowid``);
+    its columns become NOT NULL. Existing rows are not re-checked for NULLs or duplicates."""
+    if clustered:
+        raise UnsupportedSQL("ADD PRIMARY KEY … CLUSTERED (a clustered key can only be created with the table)", stmt)
+    if t.pk_is_handle or t.is_common_handle or t.primary_index is not None:
+        raise SQLError("[schema:1068]Multiple primary key defined")
+    parts = [_index_part(e) for e in node.expressions]
+    for n, _ in parts:
+        _col_index(t, n)
+    names = {n.lower() for n, _ in parts}
+    cols = [c if c.name.lower() not in names else
+            dataclasses.replace(c, type=dataclasses.replace(c.type, flag=c.type.flag | mt.NOT_NULL_FLAG))
+            for c in t.columns]
+    by = {c.name.lower(): c.name for c in t.columns}
+    ix = IndexInfo(id=t.max_idx_id + 1, name="PRIMARY", table_name=t.name,
+                   columns=tuple(IndexColumn(by[n.lower()], 0, ln) for n, ln in parts), unique=True,
+                   primary=True, index_type=1)
+    return _rebuild(t, cols, list(t.indices) + [ix], max_idx_id=t.max_idx_id + 1)
+
+
+def drop_primary_key(t: TableInfo, stmt: str) -> TableInfo:
+    """DROP PRIMARY KEY of a NONCLUSTERED primary key (a clustered one is the row handle: refused)."""
+    if t.pk_is_handle or t.is_common_handle:
+        raise UnsupportedSQL("DROP PRIMARY KEY of a clustered primary key (it is the row handle)", stmt)
+    if t.primary_index is None:
+        raise SQLError("[ddl:1091]Can't DROP 'PRIMARY'; check that column/key exists")
+    return _rebuild(t, list(t.columns), [ix for ix in t.indices if not ix.primary])
+
+
 def drop_index(t: TableInfo, name: str, stmt: str) -> TableInfo:
     """DROP INDEX (not the primary key)."""
     if name.upper() == "PRIMARY":
@@ -635,38 +666,53 @@ def plan(stmt: DDL, schema: InfoSchema, gen_ids: Callable[[int], list[int]], ses
         dbname, tname = _table_name(tree.this, session_db, text)
         e = schema.table(dbname, tname)
         actions = tree.args.get("actions") or []
-        if len(actions) != 1:
-            raise UnsupportedSQL(f"ALTER TABLE with {len(actions)} actions (multi-schema change)", text)
-        a = actions[0]
+        if not actions:
+            raise UnsupportedSQL("ALTER TABLE without actions", text)
         t = e.info
-        if isinstance(a, exp.AlterRename):
-            ndb, nname = _table_name(a.this, dbname, text)
+        if len(actions) == 1 and isinstance(actions[0], exp.AlterRename):
+            ndb, nname = _table_name(actions[0].this, dbname, text)
             return _rename(schema, dbname, tname, ndb, nname)
+        # Several specs: TiDB's multi-schema change, one job (type 61) applying them in order.
+        new = t
+        action = state = 0
         delete_only = False
-        if isinstance(a, exp.ColumnDef):
-            action, state, new = ADD_COLUMN, mt.STATE_PUBLIC, add_column(t, a, text, now)
-        elif isinstance(a, exp.Drop) and str(a.args.get("kind") or "").upper() == "COLUMN":
-            targets = a.args.get("tables") or []
-            if len(targets) != 1:
-                raise UnsupportedSQL("DROP COLUMN of several columns", text)
-            action, state, new = DROP_COLUMN, mt.STATE_NONE, drop_column(t, _ident(targets[0]), text)
-            delete_only = True
-        elif isinstance(a, exp.Drop) and str(a.args.get("kind") or "").upper() == "INDEX":
-            action, state, new = DROP_INDEX, mt.STATE_NONE, drop_index(t, _ident((a.args.get("tables") or [None])[0]), text)
-        elif isinstance(a, exp.ModifyColumn):
-            old = _ident(a.args["rename_from"]) if a.args.get("rename_from") else a.this.name
-            action, state, new = MODIFY_COLUMN, mt.STATE_PUBLIC, modify_column(t, old, a.this, text)
-        elif isinstance(a, exp.RenameColumn):
-            action, state = MODIFY_COLUMN, mt.STATE_PUBLIC
-            new = rename_column(t, _ident(a.this), _ident(a.args["to"]), text)
-        elif isinstance(a, exp.AddConstraint) and len(a.expressions) == 1:
-            action, state, new = ADD_INDEX, mt.STATE_PUBLIC, add_index(t, a.expressions[0], text)
-        else:
-            raise UnsupportedSQL(f"ALTER TABLE … {type(a).__name__} ({a.sql('mysql')[:60]})", text)
+        for a in actions:
+            action, state, new, delete_only = _alter_one(new, a, stmt, now)
+        if len(actions) > 1:
+            action, state, delete_only = MULTI_SCHEMA_CHANGE, mt.STATE_PUBLIC, False
         return DDLPlan(action, e.db.id, t.id, e.db.name, t.name, state,
                        tables=_with_table(schema, TableEntry(e.db, new)), table_info=new,
                        delete_only_binlog=delete_only)
     raise UnsupportedSQL(f"DDL {stmt.kind}", text)
+
+
+def _alter_one(t: TableInfo, a: Any, stmt: DDL, now: Callable[[], Any]) -> tuple[int, int, TableInfo, bool]:
+    """One ALTER TABLE spec: (action type, final schema state, new TableInfo, delete-only binlog)."""
+    text = stmt.text
+    if isinstance(a, exp.ColumnDef):
+        return ADD_COLUMN, mt.STATE_PUBLIC, add_column(t, a, text, now), False
+    if isinstance(a, exp.Drop) and str(a.args.get("kind") or "").upper() == "COLUMN":
+        targets = a.args.get("tables") or []
+        if len(targets) != 1:
+            raise UnsupportedSQL("DROP COLUMN of several columns", text)
+        return DROP_COLUMN, mt.STATE_NONE, drop_column(t, _ident(targets[0]), text), True
+    if isinstance(a, exp.Drop) and str(a.args.get("kind") or "").upper() == "INDEX":
+        return DROP_INDEX, mt.STATE_NONE, drop_index(t, _ident((a.args.get("tables") or [None])[0]), text), False
+    if isinstance(a, exp.DropPrimaryKey):
+        return DROP_PRIMARY_KEY, mt.STATE_NONE, drop_primary_key(t, text), False
+    if isinstance(a, exp.ModifyColumn):
+        old = _ident(a.args["rename_from"]) if a.args.get("rename_from") else a.this.name
+        return MODIFY_COLUMN, mt.STATE_PUBLIC, modify_column(t, old, a.this, text), False
+    if isinstance(a, exp.RenameColumn):
+        return MODIFY_COLUMN, mt.STATE_PUBLIC, rename_column(t, _ident(a.this), _ident(a.args["to"]), text), False
+    if isinstance(a, exp.AddConstraint) and len(a.expressions) == 1:
+        node = a.expressions[0]
+        if isinstance(node, exp.PrimaryKey):
+            return ADD_PRIMARY_KEY, mt.STATE_PUBLIC, add_primary_key(t, node, stmt.clustered, text), False
+        return ADD_INDEX, mt.STATE_PUBLIC, add_index(t, node, text), False
+    if isinstance(a, exp.AlterRename):
+        raise UnsupportedSQL("RENAME TO together with other ALTER TABLE specs", text)
+    raise UnsupportedSQL(f"ALTER TABLE … {type(a).__name__} ({a.sql('mysql')[:60]})", text)
 
 
 def _rename(schema: InfoSchema, odb: str, oname: str, ndb: str, nname: str) -> DDLPlan:

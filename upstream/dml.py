@@ -3,7 +3,9 @@
 Promises: primary-key uniqueness is enforced (``[kv:1062]Duplicate entry``); REPLACE deletes the
 conflicting row then inserts; an UPDATE that changes the row handle (int PK or clustered PK) is a
 delete of the old row plus an insert of the new one, as TiDB writes it; rows whose values do not
-change are not written. Secondary UNIQUE indexes are not enforced.
+change are not written. Secondary UNIQUE indexes are enforced too (rows with a NULL in the index
+columns never conflict); REPLACE deletes every row it conflicts with, on the primary key or any
+unique index, as MySQL does.
 """
 from __future__ import annotations
 
@@ -36,6 +38,9 @@ class TableWriter:
         self.nonclustered_pk = [] if (table.pk_is_handle or table.is_common_handle or pidx is None) else \
             [next(c for c in table.columns if c.name.lower() == ic.name.lower()) for ic in pidx.columns]
         self.auto_col = next((c for c in table.columns if c.type.flag & mt.AUTO_INCREMENT_FLAG), None)
+        by_name = {c.name.lower(): c for c in table.columns}
+        self.uniques = [(ix.name, [by_name[ic.name.lower()] for ic in ix.columns]) for ix in table.indices
+                        if ix.unique and not ix.primary and ix.state == mt.STATE_PUBLIC]
 
     # ---- handles -----------------------------------------------------------------------------
 
@@ -69,6 +74,35 @@ class TableWriter:
                     return k, oh, old
         return None
 
+    def _unique_conflicts(self, row: Row, skip_key: bytes | None = None) -> list[tuple[str, str, bytes, Any, Row]]:
+        """Rows (other than ``skip_key``) that share a unique index value with ``row``:
+        (index name, entry text, key, handle, row)."""
+        if not self.uniques:
+            return []
+        wanted = []
+        for name, cols in self.uniques:
+            vals = [row[c.id] for c in cols]
+            if any(v is None for v in vals):
+                continue
+            ci = [c.type.collate.lower().endswith("_ci") for c in cols]
+            wanted.append((name, cols, [v.casefold() if f and isinstance(v, str) else v for v, f in zip(vals, ci)], ci))
+        if not wanted:
+            return []
+        out = []
+        for k, oh, old in self.txn.scan(self.table):
+            if k == skip_key:
+                continue
+            for name, cols, want, ci in wanted:
+                have = [old[c.id] for c in cols]
+                have = [v.casefold() if f and isinstance(v, str) else v for v, f in zip(have, ci)]
+                if have == want:
+                    out.append((name, "-".join(str(row[c.id]) for c in cols), k, oh, old))
+                    break
+        return out
+
+    def _duplicate(self, entry: str, index: str) -> SQLError:
+        return SQLError(f"[kv:1062]Duplicate entry '{entry}' for key '{self.table.name}.{index}'")
+
     # ---- statements --------------------------------------------------------------------------
 
     def insert_row(self, row: Row, replace: bool) -> int:
@@ -88,12 +122,16 @@ class TableWriter:
             k, oh, old = conflict
             if not replace:
                 cols = [self.pk_col] if self.pk_col is not None else (self.common or self.nonclustered_pk)
-                raise SQLError(f"[kv:1062]Duplicate entry '{self._pk_text(row, cols)}' for key "
-                               f"'{self.table.name}.PRIMARY'")
-            if old == row:
+                raise self._duplicate(self._pk_text(row, cols), "PRIMARY")
+            if old == row and not self._unique_conflicts(row, k):
                 return 1
             self.txn.delete(self.table, k, oh, old)
             affected = 2
+        for index, entry, k, oh, old in self._unique_conflicts(row):
+            if not replace:
+                raise self._duplicate(entry, index)
+            self.txn.delete(self.table, k, oh, old)
+            affected += 1
         h = self.handle_of(row)
         if h is None:
             h = self.catalog.alloc_auto_ids(self.table.id)
@@ -142,6 +180,8 @@ class TableWriter:
                 continue
             for c in on_update:
                 new[c.id] = coerce(c, now_utc(max(c.type.decimal, 0)))
+            for index, entry, _, _, _ in self._unique_conflicts(new, k):
+                raise self._duplicate(entry, index)
             nh = self.handle_of(new)
             if nh is not None and nh != h:
                 nk = self.key(nh)

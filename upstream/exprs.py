@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import operator
+import re
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Callable
@@ -90,6 +91,40 @@ class Not(Expr):
     """Negation."""
 
     arg: Expr
+
+
+@dataclass(frozen=True)
+class Between(Expr):
+    """``a [NOT] BETWEEN low AND high`` (both ends included)."""
+
+    arg: Expr
+    low: Expr
+    high: Expr
+    negate: bool = False
+
+
+@dataclass(frozen=True)
+class Like(Expr):
+    """``a [NOT] LIKE pattern`` (``%`` any run, ``_`` one character, ``\\`` escapes)."""
+
+    arg: Expr
+    pattern: Expr
+    negate: bool = False
+
+
+def like_regex(pattern: str, ci: bool) -> re.Pattern[str]:
+    """The regular expression of a LIKE pattern (whole-string match)."""
+    out = []
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern):
+            out.append(re.escape(pattern[i + 1]))
+            i += 2
+            continue
+        out.append(".*" if ch == "%" else "." if ch == "_" else re.escape(ch))
+        i += 1
+    return re.compile("".join(out), re.S | (re.I if ci else 0))
 
 
 @dataclass(frozen=True)
@@ -194,6 +229,31 @@ class Compiler:
                     return None
                 return not hit if negate else hit
             return isin
+        if isinstance(e, Between):
+            arg = e.arg
+            both = And((Cmp(">=", arg, e.low), Cmp("<=", arg, e.high)))
+            return self.predicate(Not(both) if e.negate else both)
+        if isinstance(e, Like):
+            like = self._operand_col(e.arg)
+            a = self.value(e.arg)
+            pat = self.value(e.pattern)
+            ci = like is not None and like.type.collate.lower().endswith("_ci")
+            negate = e.negate
+            cache: dict[str, re.Pattern[str]] = {}
+
+            def matches(row: dict[int, Any]) -> Any:
+                x, p = a(row), pat(row)
+                if x is None or p is None:
+                    return None
+                if isinstance(x, (bytes, bytearray)):
+                    x = bytes(x).decode("utf-8", "surrogateescape")
+                p = str(p)
+                rx = cache.get(p)
+                if rx is None:
+                    rx = cache[p] = like_regex(p, ci)
+                hit = rx.fullmatch(str(x)) is not None
+                return not hit if negate else hit
+            return matches
         if isinstance(e, IsNull):
             a = self.value(e.arg)
             return (lambda row: a(row) is not None) if e.negate else (lambda row: a(row) is None)

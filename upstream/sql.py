@@ -18,9 +18,10 @@ from sqlglot.errors import ParseError
 
 import logging
 
+from upstream import fastsql
 from upstream.coltypes import DEFAULT
 from upstream.errors import UnsupportedSQL
-from upstream.exprs import And, Arith, Cmp, Col, Expr, InList, IsNull, Lit, Not, Now, Or
+from upstream.exprs import And, Arith, Between, Cmp, Col, Expr, InList, IsNull, Like, Lit, Not, Now, Or
 
 
 logging.getLogger("sqlglot").setLevel(logging.ERROR)  # its "falling back to Command" warnings
@@ -185,6 +186,9 @@ def parse(stmt: str) -> Statement:
     text = stmt.strip()
     if _BEGIN.match(text):
         return Begin(text=text)
+    fast = fastsql.parse(text)
+    if fast is not None:
+        return fast
     m = _RENAME.match(text)
     if m:
         return _parse_rename(text, m.group(1))
@@ -387,8 +391,25 @@ def expr(node: Any, stmt: str) -> Expr:
         return And((expr(node.this, stmt), expr(node.expression, stmt)))
     if isinstance(node, exp.Or):
         return Or((expr(node.this, stmt), expr(node.expression, stmt)))
+    if isinstance(node, exp.Between):
+        return Between(expr(node.this, stmt), expr(node.args["low"], stmt), expr(node.args["high"], stmt),
+                       bool(node.args.get("negate")))
+    if isinstance(node, exp.Like):
+        if node.args.get("escape"):
+            raise UnsupportedSQL("LIKE … ESCAPE", stmt)
+        return Like(expr(node.this, stmt), expr(node.expression, stmt), bool(node.args.get("negate")))
+    if isinstance(node, exp.Escape):
+        raise UnsupportedSQL("LIKE … ESCAPE", stmt)
     if isinstance(node, exp.Not):
         inner = node.this
+        if isinstance(inner, exp.Between):
+            b = expr(inner, stmt)
+            assert isinstance(b, Between)
+            return Between(b.arg, b.low, b.high, not b.negate)
+        if isinstance(inner, exp.Like):
+            lk = expr(inner, stmt)
+            assert isinstance(lk, Like)
+            return Like(lk.arg, lk.pattern, not lk.negate)
         if isinstance(inner, exp.In):
             e = expr(inner, stmt)
             assert isinstance(e, InList)

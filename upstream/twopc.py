@@ -50,7 +50,10 @@ class Committer:
     def _two_phase(self, start_ts: int, primary: bytes, muts: list[Mutation], binlog: binlog_pb2.Binlog,
                    check: Callable[[], None], install: Callable[[int], None] | None = None) -> int:
         kv = self.core.kv
-        fut = self._pool.submit(self.sink.prewrite, binlog) if self.sink.enabled else None
+        fut: Any = None
+        if self.sink.enabled:
+            fut = self._pool.submit(self.sink.prewrite, binlog) if self.faults.pump_delay > 0 \
+                else self.sink.start_prewrite(binlog)
         kv_err: UpstreamError | None = None
         try:
             kv.prewrite(start_ts, primary, muts)

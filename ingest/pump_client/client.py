@@ -26,7 +26,7 @@ from ingest.errors import (
     RegistryError,
     WriteBinlogFailed,
 )
-from ingest.pump_client.node import DEFAULT_MAX_ERR_NUMS, PumpNode, PumpWriteError
+from ingest.pump_client.node import DEFAULT_MAX_ERR_NUMS, PendingWrite, PumpNode, PumpWriteError
 from ingest.pump_client.selector import Selector, new_selector
 from ingest.registry import PUMP, NodeStatus, Registry, kind_prefix, load_registry
 from schemas import binlog_pb2, pump_pb2
@@ -157,7 +157,9 @@ class PumpsClient:
     def write_commit_async(self, binlog: binlog_pb2.Binlog) -> Future[str | None]:
         """Send a commit/rollback binlog without waiting, as TiDB does; the Future gives ``write_binlog``'s result.
 
-        The ``commit_timeout`` counts from this call, so commits queued behind others do not wait longer.
+        The first attempt is an asynchronous gRPC call (no thread handoff); only when it fails does
+        a worker thread take over with the retry rules. The ``commit_timeout`` counts from this call,
+        so commits queued behind others do not wait longer.
         """
         if binlog.tp == bl.PREWRITE:
             raise ValueError("write_commit_async takes commit or rollback binlogs, not prewrites")
@@ -165,11 +167,55 @@ class PumpsClient:
             raise PumpClientClosed("pumps client is closed")
         req = pump_pb2.WriteBinlogReq(clusterID=self.cluster_id, payload=bl.marshal_gogo(binlog))
         submitted = time.monotonic()
-        fut = self._pool.submit(self._write_commit, binlog.start_ts, binlog.tp, req, submitted)
+        out: Future[str | None] = Future()
+        start_ts, tp = binlog.start_ts, binlog.tp
         with self._ts_lock:
-            self._pending.add(fut)
-        fut.add_done_callback(self._forget)
-        return fut
+            pump = self._ts_map.get(start_ts)
+            self._pending.add(out)
+        out.add_done_callback(self._forget)
+        if pump is None:
+            self._settle(out, self._write_commit, start_ts, tp, req, submitted)
+            return out
+        pending = pump.start_write(req, self.write_timeout)
+        pending.add_done_callback(lambda _: self._commit_sent(pending, pump, start_ts, tp, req, submitted, out))
+        return out
+
+    def _commit_sent(self, pending: PendingWrite, pump: PumpNode, start_ts: int, tp: int,
+                     req: pump_pb2.WriteBinlogReq, submitted: float, out: Future[str | None]) -> None:
+        """Completion of a commit's first attempt (on a gRPC thread): done, or hand over to the retry loop."""
+        try:
+            pump.finish_write(pending)
+        except PumpWriteError as exc:
+            log.warning("[pumps client] write binlog to pump failed: %s (%s, start ts %d)",
+                        exc, binlog_pb2.BinlogType.Name(tp), start_ts)
+            if exc.unavailable:
+                pump.reset_connection()
+            try:
+                self._pool.submit(self._settle, out, self._retry_commit, start_ts, tp, req, submitted)
+            except RuntimeError:  # the pool is shut down: the client is closing
+                self._settle(out, self._write_commit, start_ts, tp, req, submitted)
+            return
+        except BaseException as exc:  # noqa: BLE001 - handed to the Future's owner
+            out.set_exception(exc)
+            return
+        with self._ts_lock:
+            if self._ts_map.get(start_ts) is pump:
+                del self._ts_map[start_ts]
+        out.set_result(pump.node_id)
+
+    def _retry_commit(self, start_ts: int, tp: int, req: pump_pb2.WriteBinlogReq, submitted: float) -> str | None:
+        """After a failed first attempt: the availability check, one retry interval, then ``_write_commit``."""
+        self._check_available()
+        if not self._closed:
+            self._stop.wait(self.commit_retry_interval)
+        return self._write_commit(start_ts, tp, req, submitted)
+
+    @staticmethod
+    def _settle(out: Future[str | None], fn: Callable[..., str | None], *args: object) -> None:
+        try:
+            out.set_result(fn(*args))
+        except BaseException as exc:  # noqa: BLE001 - handed to the Future's owner
+            out.set_exception(exc)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every ``write_commit_async`` so far has finished; False if ``timeout`` ran out first."""
@@ -194,10 +240,28 @@ class PumpsClient:
         with self._ts_lock:
             self._pending.discard(fut)
 
-    def _write_prewrite(self, start_ts: int, req: pump_pb2.WriteBinlogReq) -> str:
+    def start_prewrite(self, binlog: binlog_pb2.Binlog) -> "PendingPrewrite":
+        """Send a prewrite binlog without waiting (TiDB writes it in parallel with the KV prewrite).
+
+        The first attempt is in flight when this returns, without any thread handoff; the returned
+        object's ``result()`` waits for it and, if it failed, runs ``write_binlog``'s retry and
+        backoff rules in the caller's thread. Same results and errors as ``write_binlog``.
+        """
+        if binlog.tp != bl.PREWRITE:
+            raise ValueError("start_prewrite takes prewrite binlogs")
+        if self._closed:
+            raise PumpClientClosed("pumps client is closed")
+        req = pump_pb2.WriteBinlogReq(clusterID=self.cluster_id, payload=bl.marshal_gogo(binlog))
+        started = time.monotonic()
+        pump = self._selector.select(binlog.start_ts, 0)
+        first = None if pump is None else (pump, pump.start_write(req, self.write_timeout))
+        return PendingPrewrite(self, binlog.start_ts, req, started, first)
+
+    def _write_prewrite(self, start_ts: int, req: pump_pb2.WriteBinlogReq, started: float | None = None,
+                        first: tuple[PumpNode, PendingWrite] | None = None) -> str:
         with self._lock:
             pump_num = len(self._available)
-        started = time.monotonic()
+        started = time.monotonic() if started is None else started
         retry = 0
         last_err: Exception = NoAvailablePump(NO_AVAILABLE_PUMP)
         met_error = False
@@ -205,12 +269,19 @@ class PumpsClient:
             while True:
                 if self._closed:
                     raise PumpClientClosed(f"pumps client closed while writing prewrite {start_ts}")
-                pump = self._selector.select(start_ts, retry)
+                pending: PendingWrite | None = None
+                if first is not None:
+                    (pump, pending), first = first, None
+                else:
+                    pump = self._selector.select(start_ts, retry)  # type: ignore[assignment]
                 if pump is None:
                     last_err = NoAvailablePump(NO_AVAILABLE_PUMP)
                     break
                 try:
-                    pump.write(req, self.write_timeout)
+                    if pending is None:
+                        pump.write(req, self.write_timeout)
+                    else:
+                        pump.finish_write(pending)
                     self._remember(start_ts, pump)
                     return pump.node_id
                 except PumpWriteError as exc:
@@ -427,6 +498,9 @@ class PumpsClient:
         self._stop.set()
         for t in self._threads:
             t.join()
+        # Commits whose first attempt is still in flight finish (or, on failure, give up now that
+        # the client is closed) before the channels go.
+        self.flush(self.write_timeout + 1.0)
         self._pool.shutdown(wait=True)
         with self._lock:
             pumps = list(self._pumps.values())
@@ -439,3 +513,19 @@ class PumpsClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class PendingPrewrite:
+    """A prewrite binlog in flight (``PumpsClient.start_prewrite``)."""
+
+    def __init__(self, client: PumpsClient, start_ts: int, req: pump_pb2.WriteBinlogReq, started: float,
+                 first: tuple[PumpNode, PendingWrite] | None) -> None:
+        self._client = client
+        self._start_ts = start_ts
+        self._req = req
+        self._started = started
+        self._first = first
+
+    def result(self) -> str:
+        """Wait; the node id of the pump that stored the prewrite, or ``write_binlog``'s errors. Call once."""
+        return self._client._write_prewrite(self._start_ts, self._req, self._started, self._first)

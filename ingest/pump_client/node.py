@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import threading
+from typing import Any, Callable, Protocol
 
 import grpc
 
@@ -11,6 +12,27 @@ from schemas import pump_pb2, pump_pb2_grpc
 
 DEFAULT_MAX_ERR_NUMS = 10            # TiDB's defaultMaxErrNums
 MAX_MESSAGE = (1 << 31) - 1          # channel send/receive limit (2 GiB - 1)
+
+
+class PendingWrite(Protocol):
+    """A WriteBinlog in flight (a ``grpc.Future``)."""
+
+    def result(self, timeout: float | None = None) -> Any: ...
+
+    def add_done_callback(self, fn: Callable[[Any], None]) -> None: ...
+
+
+class _Refused:
+    """A write that could not even be started (the channel was closed)."""
+
+    def __init__(self, exc: ValueError) -> None:
+        self._exc = exc
+
+    def result(self, timeout: float | None = None) -> Any:
+        raise self._exc
+
+    def add_done_callback(self, fn: Callable[[Any], None]) -> None:
+        fn(self)
 
 
 class PumpWriteError(PumpClientError):
@@ -105,22 +127,33 @@ class PumpNode:
 
     def write(self, req: pump_pb2.WriteBinlogReq, timeout: float) -> None:
         """Send one WriteBinlog with a per-RPC ``timeout``; raise ``PumpWriteError`` on any failure."""
-        stub = self._get_stub()
+        self.finish_write(self.start_write(req, timeout))
+
+    def start_write(self, req: pump_pb2.WriteBinlogReq, timeout: float) -> "PendingWrite":
+        """Send one WriteBinlog without waiting (no thread is used); hand the result to ``finish_write``."""
         try:
-            resp = stub.WriteBinlog(req, timeout=timeout)
+            return self._get_stub().WriteBinlog.future(req, timeout=timeout)
+        except ValueError as exc:  # the channel was closed under us by a concurrent reset
+            return _Refused(exc)
+
+    def finish_write(self, pending: "PendingWrite") -> None:
+        """Wait for a write started by ``start_write``; raise ``PumpWriteError`` on any failure."""
+        try:
+            resp = pending.result()
         except grpc.RpcError as exc:
             self._failed()
             code = exc.code() if callable(getattr(exc, "code", None)) else None
             details = exc.details() if callable(getattr(exc, "details", None)) else str(exc)
             raise PumpWriteError(self.node_id, f"{code}: {details}", code) from exc
-        except ValueError as exc:  # the channel was closed under us by a concurrent reset
+        except (ValueError, grpc.FutureCancelledError) as exc:  # channel closed by a concurrent reset
             self._failed()
-            raise PumpWriteError(self.node_id, f"connection closed: {exc}", grpc.StatusCode.UNAVAILABLE) from exc
+            raise PumpWriteError(self.node_id, f"connection closed: {exc!r}", grpc.StatusCode.UNAVAILABLE) from exc
         if resp.errmsg:
             self._failed()
             raise PumpWriteError(self.node_id, resp.errmsg)
-        with self._lock:
-            self._err_num = 0
+        if self._err_num:
+            with self._lock:
+                self._err_num = 0
 
     def close(self) -> None:
         """Close the channel (a later write would dial again)."""
@@ -135,7 +168,8 @@ class PumpNode:
         with self._lock:
             if self._stub is None:
                 opts = [("grpc.max_send_message_length", MAX_MESSAGE),
-                        ("grpc.max_receive_message_length", MAX_MESSAGE)]
+                        ("grpc.max_receive_message_length", MAX_MESSAGE),
+                        ("grpc.enable_retries", 0)]   # the client runs TiDB's own retry rules
                 self._channel = (grpc.secure_channel(self.addr, self._credentials, opts) if self._credentials
                                  else grpc.insecure_channel(self.addr, opts))
                 self._stub = pump_pb2_grpc.PumpStub(self._channel)

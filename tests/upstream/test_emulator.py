@@ -43,8 +43,9 @@ def test_split_respects_quotes_and_comments() -> None:
     ("update t set a = 1 order by a limit 1", "UPDATE with ORDER"),
     ("create table p (id int) partition by hash(id) partitions 2", "CREATE TABLE P"),
     ("rename table a to b, c to d", "RENAME TABLE of several tables"),
-    ("alter table test.x add primary key (a)", "ADD PRIMARY KEY"),
-    ("update x set a = 1 where b between 1 and 2", "BETWEEN"),
+    ("alter table test.x add primary key (a) clustered", "ADD PRIMARY KEY … CLUSTERED"),
+    ("update x set a = 1 where b like 'a!%' escape '!'", "LIKE … ESCAPE"),
+    ("alter table x add column c int, rename to y", "RENAME TO together"),
 ])
 def test_unsupported_sql_names_the_construct(c: Cluster, sql: str, construct: str) -> None:
     c.execute("create table x (a int, b int)")
