@@ -18,9 +18,11 @@ import time
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Callable, TextIO
+from contextlib import contextmanager
+from typing import Callable, Iterator, TextIO
 
 import pyarrow as pa
+from pyspark.errors import PythonException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -43,6 +45,18 @@ class DrainResult:
     counts: dict[str, int] = field(default_factory=dict)
 
 
+@contextmanager
+def _task_errors(stage: str) -> Iterator[None]:
+    """Re-raise a Spark task's Python error as a DrainError carrying its own message."""
+    try:
+        yield
+    except PythonException as e:
+        lines = [ln for ln in str(e).splitlines() if ln.strip()]
+        cause = next((ln.strip() for ln in reversed(lines) if "Error:" in ln or "Exception:" in ln),
+                     lines[-1] if lines else repr(e))
+        raise DrainError(f"{stage} stage failed in a Spark task: {cause}") from e
+
+
 class _Progress:
     def __init__(self, out: TextIO | None) -> None:
         self.out = out
@@ -52,7 +66,8 @@ class _Progress:
         t0 = time.perf_counter()
         if self.out:
             print(f"  [{name}] …", end="", file=self.out, flush=True)
-        value = fn()
+        with _task_errors(name):
+            value = fn()
         took = time.perf_counter() - t0
         self.stages[name] = self.stages.get(name, 0.0) + took
         if self.out:

@@ -95,3 +95,27 @@ def test_filters_and_the_parquet_sink(env: Env) -> None:
     assert pa.types.is_int32(log.schema.field("v").type)
     saved = json.loads(Path(pq_opts.data_dir, "reports", f"run-{pq['to_ts']}.json").read_text())
     assert saved["sink"] == "parquet" and saved["checkpoint_after"] == pq["to_ts"]
+
+
+def test_a_change_to_a_table_the_history_does_not_know_fails_the_run_by_name(env: Env) -> None:
+    from binlake.local import PumpWriter
+    from ingest import binlog as bl
+    from schemas import binlog_pb2
+    from transform.errors import DrainError
+
+    env.sql("create table known (id int primary key)")
+    start = env.cluster.ts()
+    pv = binlog_pb2.PrewriteValue(schema_version=1, mutations=[
+        binlog_pb2.TableMutation(table_id=987654, inserted_rows=[b"\x00"], sequence=[binlog_pb2.Insert])])
+    writer = PumpWriter(env.pumps[0].addr, env.cluster.cluster_id)
+    try:
+        writer.write(bl.marshal_gogo(binlog_pb2.Binlog(tp=bl.PREWRITE, start_ts=start, prewrite_key=b"k",
+                                                       prewrite_value=pv.SerializeToString())))
+        writer.write(bl.marshal_gogo(binlog_pb2.Binlog(tp=bl.COMMIT, start_ts=start, commit_ts=env.cluster.ts(),
+                                                       prewrite_key=b"k")))
+    finally:
+        writer.close()
+    with pytest.raises(DrainError, match="changes table id 987654, which the DDL history does not know"):
+        env.drain()
+    assert env.catalog().list_namespaces() in ([], [("_binlake",)])      # nothing written, no checkpoint
+    assert not env.catalog().table_exists("test.known")
