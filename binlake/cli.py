@@ -225,6 +225,8 @@ def _drain_parser(sub: Any) -> None:
     p.add_argument("--sink", dest="syncer.db-type", choices=["iceberg", "parquet"], help="default iceberg")
     p.add_argument("--parquet-dir", dest="parquet.dir", help="root directory of the Parquet sink")
     p.add_argument("--spark-master", dest="spark.master", help="default local[*]")
+    p.add_argument("--tag-runs", dest="iceberg.tag-runs", action="store_const", const=True,
+                   help="tag every table's snapshot tidb-ts-<to_ts> (time travel by upstream ts)")
     p.add_argument("--from-ts", type=int, help="start of the range (exclusive; default the checkpoint)")
     p.add_argument("--to-ts", type=int, help="end of the range (inclusive; default the pumps' watermark)")
     p.add_argument("--dry-run", action="store_true", help="print the plan and stop")
@@ -242,7 +244,7 @@ def _verify_parser(sub: Any) -> None:
 def _drainer_options(args: argparse.Namespace) -> Any:
     from binlake.drain_config import load_drainer_options
 
-    keys = [k for _, k, _, _ in _DRAIN_FLAGS] + ["syncer.db-type", "parquet.dir", "spark.master"]
+    keys = [k for _, k, _, _ in _DRAIN_FLAGS] + ["syncer.db-type", "parquet.dir", "spark.master", "iceberg.tag-runs"]
     return load_drainer_options(args.config, {k: getattr(args, k, None) for k in keys})
 
 

@@ -36,7 +36,7 @@ def open_sink(options: DrainerOptions) -> Sink:
     from sink.iceberg.catalog import open_catalog
     from sink.iceberg.writer import IcebergSink
 
-    return IcebergSink(open_catalog(options.warehouse, options.catalog_uri or None))
+    return IcebergSink(open_catalog(options.warehouse, options.catalog_uri or None), tag_runs=options.tag_runs)
 
 
 def run_drain_command(options: DrainerOptions, from_ts: int | None = None, to_ts: int | None = None,

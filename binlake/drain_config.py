@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from binlake.config import Key, _int, _string, _string_list, _url_list, apply_settings, load_toml
+from binlake.config import Key, _bool, _int, _string, _string_list, _url_list, apply_settings, load_toml
 from ingest.errors import ConfigError
 from transform.filters import DEFAULT_IGNORE_SCHEMAS, TableFilter
 
@@ -59,6 +59,7 @@ class DrainerOptions:
     sink: str = "iceberg"
     catalog_uri: str = ""
     warehouse: str = "warehouse"
+    tag_runs: bool = False
     parquet_dir: str = "cdc"
     spark_master: str = "local[*]"
     splits_per_pump: int = 1
@@ -90,6 +91,7 @@ DRAINER_KEYS: dict[str, Key] = {
     "syncer.ignore-table": Key("ignore_table", _db_tables),
     "iceberg.catalog-uri": Key("catalog_uri", _string),
     "iceberg.warehouse": Key("warehouse", _string),
+    "iceberg.tag-runs": Key("tag_runs", _bool),
     "parquet.dir": Key("parquet_dir", _string),
     "spark.master": Key("spark_master", _string),
     "spark.splits-per-pump": Key("splits_per_pump", _int),

@@ -15,6 +15,7 @@ Per run and per upstream table name (TRUNCATE and DROP + CREATE give one name se
 Each table records ``binlake.to-ts`` in its properties in the same transaction, and every snapshot
 carries the run markers. A table already at the run's ``to_ts`` is skipped, so re-running a range
 is a no-op; the checkpoint (namespace ``_binlake``) advances only after every table committed.
+With ``tag_runs`` each table's snapshot at the end of a run is tagged ``tidb-ts-<to_ts>``.
 """
 from __future__ import annotations
 
@@ -45,6 +46,7 @@ _ENDING = (DROP_TABLE, DROP_VIEW, TRUNCATE_TABLE)
 
 
 FAILPOINT_ENV = "BINLAKE_FAILPOINT"
+TAG_PREFIX = "tidb-ts-"
 
 
 def _failpoint(commits: int) -> None:
@@ -100,8 +102,9 @@ class IcebergSink(Sink):
 
     kind = "iceberg"
 
-    def __init__(self, catalog: Catalog) -> None:
+    def __init__(self, catalog: Catalog, tag_runs: bool = False) -> None:
         self.catalog = catalog
+        self.tag_runs = tag_runs
         self._commits = 0
 
     # -- checkpoint --------------------------------------------------------------------------
@@ -295,6 +298,16 @@ class IcebergSink(Sink):
             tx.set_properties(props)
         self._commits += 1
         _failpoint(self._commits)
+        if self.tag_runs:
+            self._tag(tbl.name(), run.to_ts)
+
+    def _tag(self, ident: tuple[str, ...], to_ts: int) -> None:
+        """Tag the table's current snapshot ``tidb-ts-<to_ts>`` (time travel by upstream ts)."""
+        tbl = self.catalog.load_table(ident)
+        name = f"{TAG_PREFIX}{to_ts}"
+        snap = tbl.current_snapshot()
+        if snap is not None and name not in tbl.metadata.refs:
+            tbl.manage_snapshots().create_tag(snap.snapshot_id, name).commit()
 
     def _merge(self, tx: Any, tbl: Table, schema: Any, rows: pa.Table, info: TableInfo, reset: bool,
                run: ch.RunBatch) -> None:

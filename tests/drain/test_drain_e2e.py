@@ -126,6 +126,7 @@ def test_truncate_rename_and_drop_table(env: Env) -> None:
 
 
 def test_reruns_are_noops_and_a_backfill_fills_fresh_tables(env: Env) -> None:
+    env.options.tag_runs = True
     env.sql("create table s (id int primary key, v int)")
     env.sql("insert into s values (1, 1)")
     r1 = env.drain()
@@ -141,6 +142,10 @@ def test_reruns_are_noops_and_a_backfill_fills_fresh_tables(env: Env) -> None:
     assert all(t["skipped"].startswith("already at") for t in again["tables"])
     after = {t: [s.snapshot_id for s in cat.load_table(t).snapshots()] for t in before}
     assert after == before
+    s_tbl = cat.load_table("test.s")                                     # time travel by upstream ts
+    tagged = s_tbl.snapshot_by_name(f"tidb-ts-{r1['to_ts']}")
+    assert tagged is not None and s_tbl.scan(snapshot_id=tagged.snapshot_id).to_arrow().num_rows == 1
+    assert s_tbl.snapshot_by_name(f"tidb-ts-{r2['to_ts']}").snapshot_id == s_tbl.current_snapshot().snapshot_id
     env.verify(r2["to_ts"])
     # a backfill of the first range into a fresh warehouse
     fresh = env.fresh_options("backfill")
