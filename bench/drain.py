@@ -1,0 +1,602 @@
+"""Drainer end to end: row changes from 2 real pumps -> one ``binlake drain`` (local Spark) -> Iceberg.
+
+Setup (not timed): an emulated TiDB cluster (``upstream.cluster.Cluster``: TSO, ``/ddl/history``)
+creates 4 tables through its SQL (so their CREATE TABLE DDL binlogs and history jobs are real), and
+two real ``binlake pump`` processes register in a file registry. The DML binlogs are then synthesized
+here, as TiDB would write them, because the emulator's SQL path runs only ~450 txn/s: one load
+process per pump encodes rows with ``transform.rows.encode_row`` into transactions of 100-200 row
+changes (about 60% inserts, 30% updates, 10% deletes, over one or two tables), and writes a prewrite
+binlog (``PrewriteValue`` at the tables' schema version) then a commit binlog per transaction, with
+timestamps from the emulator's TSO. Once both watermarks pass the last commit, the drain is timed.
+
+Timed: ``binlake drain`` as a fresh process (the CLI, ``--spark-master local[2]``) into a fresh
+SQLite catalog + local warehouse; its run report gives the per-stage seconds. End-to-end rows/s are
+over the report's ``total`` (plan, DDL history, Spark start, pull, pair, decode, collect, sink).
+
+Baseline (same run): the write floor, pyiceberg creating fresh tables with the same schemas and
+partition specs in a new catalog and appending the run's final Arrow tables (each changelog and
+mirror as read back after the drain). Checks: per table, changelog row counts per op and mirror row
+counts equal what was generated, and a few generated row images equal their mirror rows.
+
+    .venv/bin/python bench/drain.py                   # 1,000,000 row changes over 4 tables
+    .venv/bin/python bench/drain.py --scaling         # 1M and 2M (one 2M load, two drains), ratio
+    .venv/bin/python bench/drain.py --small           # 1,000 row changes, wall time incl. Spark start
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import multiprocessing as mp
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import pyarrow.compute as pc  # noqa: E402
+
+from bench._common import BenchError, machine_line, wait_watermark  # noqa: E402
+from transform import mysqltypes as mt  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+DB = "bench"
+RATE_TARGET = 20_000.0
+SCALING_TARGET = 2.2
+SMALL_TARGET = 30.0
+UTC = dt.timezone.utc
+CLIENT_OPTIONS = {"check_interval": 0.5, "watch_interval": 0.3, "commit_retry_interval": 0.2,
+                  "retry_interval": 0.05, "write_timeout": 10.0}
+
+DDL = f"""
+CREATE DATABASE {DB};
+CREATE TABLE {DB}.orders (id BIGINT PRIMARY KEY, user_id INT NOT NULL, seq BIGINT UNSIGNED NOT NULL,
+  price DECIMAL(12,2) NOT NULL, name VARCHAR(64) NOT NULL, note VARCHAR(255), created DATETIME(6) NOT NULL,
+  updated TIMESTAMP NULL, doc JSON, status ENUM('new','paid','shipped','cancelled','returned') NOT NULL,
+  qty SMALLINT, score DOUBLE);
+CREATE TABLE {DB}.users (id BIGINT PRIMARY KEY, email VARCHAR(128) NOT NULL, age TINYINT UNSIGNED,
+  balance DECIMAL(18,4) NOT NULL, tier ENUM('free','pro','team') NOT NULL, signup DATETIME NOT NULL,
+  last_seen TIMESTAMP(3) NULL, prefs JSON, country CHAR(2), visits INT NOT NULL, flags BIGINT, bio VARCHAR(512));
+CREATE TABLE {DB}.events (id BIGINT PRIMARY KEY, kind ENUM('click','view','buy','leave') NOT NULL,
+  user_id BIGINT NOT NULL, amount DECIMAL(10,2), at DATETIME(3) NOT NULL, received TIMESTAMP(6) NULL,
+  payload JSON, source VARCHAR(32) NOT NULL, weight FLOAT, tries SMALLINT UNSIGNED NOT NULL, tag VARCHAR(16),
+  big BIGINT UNSIGNED);
+CREATE TABLE {DB}.metrics (host VARCHAR(64) NOT NULL, at DATETIME(3) NOT NULL, cpu DOUBLE, mem BIGINT UNSIGNED,
+  load1 DECIMAL(6,2), disk INT, net BIGINT, status ENUM('ok','warn','crit') NOT NULL, labels JSON,
+  region CHAR(8), sampled TIMESTAMP NULL, note VARCHAR(100));
+"""
+TABLES = ("orders", "users", "events", "metrics")
+
+
+# ---- row images -----------------------------------------------------------------------------
+
+def _mix(*parts: int) -> int:
+    """A 64-bit hash of some ints (splitmix64 steps): deterministic values per (key, version, column)."""
+    x = 0x9E3779B97F4A7C15
+    for p in parts:
+        x = (x ^ (p & 0xFFFFFFFFFFFFFFFF)) * 0xBF58476D1CE4E5B9 & 0xFFFFFFFFFFFFFFFF
+        x ^= x >> 31
+    return x
+
+
+_WORDS = ("alpha", "beta", "gamma", "delta", "café", "naïve", "東京", "zeta", "omega", "kappa")
+
+
+def _value(col: Any, h: int) -> Any:
+    """A value of ``col``'s type from hash ``h`` (about 1 in 5 values NULL in nullable columns)."""
+    if not col.type.flag & mt.NOT_NULL_FLAG and h % 5 == 0:
+        return None
+    h >>= 3
+    tp = col.tp
+    if tp in mt.INT_TYPES:
+        bits = {mt.TYPE_TINY: 8, mt.TYPE_SHORT: 16, mt.TYPE_INT24: 24, mt.TYPE_LONG: 32}.get(tp, 64)
+        if col.unsigned:
+            return h % (1 << bits)
+        return h % (1 << bits) - (1 << (bits - 1))
+    if tp in (mt.TYPE_FLOAT, mt.TYPE_DOUBLE):
+        return (h % 1_000_000) / 64.0  # exact in float32 too
+    if tp == mt.TYPE_NEWDECIMAL:
+        prec, scale = col.type.flen, max(col.type.decimal, 0)
+        v = Decimal(h % 10 ** (prec - 1)).scaleb(-scale)
+        return -v if h & 1 << 60 else v
+    if tp in (mt.TYPE_DATETIME, mt.TYPE_TIMESTAMP):
+        fsp = max(col.type.decimal, 0)
+        us = h % 10 ** 14 // 10 ** (6 - fsp) * 10 ** (6 - fsp)
+        base = dt.datetime(2021, 1, 1, tzinfo=UTC) if tp == mt.TYPE_TIMESTAMP else dt.datetime(2020, 1, 1)
+        return base + dt.timedelta(microseconds=us)
+    if tp == mt.TYPE_JSON:
+        return json.dumps({"n": h % 1000, "sku": f"S{h % 999_983}", "tags": list(_WORDS[h % 7:h % 7 + h % 3])},
+                          sort_keys=True)
+    if tp == mt.TYPE_ENUM:
+        return col.type.elems[h % len(col.type.elems)]
+    width = col.type.flen if col.type.flen > 0 else 32
+    text = f"{_WORDS[h % 10]}-{h % 10 ** 12:x}"
+    if tp == mt.TYPE_STRING:
+        return text[:width]
+    return (text * (1 + h % 3))[:min(width, 8 + h % 40)]
+
+
+def row_image(table: Any, key: int, version: int) -> dict[str, Any]:
+    """The image of ``key`` after its ``version``-th write (the PK column, if any, holds ``key``)."""
+    out = {}
+    for c in table.columns:
+        out[c.name] = key if table.pk_is_handle and c is table.pk_handle_column else _value(c, _mix(key, version, c.id))
+    return out
+
+
+# ---- load processes (one per pump) ------------------------------------------------------------
+
+class _Keys:
+    """The live keys of one table in one load process: O(1) insert, random pick and removal."""
+
+    def __init__(self) -> None:
+        self.keys: list[int] = []
+        self.pos: dict[int, int] = {}
+        self.version: dict[int, int] = {}
+
+    def add(self, key: int) -> None:
+        """A new live key at version 0."""
+        self.pos[key] = len(self.keys)
+        self.keys.append(key)
+        self.version[key] = 0
+
+    def remove(self, key: int) -> None:
+        """Forget a deleted key."""
+        i = self.pos.pop(key)
+        last = self.keys.pop()
+        if last != key:
+            self.keys[i] = last
+            self.pos[last] = i
+        del self.version[key]
+
+
+def _load_main(index: int, addr: str, tso_url: str, cluster_id: int, tables: list[Any], schema_version: int,
+               phases: list[int], seed: int, results: Any, go: Any) -> None:
+    """Generate and write ``phases[i]`` row changes per phase to one pump; report after each phase."""
+    from binlake.local import PumpWriter
+    from ingest.binlog import marshal_gogo
+    from ingest.tso import TSOClient
+    from schemas import binlog_pb2
+    from transform.rows import encode_row
+    from upstream.keys import int_record_key
+
+    rng = random.Random(seed * 1_000_003 + index)
+    tso = TSOClient(tso_url, cluster_id)
+    writer = PumpWriter(addr, cluster_id)
+    live = [_Keys() for _ in tables]
+    counts = [{"I": 0, "U": 0, "D": 0} for _ in tables]
+    next_key = [1_000_000_000 * (index + 1)] * len(tables)
+    max_commit = 0
+    lock = threading.Lock()
+    inflight = threading.BoundedSemaphore(24)
+    errors: list[BaseException] = []
+    seq_code = {"insert": 0, "update": 1, "delete": 4}
+
+    turn = threading.Condition()
+    next_commit = 0  # transactions take their commit_ts in generation order (see send)
+
+    def send(n: int, pre: binlog_pb2.Binlog, data: bytes) -> None:
+        # Prewrites go out concurrently; commit_ts are then taken in generation order, so a txn
+        # that changes a key commits after every earlier txn of this process (which TiDB's locks
+        # guarantee for transactions on the same key). Keys of the two processes are disjoint.
+        nonlocal max_commit, next_commit
+        try:
+            writer.write(data, timeout=120)
+            with turn:
+                turn.wait_for(lambda: next_commit == n or bool(errors))
+                if errors:
+                    return
+                commit_ts = tso.get_ts()
+                next_commit += 1
+                turn.notify_all()
+            com = binlog_pb2.Binlog(tp=binlog_pb2.Commit, start_ts=pre.start_ts, commit_ts=commit_ts,
+                                    prewrite_key=pre.prewrite_key)
+            writer.write(marshal_gogo(com), timeout=120)
+            with lock:
+                max_commit = max(max_commit, commit_ts)
+        except BaseException as e:  # reported by the phase loop
+            errors.append(e)
+            with turn:
+                turn.notify_all()
+        finally:
+            inflight.release()
+
+    pool = ThreadPoolExecutor(max_workers=12, thread_name_prefix=f"bench-write-{index}")
+    all_rows = all_txns = 0
+    for phase, target in enumerate(phases):
+        t0 = time.perf_counter()
+        done = txns = nbytes = 0
+        futures: list[Future[None]] = []
+        while done < target and not errors:
+            size = min(target - done, rng.randint(100, 200))
+            picked = rng.sample(range(len(tables)), rng.choice((1, 1, 2)))
+            pv = binlog_pb2.PrewriteValue(schema_version=schema_version)
+            first_key = None
+            for n_t, ti in enumerate(picked):
+                table, keys = tables[ti], live[ti]
+                share = size if n_t == len(picked) - 1 else size // len(picked)
+                size -= share
+                tm = pv.mutations.add()
+                tm.table_id = table.id
+                touched: set[int] = set()
+                rowid = not table.pk_is_handle  # keyed by _tidb_rowid: pass the handle explicitly
+                for _ in range(share):
+                    r = rng.random()
+                    key = keys.keys[rng.randrange(len(keys.keys))] if len(keys.keys) > 1000 else None
+                    if key is None or key in touched or r < 0.6:
+                        key = next_key[ti]
+                        next_key[ti] += 1
+                        keys.add(key)
+                        data = encode_row(table, "insert", None, row_image(table, key, 0),
+                                          key if rowid else None)
+                        tm.inserted_rows.append(data)
+                        kind, op = "insert", "I"
+                    elif r < 0.9:
+                        v = keys.version[key]
+                        data = encode_row(table, "update", row_image(table, key, v), row_image(table, key, v + 1),
+                                          key if rowid else None)
+                        keys.version[key] = v + 1
+                        tm.updated_rows.append(data)
+                        kind, op = "update", "U"
+                    else:
+                        data = encode_row(table, "delete", row_image(table, key, keys.version[key]), None,
+                                          key if rowid else None)
+                        keys.remove(key)
+                        tm.deleted_rows.append(data)
+                        kind, op = "delete", "D"
+                    touched.add(key)
+                    tm.sequence.append(seq_code[kind])
+                    counts[ti][op] += 1
+                    first_key = first_key if first_key is not None else (table.id, key)
+                done += share
+            inflight.acquire()
+            pre = binlog_pb2.Binlog(tp=binlog_pb2.Prewrite, start_ts=tso.get_ts(),
+                                    prewrite_key=int_record_key(*first_key),
+                                    prewrite_value=pv.SerializeToString())
+            data = marshal_gogo(pre)
+            futures.append(pool.submit(send, all_txns + txns, pre, data))
+            nbytes += len(data)
+            txns += 1
+        for f in futures:
+            f.result()
+        if errors:
+            results.put({"index": index, "error": f"{type(errors[0]).__name__}: {errors[0]}"})
+            return
+        all_rows += done
+        all_txns += txns
+        samples = {}
+        for ti, table in enumerate(tables):
+            picks = rng.sample(live[ti].keys, min(3, len(live[ti].keys)))
+            samples[table.name] = [(k, live[ti].version[k]) for k in picks]
+        results.put({"index": index, "phase": phase, "txns": all_txns, "bytes": nbytes, "rows": all_rows,
+                     "seconds": time.perf_counter() - t0, "max_commit": max_commit,
+                     "counts": [dict(c) for c in counts], "live": [len(k.keys) for k in live], "samples": samples})
+        if phase + 1 < len(phases):
+            go.wait()
+            go.clear()
+    pool.shutdown()
+    writer.close()
+    tso.close()
+
+
+class Env:
+    """The emulated cluster with 4 tables and two pump processes in a temp dir."""
+
+    def __init__(self, root: Path) -> None:
+        from binlake.local import PumpProcess
+        from upstream.cluster import Cluster
+
+        self.root = root
+        self.registry = f"file://{root / 'registry.json'}"
+        self.cluster = Cluster(registry=self.registry, servers=1, pump_client_options=CLIENT_OPTIONS)
+        self.pumps = [PumpProcess(data_dir=root / f"pump-{i}", pd_url=self.cluster.tso_url, registry=self.registry,
+                                  node_id=f"pump-{i}", extra_args=["--gen-binlog-interval", "0.3",
+                                                                   "--heartbeat-interval", "0.3"])
+                      for i in (1, 2)]
+        for p in self.pumps:
+            p.start(wait=True, timeout=60)
+        self.cluster.execute(DDL)
+        if not self.cluster.flush(60):
+            raise BenchError("the DDL binlogs were not written to the pumps")
+        self.tables = [self.cluster.table(DB, name) for name in TABLES]
+        self.schema_version = self.cluster.catalog.current().version
+
+    def close(self) -> None:
+        """Stop the pumps and the emulator."""
+        for p in self.pumps:
+            p.terminate(timeout=20)
+        self.cluster.close()
+
+
+def generate(env: Env, phases: list[int], seed: int) -> list[dict[str, Any]]:
+    """Write the phases' row changes through both pumps; per phase: the boundary ts, counts, samples."""
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    gos = [ctx.Event() for _ in env.pumps]
+    shares = [[n // 2 + (n % 2 if i == 0 else 0) for n in phases] for i in range(len(env.pumps))]
+    procs = [ctx.Process(target=_load_main, name=f"bench-drain-load-{i}", daemon=True,
+                         args=(i, p.addr, env.cluster.tso_url, env.cluster.cluster_id, env.tables,
+                               env.schema_version, shares[i], seed, results, gos[i]))
+             for i, p in enumerate(env.pumps)]
+    out = []
+    try:
+        for p in procs:
+            p.start()
+        for phase, n in enumerate(phases):
+            got = []
+            while len(got) < len(procs):
+                try:
+                    got.append(results.get(timeout=5))
+                except Exception:  # queue.Empty
+                    dead = [p for p in procs if p.exitcode not in (None, 0)]
+                    if dead:
+                        raise BenchError(f"{dead[0].name} died with exit code {dead[0].exitcode}") from None
+                    continue
+                if "error" in got[-1]:
+                    raise BenchError(f"load process {got[-1]['index']}: {got[-1]['error']}")
+            boundary = env.cluster.ts()  # every commit of this phase is below it, the next phase's above
+            counts = [{op: sum(g["counts"][ti][op] for g in got) for op in "IUD"} for ti in range(len(TABLES))]
+            live = [sum(g["live"][ti] for g in got) for ti in range(len(TABLES))]
+            samples = {name: [s for g in got for s in g["samples"][name]] for name in TABLES}
+            secs = max(g["seconds"] for g in got)
+            out.append({"to_ts": boundary, "rows": sum(g["rows"] for g in got), "txns": sum(g["txns"] for g in got),
+                        "bytes": sum(g["bytes"] for g in got), "counts": counts, "live": live, "samples": samples,
+                        "max_commit": max(g["max_commit"] for g in got), "seconds": secs})
+            print(f"  load phase {phase + 1}: {n:,} more row changes ({out[-1]['rows']:,} in {out[-1]['txns']:,} "
+                  f"transactions so far), "
+                  f"{out[-1]['bytes'] / 2**20:.0f} MiB of prewrite binlogs, written to 2 pumps in {secs:.0f} s "
+                  f"(not timed)", flush=True)
+            for g in gos:
+                g.set()
+        for p in procs:
+            p.join(60)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join(5)
+    last = out[-1]["max_commit"]
+    for p in env.pumps:
+        wait_watermark(p.addr, last, timeout=600)
+    return out
+
+
+# ---- the drain and the baseline ---------------------------------------------------------------
+
+class _TreeCPU:
+    """CPU seconds of a process and all its descendants (driver, JVM, Spark's Python workers),
+    sampled every 0.2 s in a thread; a process's last 0.2 s before it exits may be missed."""
+
+    def __init__(self, pid: int) -> None:
+        self.root = psutil.Process(pid)
+        self.seen: dict[tuple[int, float], float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-cpu", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                procs = [self.root] + self.root.children(recursive=True)
+            except psutil.Error:
+                procs = []
+            for p in procs:
+                try:
+                    t = p.cpu_times()
+                    self.seen[(p.pid, p.create_time())] = t.user + t.system
+                except psutil.Error:
+                    pass
+            self._stop.wait(0.2)
+
+    def stop(self) -> None:
+        """Stop sampling."""
+        self._stop.set()
+        self._thread.join()
+
+    def seconds(self) -> float:
+        """CPU seconds seen, summed over every process of the tree."""
+        return sum(self.seen.values())
+
+
+def drain(env: Env, warehouse: Path, to_ts: int, log: Path,
+          profile: Path | None = None) -> tuple[dict[str, Any], float, float]:
+    """``binlake drain`` of (0, to_ts] as a fresh process; (run report, wall seconds from exec to exit,
+    CPU seconds of the process tree). With ``profile``, py-spy samples the whole tree (driver and
+    Spark's Python workers) into a raw folded-stack file there."""
+    report = warehouse.parent / f"{warehouse.name}-report.json"
+    cmd = [sys.executable, "-m", "binlake.cli", "drain", "--registry", env.registry,
+           "--pd-urls", env.cluster.tso_url, "--upstream-status-url", env.cluster.status_url,
+           "--warehouse", str(warehouse), "--spark-master", "local[2]", "--to-ts", str(to_ts),
+           "--report", str(report)]
+    if profile is not None:
+        cmd = ["py-spy", "record", "--subprocesses", "--idle", "--format", "raw", "--rate", "20",
+               "-o", str(profile), "--"] + cmd
+    t0 = time.perf_counter()
+    with open(log, "wb") as f:
+        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT)
+        cpu = _TreeCPU(proc.pid)
+        code = proc.wait()
+        cpu.stop()
+    wall = time.perf_counter() - t0
+    if code != 0:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
+        raise BenchError(f"binlake drain exited with {code}:\n{tail}")
+    return json.loads(report.read_text()), wall, cpu.seconds()
+
+
+def check(env: Env, warehouse: Path, report: dict[str, Any], phase: dict[str, Any]) -> dict[str, Any]:
+    """Compare the catalog with what was generated; return the final Arrow tables per identifier."""
+    from sink.iceberg.catalog import open_catalog
+
+    catalog = open_catalog(str(warehouse))
+    by_name = {t["table"]: t for t in report["tables"]}
+    tables: dict[str, Any] = {}
+    problems = []
+    for ti, name in enumerate(TABLES):
+        ident = f"{DB}.{name}"
+        want = phase["counts"][ti]
+        got = by_name.get(ident, {}).get("rows", {})
+        if any(int(got.get(op, 0)) != want[op] for op in "IUD"):
+            problems.append(f"{ident}: report rows {got} != generated {want}")
+        log = catalog.load_table(ident + "__changelog").scan().to_arrow()
+        mirror = catalog.load_table(ident).scan().to_arrow()
+        tables[ident + "__changelog"], tables[ident] = log, mirror
+        ops = log.column("_tidb_op").value_counts().to_pylist()
+        have = {d["values"]: d["counts"] for d in ops}
+        if any(have.get(op, 0) != want[op] for op in "IUD"):
+            problems.append(f"{ident}__changelog: ops {have} != generated {want}")
+        if mirror.num_rows != phase["live"][ti]:
+            problems.append(f"{ident}: mirror has {mirror.num_rows} rows, generated {phase['live'][ti]} live keys")
+        info = env.tables[ti]
+        key_col = info.pk_handle_column.name if info.pk_is_handle else "_tidb_rowid"
+        for key, version in phase["samples"][name]:
+            rows = mirror.filter(pc.equal(mirror.column(key_col), key)).to_pylist()
+            want_row = row_image(info, key, version)
+            if len(rows) != 1 or any(not _same(want_row[c], rows[0][c]) for c in want_row):
+                problems.append(f"{ident} key {key}: mirror row {rows[:1]} != generated {want_row}")
+    if problems:
+        raise BenchError("the drain's output does not match the generated changes:\n  " + "\n  ".join(problems))
+    return tables
+
+
+def _same(want: Any, got: Any) -> bool:
+    if isinstance(want, str) and want.startswith("{"):
+        return json.loads(want) == json.loads(got)
+    if isinstance(want, dt.datetime) and isinstance(got, dt.datetime) and (want.tzinfo is None) != (got.tzinfo is None):
+        return want.replace(tzinfo=None) == got.replace(tzinfo=None)
+    return bool(want == got)
+
+
+def write_floor(src_warehouse: Path, dst_warehouse: Path, tables: dict[str, Any]) -> tuple[float, float]:
+    """Create each table afresh (same schema and spec) and append its Arrow table; (total s, append s)."""
+    from sink.iceberg.catalog import open_catalog
+
+    src = open_catalog(str(src_warehouse))
+    dst = open_catalog(str(dst_warehouse))
+    dst.create_namespace_if_not_exists(DB)
+    total = appends = 0.0
+    for ident, data in tables.items():
+        meta = src.load_table(ident)
+        t0 = time.perf_counter()
+        tbl = dst.create_table((DB, ident.split(".", 1)[1]), meta.schema(), partition_spec=meta.spec(),
+                               properties={"format-version": "2"})
+        t1 = time.perf_counter()
+        tbl.append(data)
+        t2 = time.perf_counter()
+        total += t2 - t0
+        appends += t2 - t1
+    return total, appends
+
+
+# ---- main ---------------------------------------------------------------------------------------
+
+def _load_avg() -> str:
+    return " ".join(open("/proc/loadavg").read().split()[:3])
+
+
+def _stages(report: dict[str, Any]) -> str:
+    names = ("plan", "history", "spark-start", "pull", "pair", "decode", "collect", "sink", "total")
+    return "  ".join(f"{k} {report['stages'][k]:.2f}" for k in names if k in report["stages"])
+
+
+def run_one(env: Env, root: Path, label: str, phase: dict[str, Any], profile: Path | None) -> dict[str, Any]:
+    """One timed drain of ``(0, phase.to_ts]`` plus its checks and the write floor."""
+    wh = root / f"wh-{label}"
+    la0 = _load_avg()
+    report, wall, cpu = drain(env, wh, phase["to_ts"], root / f"drain-{label}.log",
+                              profile / f"drain-{label}.txt" if profile else None)
+    la1 = _load_avg()
+    print(f"  [{phase['rows']:,} row changes] drain done: {_stages(report)}", flush=True)
+    tables = check(env, wh, report, phase)
+    floor, appends = write_floor(wh, root / f"floor-{label}", tables)
+    st = report["stages"]
+    rows = phase["rows"]
+    total = st["total"]
+    no_spark = total - st.get("spark-start", 0.0)
+    out_rows = sum(t.num_rows for t in tables.values())
+    print(f"\n  [{label}] {rows:,} row changes, {phase['txns']:,} transactions, 4 tables, 2 pumps "
+          f"(load average {la0} before, {la1} after)")
+    print(f"    seconds per stage: {_stages(report)}")
+    print(f"    end to end: {rows / total:,.0f} row changes/s over 'total' ({total:.1f} s incl. Spark start); "
+          f"{rows / no_spark:,.0f}/s without Spark start; process wall {wall:.1f} s, CPU {cpu:.1f} s "
+          f"({cpu / wall:.2f} cores busy on average, of 2)")
+    print(f"    baseline write floor (pyiceberg create + append of the final {len(tables)} Arrow tables, "
+          f"{out_rows:,} rows): {floor:.2f} s ({appends:.2f} s appends) = {rows / floor:,.0f} row changes/s")
+    print(f"    ratio drain total / write floor: {total / floor:.1f}x; sink stage / write floor: "
+          f"{st.get('sink', 0.0) / floor:.1f}x")
+    print(f"    check: per-op changelog counts, mirror row counts and {sum(len(v) for v in phase['samples'].values())} "
+          f"sampled mirror rows match the generated changes")
+    return {"label": label, "rows": rows, "report": report, "wall": wall, "floor": floor, "appends": appends,
+            "load": (la0, la1)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=1_000_000, help="row changes per run (default 1,000,000)")
+    ap.add_argument("--tables", type=int, default=4, choices=[4], help="tables (fixed: 4)")
+    ap.add_argument("--scaling", action="store_true", help="load 2x --rows; drain the first half, then all; ratio")
+    ap.add_argument("--small", action="store_true", help="1,000 row changes; wall time of the fresh drain process")
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--keep", action="store_true", help="keep the temp dir (pumps, warehouses, logs)")
+    ap.add_argument("--profile", type=Path, help="py-spy the drain process tree into this directory (slower)")
+    args = ap.parse_args(argv)
+    rows = 1_000 if args.small else args.rows
+    phases = [rows, rows] if args.scaling else [rows]
+
+    print(f"drain  {dt.datetime.now(UTC):%Y-%m-%d %H:%M UTC}  {machine_line()}  load average {_load_avg()}")
+    root = Path(tempfile.mkdtemp(prefix="binlake-bench-drain-"))
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
+    env = None
+    try:
+        t0 = time.perf_counter()
+        env = Env(root)
+        print(f"  emulator + 2 pumps + 4 tables (schema version {env.schema_version}) in "
+              f"{time.perf_counter() - t0:.1f} s; work dir {root}", flush=True)
+        loads = generate(env, phases, args.seed)
+        results = [run_one(env, root, f"{rows // 1000}k" if rows < 1_000_000 else f"{rows / 1e6:g}M", loads[0], args.profile)]
+        if args.scaling:
+            results.append(run_one(env, root, f"{2 * rows / 1e6:g}M", loads[1], args.profile))
+        print()
+        first = results[0]
+        st = first["report"]["stages"]
+        if args.small:
+            ok = first["wall"] < SMALL_TARGET
+            print(f"SUMMARY drain --small: {rows:,} row changes in {first['wall']:.1f} s wall for the fresh "
+                  f"`binlake drain` process (report total {st['total']:.1f} s, Spark start {st['spark-start']:.1f} s); "
+                  f"target < {SMALL_TARGET:.0f} s: {'met' if ok else 'MISSED'}")
+            return 0
+        rate = first["rows"] / st["total"]
+        line = (f"SUMMARY drain: {first['rows']:,} row changes in {st['total']:.1f} s = {rate:,.0f}/s end to end "
+                f"(target >= {RATE_TARGET:,.0f}: {'met' if rate >= RATE_TARGET else 'MISSED'}); write floor "
+                f"{first['floor']:.1f} s, ratio {st['total'] / first['floor']:.1f}x")
+        if args.scaling:
+            second = results[1]["report"]["stages"]
+            ratio = second["total"] / st["total"]
+            ratio_ns = (second["total"] - second["spark-start"]) / (st["total"] - st["spark-start"])
+            line += (f"; 2x rows took {ratio:.2f}x the time ({ratio_ns:.2f}x without Spark start; target <= "
+                     f"{SCALING_TARGET}: {'met' if ratio <= SCALING_TARGET else 'MISSED'}); "
+                     f"{results[1]['rows'] / second['total']:,.0f}/s at {results[1]['rows']:,}")
+        print(line)
+        return 0
+    finally:
+        if env is not None:
+            env.close()
+        if args.keep:
+            print(f"  kept {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
