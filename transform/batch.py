@@ -4,7 +4,10 @@ The decoder is vectorised with numpy: all payloads of a chunk are concatenated, 
 (column id, value) pairs of every row are walked one pair index at a time across all rows at
 once (varints, lengths and flags computed on whole arrays). Records are then grouped by
 (image, column) and each column is decoded in one go by its type. No Python object is built
-per row or per value on this path, except for JSON, TIME and wide DECIMAL values.
+per row or per value on this path, except for TIME and wide DECIMAL values and the JSON values
+``jsonbinary.to_text_many`` leaves to the scalar renderer (floats, dates, escaped strings, …).
+Chunks (``chunk_rows``, sized to stay cache-friendly) share the output columns, which are
+gathered once at the end.
 
 Rows the vectorised walk does not accept (unexpected flags, clustered-handle prefixes, malformed
 bytes, out-of-range values, …) are decoded one by one with :func:`transform.rows.decode_row`,
@@ -42,6 +45,7 @@ INVALID_TIMES_KEY = b"binlake.invalid_times"
 _KIND_CODE = {INSERT: 0, UPDATE: 1, DELETE: 2}
 _OP_LETTERS = pa.array(["I", "U", "D"], pa.string())
 _PAD = 32
+_PAD_BYTES = b"\x00" * _PAD
 
 # byte size of a decimal payload after (prec, frac), or -1 when (prec, frac) is invalid
 _DEC_SIZE = np.full((256, 256), -1, dtype=np.int64)
@@ -109,13 +113,19 @@ def _zigzag(u: np.ndarray) -> np.ndarray:
 
 
 def _u32le(buf: np.ndarray, pos: np.ndarray) -> np.ndarray:
-    b = buf[pos[:, None] + np.arange(4)].astype(np.int64)
-    return b[:, 0] | (b[:, 1] << 8) | (b[:, 2] << 16) | (b[:, 3] << 24)
+    """4 bytes little-endian at ``pos`` as int64."""
+    return _unaligned(buf, "<u4")[pos].astype(np.int64)
 
 
 def _be8(buf: np.ndarray, pos: np.ndarray) -> np.ndarray:
     """8 bytes big-endian at ``pos`` as uint64."""
-    return np.ascontiguousarray(buf[pos[:, None] + np.arange(8)]).view(">u8").ravel().astype(np.uint64)
+    return _unaligned(buf, ">u8")[pos].astype(np.uint64)
+
+
+def _unaligned(buf: np.ndarray, dtype: str) -> np.ndarray:
+    """A view of ``buf`` with one ``dtype`` integer starting at every byte (no copy)."""
+    size = np.dtype(dtype).itemsize
+    return np.ndarray((max(buf.shape[0] - size + 1, 0),), dtype, buffer=buf, strides=(1,))
 
 
 def _datum_end(buf: np.ndarray, vs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -424,37 +434,15 @@ def _string_col(col: ColumnInfo, typ: pa.DataType) -> _Decoder:
     return dec
 
 
-def _json_col(col: ColumnInfo, typ: pa.DataType, memo: dict[bytes, str]) -> _Decoder:
-    """JSON values are rendered one by one (Python); identical binaries are rendered once per
-    chunk (``memo`` is shared by the after- and before-images, so an update that leaves a JSON
-    column unchanged costs a dict lookup)."""
+def _json_col(col: ColumnInfo, typ: pa.DataType) -> _Decoder:
+    """JSON values are rendered to text all at once (``jsonbinary.to_text_many``: vectorised,
+    with the scalar renderer for the values it does not take itself)."""
     def dec(buf: np.ndarray, vs: np.ndarray) -> _Result:
         raw = buf.base if isinstance(buf.base, bytes) else buf.tobytes()  # no copy of the chunk
         ends, _ = _datum_end(buf, vs)
-        out: list[str | None] = []
-        append = out.append
-        bad = np.zeros(len(vs), bool)
-        to_text = jsonbinary.to_text
-        get = memo.get
-        room = len(memo) < _JSON_MEMO_MAX
-        for j, (p, e) in enumerate(zip(vs.tolist(), ends.tolist())):
-            key = raw[p + 1:e]
-            t = get(key)
-            if t is None:
-                try:
-                    t = to_text(raw[p + 1], raw, p + 2, e)
-                except CodecError:
-                    bad[j] = True
-                    append(None)
-                    continue
-                if room:
-                    memo[key] = t
-            append(t)
-        return pa.array(out, pa.string()), bad, 0
+        arr, bad = jsonbinary.to_text_many(raw, vs + 1, ends)
+        return arr.cast(typ), bad, 0
     return dec
-
-
-_JSON_MEMO_MAX = 1 << 17
 
 
 def _duration_col(col: ColumnInfo, typ: pa.DataType) -> _Decoder:
@@ -466,7 +454,7 @@ def _duration_col(col: ColumnInfo, typ: pa.DataType) -> _Decoder:
     return dec
 
 
-def _column_decoder(col: ColumnInfo, typ: pa.DataType, memo: dict[bytes, str]) -> tuple[int, _Decoder]:
+def _column_decoder(col: ColumnInfo, typ: pa.DataType) -> tuple[int, _Decoder]:
     """(expected datum flag, vectorised decoder) for a column."""
     tp = col.tp
     if tp in mt.INT_TYPES:
@@ -488,7 +476,7 @@ def _column_decoder(col: ColumnInfo, typ: pa.DataType, memo: dict[bytes, str]) -
     if tp == mt.TYPE_SET:
         return 9, _set_col(col, typ)
     if tp == mt.TYPE_JSON:
-        return 10, _json_col(col, typ, memo)
+        return 10, _json_col(col, typ)
     return 2, _string_col(col, typ)
 
 
@@ -516,7 +504,10 @@ def _pyarray(col: ColumnInfo, typ: pa.DataType, values: list[Any]) -> pa.Array:
 # ---------------------------------------------------------------------------------------------
 
 class _ColumnOut:
-    """Blocks of Arrow values plus, per row, which block element holds its value."""
+    """Blocks of Arrow values plus, per row, which block element holds its value.
+
+    One per output column for the whole call; each chunk adds its blocks and fills its rows of
+    ``idx`` through :meth:`rows`, and :meth:`build` gathers the column once at the end."""
 
     def __init__(self, n: int, typ: pa.DataType) -> None:
         self.typ = typ
@@ -530,13 +521,31 @@ class _ColumnOut:
         self.size += len(arr)
         return base
 
+    def rows(self, start: int, stop: int) -> "_RowsView":
+        """The output of rows ``start:stop`` (one chunk): same blocks, a view of ``idx``."""
+        return _RowsView(self, start, stop)
+
     def build(self) -> pa.Array:
         blocks = [b if b.type == self.typ else b.cast(self.typ) for b in self.blocks]
-        return pa.concat_arrays(blocks).take(pa.array(self.idx))
+        idx = self.idx
+        if len(blocks) == 2 and len(blocks[1]) == len(idx) and (np.diff(idx) == 1).all() and (idx[:1] == 1).all():
+            return blocks[1]  # one block, already in row order
+        return pa.concat_arrays(blocks).take(pa.array(idx))
+
+
+class _RowsView:
+    """One chunk's window on a :class:`_ColumnOut`: ``idx`` is a view of the chunk's rows and
+    :meth:`add` appends to the shared blocks."""
+    __slots__ = ("typ", "idx", "add")
+
+    def __init__(self, out: _ColumnOut, start: int, stop: int) -> None:
+        self.typ = out.typ
+        self.idx = out.idx[start:stop]
+        self.add = out.add
 
 
 def decode_batch(table: TableInfo, kinds: Sequence[str], payloads: Sequence[bytes],
-                 chunk_rows: int = 65536) -> pa.RecordBatch:
+                 chunk_rows: int = 16384) -> pa.RecordBatch:
     """Decode many row payloads of ``table`` into one ``RecordBatch`` (see the module doc for the
     columns). ``kinds[i]`` is ``"insert"``, ``"update"`` or ``"delete"`` for ``payloads[i]``.
 
@@ -548,20 +557,44 @@ def decode_batch(table: TableInfo, kinds: Sequence[str], payloads: Sequence[byte
         raise ValueError("kinds and payloads differ in length")
     # The hot path allocates many short-lived objects (JSON text) but never a reference cycle;
     # pausing the cyclic GC avoids rescanning the caller's (possibly huge) heap again and again.
+    n = len(payloads)
+    plan = plan_for(table)
+    types = [arrow_type(c) for c in plan.cols]
+    main_out = [_ColumnOut(n, t) for t in types]
+    before_out = [_ColumnOut(n, t) for t in types]
+    kind = np.zeros(n, dtype=np.int64)
+    handle = np.zeros(n, dtype=np.int64)
+    has_handle = np.zeros(n, dtype=bool)
+    invalid_times = 0
+    # The hot path allocates many short-lived objects but never a reference cycle; pausing the
+    # cyclic GC avoids rescanning the caller's (possibly huge) heap again and again.
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        parts = [_decode_chunk(table, kinds[i:i + chunk_rows], payloads[i:i + chunk_rows], i)
-                 for i in range(0, len(payloads), chunk_rows)] or [_decode_chunk(table, [], [], 0)]
+        for i in range(0, n, chunk_rows):
+            j = min(i + chunk_rows, n)
+            invalid_times += _decode_chunk(table, kinds[i:j], payloads[i:j], i,
+                                           [o.rows(i, j) for o in main_out], [o.rows(i, j) for o in before_out],
+                                           kind[i:j], handle[i:j], has_handle[i:j])
+        main_arrays = [o.build() for o in main_out]
+        before_arrays = [o.build() for o in before_out]
     finally:
         if gc_was_enabled:
             gc.enable()
-    if len(parts) == 1:
-        return parts[0]
-    invalid = sum(int(p.schema.metadata[INVALID_TIMES_KEY]) for p in parts)
-    arrays = [pa.concat_arrays([p.column(i) for p in parts]) for i in range(parts[0].num_columns)]
-    schema = parts[0].schema.with_metadata({INVALID_TIMES_KEY: str(invalid).encode()})
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+    if table.is_common_handle:
+        handle_arr = pa.nulls(n, pa.int64())
+    elif plan.pk_index >= 0:
+        pk_arr = main_arrays[plan.pk_index]
+        if pa.types.is_decimal(pk_arr.type):
+            pk_arr = pk_arr.cast(pa.uint64())
+        handle_arr = pk_arr.cast(pa.int64(), safe=False)
+    else:
+        handle_arr = pa.array(handle, pa.int64(), mask=~has_handle)
+    fields = [pa.field(c.name, t) for c, t in zip(plan.cols, types)]
+    before = pa.StructArray.from_arrays(before_arrays, fields=fields, mask=pa.array(kind != 1))
+    ops = _OP_LETTERS.take(pa.array(kind))
+    schema = output_schema(table).with_metadata({INVALID_TIMES_KEY: str(invalid_times).encode()})
+    return pa.RecordBatch.from_arrays([ops, handle_arr, *main_arrays, before], schema=schema)
 
 
 def output_schema(table: TableInfo) -> pa.Schema:
@@ -571,7 +604,11 @@ def output_schema(table: TableInfo) -> pa.Schema:
                       *fields, pa.field(BEFORE_COLUMN, pa.struct(fields))])
 
 
-def _decode_chunk(table: TableInfo, kinds: Sequence[str], payloads: Sequence[bytes], base_row: int) -> pa.RecordBatch:
+def _decode_chunk(table: TableInfo, kinds: Sequence[str], payloads: Sequence[bytes], base_row: int,
+                  main_out: list[_RowsView], before_out: list[_RowsView], kind_out: np.ndarray,
+                  handle_out: np.ndarray, has_handle_out: np.ndarray) -> int:
+    """Decode one chunk into the callers' column outputs (row views of this chunk) and op-code,
+    handle and handle-validity arrays; returns the chunk's count of invalid times."""
     plan = plan_for(table)
     cols = plan.cols
     ncols = len(cols)
@@ -588,7 +625,7 @@ def _decode_chunk(table: TableInfo, kinds: Sequence[str], payloads: Sequence[byt
     if n:
         np.cumsum(lens[:-1], out=starts[1:])
     ends = starts + lens
-    raw = b"".join(payloads) + b"\x00" * _PAD
+    raw = b"".join([*payloads, _PAD_BYTES])  # one copy: no "+ pad" re-copy of the chunk
     buf = np.frombuffer(raw, dtype=np.uint8)
     bad = lens == 0
     bad |= is_upd & (lens == 1)
@@ -680,11 +717,8 @@ def _decode_chunk(table: TableInfo, kinds: Sequence[str], payloads: Sequence[byt
     bounds = np.zeros(len(counts) + 1, dtype=np.int64)
     np.cumsum(counts, out=bounds[1:])
 
-    types = [arrow_type(c) for c in cols]
-    main_out = [_ColumnOut(n, t) for t in types]
-    before_out = [_ColumnOut(n, t) for t in types]
+    types = [o.typ for o in main_out]
     invalid_times = 0
-    json_memo: dict[bytes, str] = {}
     invalid_fill_cols: list[np.ndarray] = []  # per column: rows filled with a zero-date default
     present = np.zeros((2, ncols, n), dtype=bool) if n * ncols < 50_000_000 else None
     for image in (0, 1):
@@ -699,7 +733,7 @@ def _decode_chunk(table: TableInfo, kinds: Sequence[str], payloads: Sequence[byt
             if present is not None:
                 present[image, ci, rows] = True
             out = outs[ci]
-            expected, decoder = _column_decoder(c, types[ci], json_memo)
+            expected, decoder = _column_decoder(c, types[ci])
             okf = (flags == expected)
             bad[rows[~okf & (flags != 0)]] = True
             sel = np.flatnonzero(okf)
@@ -758,26 +792,12 @@ def _decode_chunk(table: TableInfo, kinds: Sequence[str], payloads: Sequence[byt
             b1 = before_out[ci].add(_pyarray(c, types[ci], bvals))
             before_out[ci].idx[bad_rows] = b1 + np.arange(bad_rows.size)
             invalid_times += sum(isinstance(v, InvalidTime) for v in main_vals + bvals)
-    main_arrays = [o.build() for o in main_out]
-    # handle column
-    if table.is_common_handle:
-        handle_arr = pa.nulls(n, pa.int64())
-    elif plan.pk_index >= 0:
-        pk_arr = main_arrays[plan.pk_index]
-        if pa.types.is_decimal(pk_arr.type):
-            pk_arr = pk_arr.cast(pa.uint64())
-        handle_arr = pk_arr.cast(pa.int64(), safe=False)
-    else:
-        valid = has_handle.copy()
-        if bad_rows.size:
-            for r, ch in zip(bad_rows.tolist(), scalar):
-                valid[r] = isinstance(ch.handle, int)
-                if valid[r]:
-                    handle[r] = ch.handle
-        handle_arr = pa.array(handle, pa.int64(), mask=~valid)
-    before_arrays = [o.build() for o in before_out]
-    fields = [pa.field(c.name, t) for c, t in zip(cols, types)]
-    before = pa.StructArray.from_arrays(before_arrays, fields=fields, mask=pa.array(~is_upd))
-    ops = _OP_LETTERS.take(pa.array(kind))
-    schema = output_schema(table).with_metadata({INVALID_TIMES_KEY: str(invalid_times).encode()})
-    return pa.RecordBatch.from_arrays([ops, handle_arr, *main_arrays, before], schema=schema)
+    if bad_rows.size and not table.is_common_handle and plan.pk_index < 0:
+        for r, ch in zip(bad_rows.tolist(), scalar):
+            has_handle[r] = isinstance(ch.handle, int)
+            if has_handle[r]:
+                handle[r] = ch.handle
+    kind_out[:] = kind
+    handle_out[:] = handle
+    has_handle_out[:] = has_handle
+    return invalid_times

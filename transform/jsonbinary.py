@@ -13,7 +13,11 @@ import base64
 import json
 import math
 import struct
-from typing import Any
+from typing import Any, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from transform.errors import CodecError, JSONBinaryError, TruncatedError
 from transform.varint import INT64_MAX, INT64_MIN, UINT64_MAX, decode_uvarint, encode_uvarint
@@ -456,3 +460,352 @@ def _container(keys: list[bytes], values: list[tuple[int, bytes]]) -> bytes:
     if size > 0xFFFFFFFF:
         raise CodecError("JSON document larger than 4 GiB")
     return b"".join((_HDR.pack(count, size), key_entries, value_entries, *keys, data))
+
+
+# ---------------------------------------------------------------------------------------------
+# many values at once (the Drainer's hot path)
+#
+# The values are walked one nesting level at a time across all documents with numpy: level 0
+# holds the documents' root values, level k+1 the entries of level k's containers. The text
+# length of every value is then computed bottom-up, its position in the output top-down, and the
+# text written with a few vectorised scatters (punctuation, key and string bytes copied from the
+# buffer, integer digits). Anything this path does not render itself (floats, opaque, date/time,
+# strings that need escaping, invalid UTF-8, any malformed or suspicious input) falls back to
+# :func:`to_text` for that document, so the text and the errors are exactly the scalar path's.
+
+_K_BAD, _K_STR, _K_INT, _K_UINT, _K_LIT, _K_OBJ, _K_ARR, _K_PY = range(8)
+_KIND_OF_TC = np.full(256, _K_BAD, dtype=np.int8)
+_KIND_OF_TC[STRING] = _K_STR
+_KIND_OF_TC[INT64] = _K_INT
+_KIND_OF_TC[UINT64] = _K_UINT
+_KIND_OF_TC[LITERAL] = _K_LIT
+_KIND_OF_TC[OBJECT] = _K_OBJ
+_KIND_OF_TC[ARRAY] = _K_ARR
+for _tc in (FLOAT64, OPAQUE, DATE, DATETIME, TIMESTAMP, DURATION):
+    _KIND_OF_TC[_tc] = _K_PY
+_LIT_LEN = np.array([4, 4, 5], dtype=np.int64)
+_LIT_BYTES = [np.frombuffer(t.encode(), dtype=np.uint8) for t in ("null", "true", "false")]
+_POW10_U64 = np.array([10 ** k for k in range(20)], dtype=np.uint64)
+
+
+class _Level:
+    """The values at one nesting level (parallel arrays, one element per value)."""
+    __slots__ = ("doc", "kind", "off", "end", "parent", "sep", "klen", "kpos", "length", "src",
+                 "lit", "py", "cont", "cnt", "start")
+
+    def __init__(self, doc: np.ndarray, kind: np.ndarray, off: np.ndarray, end: np.ndarray) -> None:
+        self.doc, self.kind, self.off, self.end = doc, kind, off, end
+        m = doc.shape[0]
+        self.parent: np.ndarray | None = None        # index of the container in the previous level
+        self.sep = np.zeros(m, dtype=np.int64)       # 2 when ", " precedes this entry, else 0
+        self.klen = np.full(m, -4, dtype=np.int64)   # object entries: key length; -4 otherwise
+        self.kpos = np.zeros(m, dtype=np.int64)      # object entries: start of the key bytes
+        self.length = np.zeros(m, dtype=np.int64)    # length of the value's text
+        self.src = np.zeros(m, dtype=np.int64)       # strings: start of the bytes; ints: offset; py: pool offset
+        self.lit = np.zeros(m, dtype=np.int64)       # literals: 0 null, 1 true, 2 false
+        self.py = np.zeros(m, dtype=np.uint8)        # type codes (for the scalar renderer)
+        self.cont = np.zeros(0, dtype=np.int64)      # containers whose entries form the next level
+        self.cnt = np.zeros(0, dtype=np.int64)       # ... and their entry counts
+        self.start = np.zeros(m, dtype=np.int64)     # output position of the value's text
+
+
+def _unaligned(buf: np.ndarray, dtype: str) -> np.ndarray:
+    """A view of ``buf`` with one ``dtype`` integer starting at every byte (element ``i`` is the
+    integer in bytes ``i:i+size``), for reads at arbitrary offsets without a 2-D gather."""
+    size = np.dtype(dtype).itemsize
+    return np.ndarray((max(buf.shape[0] - size + 1, 0),), dtype, buffer=buf, strides=(1,))
+
+
+def _uvarints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Go uvarints at ``pos`` (reads are clipped to the buffer): (values, end positions, ok)."""
+    last = buf.shape[0] - 1
+    b = buf[np.minimum(pos, last)].astype(np.uint64)
+    val = b & np.uint64(0x7F)
+    endp = pos + 1
+    ok = np.ones(pos.shape[0], dtype=bool)
+    idx = np.flatnonzero(b >= 0x80)
+    for j in range(1, 10):
+        if idx.size == 0:
+            break
+        bj = buf[np.minimum(pos[idx] + j, last)].astype(np.uint64)
+        if j == 9:
+            ok[idx[bj > 1]] = False
+        val[idx] |= (bj & np.uint64(0x7F)) << np.uint64(7 * j)
+        endp[idx] += 1
+        idx = idx[bj >= 0x80]
+    ok[idx] = False
+    return val, endp, ok
+
+
+def to_text_many(raw: bytes, offs: Sequence[int] | np.ndarray, ends: Sequence[int] | np.ndarray) -> tuple[pa.Array, np.ndarray]:
+    """JSON text of many values at once: element ``i`` is ``to_text(raw[offs[i]], raw,
+    offs[i] + 1, ends[i])`` (``offs[i]`` is the type code byte, the value lies before ``ends[i]``).
+
+    Returns ``(large_string array, bad mask)``; a value ``to_text`` rejects is NULL and marked bad.
+    """
+    offs = np.asarray(offs, dtype=np.int64)
+    ends = np.asarray(ends, dtype=np.int64)
+    n = offs.shape[0]
+    slow = np.zeros(n, dtype=bool)
+    if n and (offs.min() < 0 or ends.max() > len(raw) or (offs >= ends).any()):
+        slow[(offs < 0) | (ends > len(raw)) | (offs >= ends)] = True
+    # (a short buffer gets room for the masked, unused reads at offset 0)
+    buf = np.frombuffer(raw if len(raw) >= 16 else bytes(raw) + bytes(16), dtype=np.uint8)
+    u16, u32, u64 = _unaligned(buf, "<u2"), _unaligned(buf, "<u4"), _unaligned(buf, "<u8")
+    tc0 = buf[np.where(slow, 0, offs)] if n else np.zeros(0, dtype=np.uint8)
+    budget = ends - offs + 15
+    used = np.zeros(n, dtype=np.int64)
+    pool: list[bytes] = []
+    pool_len = 0
+    lv = _Level(np.arange(n, dtype=np.int64), _KIND_OF_TC[tc0], offs + 1, ends)
+    lv.kind[slow] = _K_BAD
+    lv.py = tc0
+    levels: list[_Level] = []
+    depth = 0
+    while True:
+        levels.append(lv)
+        kind, off, end = lv.kind, lv.off, lv.end
+        ok = kind != _K_BAD
+        # strings
+        s = np.flatnonzero(kind == _K_STR)
+        if s.size:
+            ln, p, k = _uvarints(buf, off[s])
+            k &= ln < np.uint64(1 << 40)
+            ln = np.where(k, ln, 0).astype(np.int64)
+            k &= p + ln <= end[s]
+            ok[s] = k
+            lv.length[s] = np.where(k, ln + 2, 0)
+            lv.src[s] = p
+        # integers
+        for kd in (_K_INT, _K_UINT):
+            s = np.flatnonzero(kind == kd)
+            if s.size:
+                k = off[s] + 8 <= end[s]
+                ok[s] = k
+                u = u64[np.where(k, off[s], 0)]
+                neg = (u >> np.uint64(63)).astype(bool) if kd == _K_INT else np.zeros(s.size, bool)
+                mag = np.where(neg, ~u + np.uint64(1), u)
+                ndig = 1 + (mag[:, None] >= _POW10_U64[1:]).sum(axis=1)
+                lv.length[s] = np.where(k, ndig + neg, 0)
+                lv.src[s] = np.where(k, off[s], 0)
+        # literals at the root (entries' literals are resolved when the entries are read)
+        if depth == 0:
+            s = np.flatnonzero(kind == _K_LIT)
+            if s.size:
+                k = off[s] + 1 <= end[s]
+                v = buf[np.where(k, off[s], 0)].astype(np.int64)
+                k &= v <= 2
+                ok[s] = k
+                lv.lit[s] = np.where(k, v, 0)
+                lv.length[s] = np.where(k, _LIT_LEN[np.where(k, v, 0)], 0)
+        else:
+            s = np.flatnonzero(kind == _K_LIT)
+            if s.size:
+                lv.length[s] = _LIT_LEN[lv.lit[s]]
+        # everything else the scalar renderer does (floats, opaque, times), value by value
+        s = np.flatnonzero(kind == _K_PY)
+        if s.size:
+            for i, o, e in zip(s.tolist(), off[s].tolist(), end[s].tolist()):
+                try:
+                    t = _text(raw, int(lv.py[i]), o, e, depth, [1 << 62]).encode()
+                except Exception:  # noqa: BLE001 - the document's scalar pass raises the real error
+                    ok[i] = False
+                    continue
+                lv.src[i] = pool_len
+                lv.length[i] = len(t)
+                pool.append(t)
+                pool_len += len(t)
+        slow[lv.doc[~ok]] = True
+        lv.kind = np.where(ok, kind, _K_BAD).astype(np.int8)
+        # containers: check the header, then read the entries into the next level
+        c = np.flatnonzero(((lv.kind == _K_OBJ) | (lv.kind == _K_ARR)) & ~slow[lv.doc])
+        if c.size == 0:
+            lv.cont = np.zeros(0, dtype=np.int64)
+            lv.cnt = np.zeros(0, dtype=np.int64)
+            break
+        coff, cend = off[c], end[c]
+        k = coff + HEADER <= end[c]
+        hdr = np.where(k, coff, 0)
+        count = u32[hdr].astype(np.int64)
+        size = u32[hdr + 4].astype(np.int64)
+        is_obj = lv.kind[c] == _K_OBJ
+        k &= (size >= HEADER) & (coff + size <= cend)
+        k &= HEADER + count * np.where(is_obj, VALUE_ENTRY + KEY_ENTRY, VALUE_ENTRY) <= size
+        k &= depth <= MAX_DEPTH
+        slow[lv.doc[c[~k]]] = True
+        np.add.at(used, lv.doc[c[k]], count[k] + 1)
+        slow |= used > budget
+        k &= ~slow[lv.doc[c]]
+        c, coff, count, size, is_obj = c[k], coff[k], count[k], size[k], is_obj[k]
+        lv.cont, lv.cnt = c, count
+        total = int(count.sum())
+        first = np.cumsum(count) - count
+        parent = np.repeat(np.arange(c.size, dtype=np.int64), count)
+        j = np.arange(total, dtype=np.int64) - first[parent]
+        p_off = coff[parent]
+        p_obj = is_obj[parent]
+        p_size = size[parent]
+        ventry = p_off + HEADER + np.where(p_obj, count[parent] * KEY_ENTRY, 0) + j * VALUE_ENTRY
+        etc = buf[ventry]
+        eoff = u32[ventry + 1].astype(np.int64)
+        ckind = _KIND_OF_TC[etc]
+        is_lit = etc == LITERAL
+        lit = np.where(is_lit, eoff & 0xFF, 0)
+        cok = np.where(is_lit, lit <= 2, eoff < p_size)
+        lit = np.where(cok & is_lit, lit, 0)
+        kentry = p_off + HEADER + j * KEY_ENTRY
+        koff = np.where(p_obj, u32[np.where(p_obj, kentry, 0)].astype(np.int64), 0)
+        klen = np.where(p_obj, u16[np.where(p_obj, kentry + 4, 0)].astype(np.int64), -4)
+        cok &= ~p_obj | (koff + klen <= p_size)
+        cdoc = lv.doc[c][parent]
+        slow[cdoc[~cok]] = True
+        nxt = _Level(cdoc, np.where(cok, ckind, _K_BAD).astype(np.int8), p_off + eoff, (coff + size)[parent])
+        nxt.parent = parent
+        nxt.sep = np.where(j > 0, 2, 0)
+        nxt.klen = klen
+        nxt.kpos = p_off + koff
+        nxt.lit = lit
+        nxt.py = etc
+        lv = nxt
+        depth += 1
+    return _layout(raw, buf, levels, slow, pool, n)
+
+
+def _entry_offsets(lv: _Level, child: _Level) -> np.ndarray:
+    """Per entry of ``child`` (the entries of ``lv``'s containers): its text's offset from the
+    start of its container's first entry (entry texts include ", " and the key)."""
+    total = child.sep + child.klen + 4 + child.length
+    csum = np.cumsum(total) - total
+    first = np.cumsum(lv.cnt) - lv.cnt
+    return csum - csum[first[child.parent]] if total.size else csum
+
+
+def _layout(raw: bytes, buf: np.ndarray, levels: list[_Level], slow: np.ndarray, pool: list[bytes],
+            n: int) -> tuple[pa.Array, np.ndarray]:
+    """Lengths bottom-up, positions top-down, then the text; documents in ``slow`` (and those the
+    checks on the written text reject) are rendered by :func:`to_text`."""
+    for li in range(len(levels) - 2, -1, -1):
+        lv, child = levels[li], levels[li + 1]
+        if lv.cont.size:
+            total = child.sep + child.klen + 4 + child.length
+            cs = np.zeros(total.size + 1, dtype=np.int64)
+            np.cumsum(total, out=cs[1:])
+            first = np.cumsum(lv.cnt) - lv.cnt
+            lv.length[lv.cont] = 2 + cs[first + lv.cnt] - cs[first]
+    u64 = _unaligned(buf, "<u8")
+    root = levels[0]
+    doclen = np.where(slow, 0, root.length)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(doclen, out=offsets[1:])
+    root.start = offsets[:-1].copy()
+    out = np.empty(int(offsets[-1]), dtype=np.uint8)
+    copies: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # dest, src, len, doc
+    pool_copies: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    for li, lv in enumerate(levels):
+        if li:
+            par = levels[li - 1]
+            rel = _entry_offsets(par, lv)
+            pstart = par.start[par.cont][lv.parent]
+            lv.start = pstart + 1 + rel + lv.sep + lv.klen + 4
+        live = ~slow[lv.doc]
+        kind, start, length = lv.kind, lv.start, lv.length
+        if li:
+            e = np.flatnonzero(live)
+            es = start[e] - lv.klen[e] - 4 - lv.sep[e]
+            s2 = lv.sep[e] > 0
+            out[es[s2]] = 0x2C
+            out[es[s2] + 1] = 0x20
+            o = lv.klen[e] >= 0
+            q, kl = (es + lv.sep[e])[o], lv.klen[e][o]
+            out[q] = 0x22
+            out[q + 1 + kl] = 0x22
+            out[q + 2 + kl] = 0x3A
+            out[q + 3 + kl] = 0x20
+            copies.append((q + 1, lv.kpos[e][o], kl, lv.doc[e][o]))
+        s = np.flatnonzero(live & (kind == _K_STR))
+        if s.size:
+            out[start[s]] = 0x22
+            out[start[s] + length[s] - 1] = 0x22
+            copies.append((start[s] + 1, lv.src[s], length[s] - 2, lv.doc[s]))
+        for kd in (_K_INT, _K_UINT):
+            s = np.flatnonzero(live & (kind == kd))
+            if s.size:
+                _write_ints(out, u64[lv.src[s]], start[s], length[s], kd == _K_INT)
+        s = np.flatnonzero(live & (kind == _K_LIT))
+        for v, text in enumerate(_LIT_BYTES):
+            t = s[lv.lit[s] == v]
+            if t.size:
+                out[start[t][:, None] + np.arange(text.size)] = text
+        s = np.flatnonzero(live & (kind == _K_PY))
+        if s.size:
+            pool_copies.append((start[s], lv.src[s], length[s]))
+        if lv.cont.size:
+            c = lv.cont[live[lv.cont]]
+            obj = kind[c] == _K_OBJ
+            out[start[c]] = np.where(obj, 0x7B, 0x5B)
+            out[start[c] + length[c] - 1] = np.where(obj, 0x7D, 0x5D)
+    redo = slow.copy()
+    if copies:
+        dest, src, ln, doc = (np.concatenate(x) for x in zip(*copies))
+        si, di = _spans(src, dest, ln)
+        vals = buf[si]
+        out[di] = vals
+        esc = (vals < 0x20) | (vals == 0x22) | (vals == 0x5C)
+        if esc.any():  # strings that need escaping: the scalar renderer quotes them
+            redo[np.repeat(doc, ln)[esc]] = True
+    if pool_copies:
+        dest, src, ln = (np.concatenate(x) for x in zip(*pool_copies))
+        si, di = _spans(src, dest, ln)
+        out[di] = np.frombuffer(b"".join(pool), dtype=np.uint8)[si]
+    arr = pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(out)])
+    try:
+        arr = arr.cast(pa.large_string())
+    except pa.ArrowInvalid:  # invalid UTF-8 in some key or string: find those documents
+        for i, v in enumerate(arr.to_pylist()):
+            try:
+                v.decode("utf-8")
+            except UnicodeDecodeError:
+                redo[i] = True
+        arr = pc.replace_with_mask(arr, pa.array(redo), pa.nulls(int(redo.sum()), pa.large_binary()))
+        arr = arr.cast(pa.large_string())
+    bad = np.zeros(n, dtype=bool)
+    if redo.any():
+        idx = np.flatnonzero(redo)
+        offs = levels[0].off - 1
+        ends = levels[0].end
+        texts: list[str | None] = []
+        for i in idx.tolist():
+            try:
+                texts.append(to_text(raw[int(offs[i])], raw, int(offs[i]) + 1, int(ends[i])))
+            except CodecError:
+                bad[i] = True
+                texts.append(None)
+        arr = pc.replace_with_mask(arr, pa.array(redo), pa.array(texts, pa.large_string()))
+    return arr, bad
+
+
+def _spans(src: np.ndarray, dest: np.ndarray, ln: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Element positions of the byte spans ``src[i]:src[i]+ln[i]`` and of their destinations."""
+    tot = int(ln.sum())
+    base = np.cumsum(ln) - ln
+    si = np.arange(tot, dtype=np.int64) + np.repeat(src - base, ln)
+    return si, si + np.repeat(dest - src, ln)
+
+
+def _write_ints(out: np.ndarray, u: np.ndarray, start: np.ndarray, length: np.ndarray, signed: bool) -> None:
+    """Write the decimal text of the 64-bit integers ``u`` (two's complement when ``signed``)."""
+    neg = (u >> np.uint64(63)).astype(bool) if signed else np.zeros(u.size, dtype=bool)
+    mag = np.where(neg, ~u + np.uint64(1), u)
+    out[start[neg]] = 0x2D
+    pos = start + length - 1
+    ndig = length - neg
+    idx = np.arange(u.size)
+    ten = np.uint64(10)
+    for k in range(20):
+        if k:
+            keep = ndig[idx] > k
+            idx, mag = idx[keep], mag[keep]
+            if idx.size == 0:
+                break
+        out[pos[idx] - k] = (mag % ten).astype(np.uint8) + 0x30
+        mag = mag // ten
