@@ -30,7 +30,7 @@ from ingest import binlog as bl
 from transform import changes as ch
 from transform.errors import DrainError
 from transform.filters import TableFilter
-from transform.history import DROP_TABLE, DROP_VIEW, TRUNCATE_TABLE, SchemaHistory
+from transform.history import DROP_SCHEMA, DROP_TABLE, DROP_VIEW, TRUNCATE_TABLE, SchemaHistory
 from transform.plan import Plan
 from transform.pull import RAW_DDL, TASK_DDL, lookup_prewrites, pull_tasks, split_range
 from transform.rowchanges import OUT_DDL, DecodeContext, decode_transactions, read_ipc
@@ -141,15 +141,21 @@ def _assemble(batch: ch.RunBatch, decoded: pa.Table, history: SchemaHistory, tab
         if rec["kind"] == "ddl":
             job = history.job(rec["job_id"])
             tid = _event_table_id(job)
+            if job.type == DROP_SCHEMA:  # every table of the database ends here
+                for prev in history.ended_by(job.id):
+                    events[prev.table.id].append(ch.DDLEvent(rec["commit_ts"], job, None, (prev.db, prev.table.name)))
+                    versions[prev.table.id] = max(versions[prev.table.id], job.binlog.schema_version)
+                continue
             if not tid:
-                continue  # schema-level DDL (CREATE/DROP DATABASE): nothing per table
+                continue  # other schema-level DDL (CREATE DATABASE …): nothing per table
             info = job.binlog.table_info if job.type not in (DROP_TABLE, DROP_VIEW) else None
             prev = history.version_at(tid, job.binlog.schema_version - 1)
             before = (prev.db, prev.table.name) if prev is not None and prev.table is not None else None
             events[tid].append(ch.DDLEvent(rec["commit_ts"], job, info, before))
             versions[tid] = max(versions[tid], job.binlog.schema_version)
-            if job.type == TRUNCATE_TABLE and job.table_id != tid:
-                events[job.table_id].append(ch.DDLEvent(rec["commit_ts"], job, None))
+            if job.type == TRUNCATE_TABLE and job.table_id != tid:  # the old id ends here
+                events[job.table_id].append(ch.DDLEvent(rec["commit_ts"], job, None, before))
+                versions[job.table_id] = max(versions[job.table_id], job.binlog.schema_version)
         else:
             segs[rec["table_id"]].append((rec["schema_version"], rec["commit_ts"], read_ipc(rec["data"])))
             versions[rec["table_id"]] = max(versions[rec["table_id"]], rec["schema_version"])

@@ -150,6 +150,15 @@ class SchemaHistory:
             raise HistoryError(f"DDL job {job_id} is not in the upstream's DDL history (or not done)")
         return job
 
+    def ended_by(self, job_id: int) -> list[TableVersion]:
+        """The definitions each table ended by job ``job_id`` had just before it (DROP DATABASE)."""
+        out = []
+        for vs in self._versions.values():
+            for i, v in enumerate(vs):
+                if v.job.id == job_id and v.table is None and i and vs[i - 1].table is not None:
+                    out.append(vs[i - 1])
+        return out
+
     def table_ids(self) -> list[int]:
         """Every table id the history knows."""
         return sorted(self._versions)

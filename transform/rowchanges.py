@@ -107,6 +107,8 @@ class _Decoder:
         self.pending = 0
 
     def _allowed(self, table_id: int, version: int, commit_ts: int) -> bool:
+        """Decode a table's rows when any name it ever had passes the filter (the driver then
+        keeps or drops the whole table by its name at the end of the range)."""
         key = (table_id, version)
         ok = self.allowed.get(key)
         if ok is None:
@@ -114,7 +116,8 @@ class _Decoder:
             if tv is None or tv.table is None:
                 raise DrainError(f"transaction committed at {commit_ts} changes table id {table_id}, which the "
                                  f"DDL history does not know at schema version {version}")
-            ok = self.ctx.filter.allows(tv.db, tv.table.name)
+            ok = any(self.ctx.filter.allows(v.db, v.table.name)
+                     for v in self.ctx.history.versions(table_id) if v.table is not None)
             self.allowed[key] = ok
         return ok
 

@@ -136,51 +136,93 @@ def stored_columns(props: dict[str, str]) -> dict[str, str]:
     return json.loads(raw) if raw else {}
 
 
-def evolve(update: UpdateSchema, current: Schema, props: dict[str, str], new: TableInfo, kind: str,
-           ddl: str) -> bool:
-    """Stage the changes that turn the table (``current`` schema, ``props``) into ``new``'s columns.
+def _matched(current: Schema, props: dict[str, str], new: TableInfo) -> dict[str, str]:
+    """TiDB column id → the Iceberg column holding it now. By id for the same table id; by name for
+    a new id (TRUNCATE, DROP + CREATE), where a column whose type cannot be promoted is not matched
+    (it is dropped and added again)."""
+    if props.get(PROP_TABLE_ID) == str(new.id):
+        return stored_columns(props)
+    by_name = {c.name.lower(): c for c in new.columns}
+    out = {}
+    for name in stored_columns(props).values():
+        col = by_name.get(name.lower())
+        if col is None:
+            out[f"name:{name}"] = name
+            continue
+        have = current.find_field(name).field_type
+        typ = iceberg_type(arrow_type(col))
+        out[str(col.id) if have == typ or _promotable(have, typ) else f"name:{name}"] = name
+    return out
 
-    Columns are matched by TiDB column id when the stored table id equals ``new.id``, else by name
-    (TRUNCATE and re-created tables have a new id). Returns True when anything was staged.
+
+def _field(schema: Schema, name: str) -> NestedField | None:
+    try:
+        return schema.find_field(name)
+    except ValueError:
+        return None
+
+
+def _prefixes(kind: str) -> list[tuple[str, ...]]:
+    return [(), (ch.BEFORE,)] if kind == CHANGELOG else [()]
+
+
+def evolve_remove(update: UpdateSchema, current: Schema, props: dict[str, str], new: TableInfo, kind: str) -> None:
+    """First half of the evolution to ``new``: drops and renames (and, for the mirror, the new key).
+
+    Run in its own schema update so that a name a drop or rename frees can be taken by an added
+    column in :func:`evolve_add`.
     """
-    same_table = props.get(PROP_TABLE_ID) == str(new.id)
-    old_map = stored_columns(props) if same_table else {}
-    if not same_table:
-        by_name = {c.name.lower(): str(c.id) for c in new.columns}
-        old_map = {by_name.get(n.lower(), f"name:{n}"): n for n in stored_columns(props).values()}
+    old_map = _matched(current, props, new)
     new_map = column_map(new)
-    prefixes: list[tuple[str, ...]] = [()]
-    if kind == CHANGELOG:
-        prefixes.append((ch.BEFORE,))
-    changed = False
+    if kind == MIRROR:
+        keys = key_columns(new)
+        have = [current.find_column_name(i) for i in current.identifier_field_ids]
+        renamed = {old: new_map[cid] for cid, old in old_map.items() if cid in new_map}
+        if [renamed.get(h, h) for h in have] != keys:
+            by_new = {v: k for k, v in renamed.items()}
+            for k in keys:
+                old = by_new.get(k, k)
+                field = _field(current, old)
+                if field is not None and not field.required:
+                    update.update_column(old, required=True)
+            update.set_identifier_fields(*keys)
     for cid, old_name in old_map.items():
         if cid not in new_map:
-            for p in prefixes:
+            for p in _prefixes(kind):
                 update.delete_column((*p, old_name))
-            changed = True
     for cid, old_name in old_map.items():
         if cid in new_map and new_map[cid] != old_name:
-            for p in prefixes:
+            for p in _prefixes(kind):
                 update.rename_column((*p, old_name), new_map[cid])
-            changed = True
+
+
+def evolve_add(update: UpdateSchema, current: Schema, props: dict[str, str], new: TableInfo, kind: str,
+               ddl: str) -> None:
+    """Second half (``current`` is the schema after :func:`evolve_remove`): added columns and type
+    promotions; a change Iceberg cannot promote raises :class:`IncompatibleSchemaChange` naming ``ddl``."""
+    matched = _matched_after(props, new)
     for col in new.columns:
         typ = iceberg_type(arrow_type(col))
-        cid = str(col.id)
-        if cid not in old_map:
-            for p in prefixes:
+        field = _field(current, col.name)
+        if str(col.id) not in matched or field is None:
+            for p in _prefixes(kind):
                 update.add_column((*p, col.name), typ)
-            changed = True
             continue
-        have = current.find_field(old_map[cid]).field_type
+        have = field.field_type
         if have != typ:
             if not _promotable(have, typ):
                 raise IncompatibleSchemaChange(
                     f"column {col.name!r} changes from {have} to {typ}, which Iceberg cannot promote; "
                     f"DDL: {ddl!r}")
-            for p in prefixes:
-                update.update_column((*p, old_map[cid]), field_type=typ)
-            changed = True
-    return changed
+            for p in _prefixes(kind):
+                update.update_column((*p, col.name), field_type=typ)
+
+
+def _matched_after(props: dict[str, str], new: TableInfo) -> set[str]:
+    """Column ids already present once the removals ran (same table id: by the stored map)."""
+    if props.get(PROP_TABLE_ID) == str(new.id):
+        return set(stored_columns(props))
+    return {str(c.id) for c in new.columns}
 
 
 def default_value(col: ColumnInfo) -> Any:

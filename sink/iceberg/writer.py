@@ -36,13 +36,13 @@ from sink.base import Sink, TableReport
 from sink.errors import SinkError
 from sink.iceberg import schema as ks
 from transform import changes as ch
-from transform.history import DROP_TABLE, DROP_VIEW, RENAME_TABLE, TRUNCATE_TABLE
+from transform.history import DROP_SCHEMA, DROP_TABLE, DROP_VIEW, RENAME_TABLE, TRUNCATE_TABLE
 from transform.reduce import net_change
 from transform.schema import TableInfo
 
 CHANGELOG_SUFFIX = "__changelog"
 META_NAMESPACE = "_binlake"
-_ENDING = (DROP_TABLE, DROP_VIEW, TRUNCATE_TABLE)
+_ENDING = (DROP_SCHEMA, DROP_TABLE, DROP_VIEW, TRUNCATE_TABLE)
 
 
 FAILPOINT_ENV = "BINLAKE_FAILPOINT"
@@ -242,6 +242,21 @@ class IcebergSink(Sink):
                 self.catalog.rename_table(src, dst)
 
     @staticmethod
+    def _existing(tbl: Table, info: TableInfo, column: str | None = None, values: list | None = None) -> pa.Table:
+        """The table's rows before this transaction (all, or where ``column`` is in ``values``),
+        with ``info``'s column names (renames by column id) and added columns filled by default."""
+        old_map = ks.stored_columns(tbl.properties)
+        if tbl.properties.get(ks.PROP_TABLE_ID) != str(info.id):
+            old_map = {}
+        if column is not None:
+            col = next((c for c in info.columns if c.name == column), None)
+            old_name = old_map.get(str(col.id), column) if col is not None else column
+            rows = tbl.scan(row_filter=In(old_name, values)).to_arrow()
+        else:
+            rows = tbl.scan().to_arrow()
+        return ks.fill_missing(ks.rename_columns(rows, old_map, info), info)
+
+    @staticmethod
     def _needs_backfill(tbl: Table, info: TableInfo) -> bool:
         """True when ``info`` adds (by column id) a column whose origin default is not NULL."""
         if tbl.properties.get(ks.PROP_TABLE_ID) != str(info.id):
@@ -290,8 +305,10 @@ class IcebergSink(Sink):
                 events: list[ch.DDLEvent], body: Any) -> None:
         ddl = "; ".join(e.job.query for e in events) or "(schema as of the run)"
         with tbl.transaction() as tx:
+            with tx.update_schema(allow_incompatible_changes=True) as update:
+                ks.evolve_remove(update, tbl.schema(), tbl.properties, info, kind)
             with tx.update_schema() as update:
-                ks.evolve(update, tbl.schema(), tbl.properties, info, kind, ddl)
+                ks.evolve_add(update, tx.table_metadata.schema(), tbl.properties, info, kind, ddl)
             body(tx, tx.table_metadata.schema())
             props = ks.table_properties(info, version)
             props[ks.PROP_TO_TS] = str(run.to_ts)
@@ -319,8 +336,7 @@ class IcebergSink(Sink):
             has_data = False
         if has_data and self._needs_backfill(tbl, info):
             # columns added with a default: every stored row must read it, so rewrite the mirror
-            old_map = ks.stored_columns(tbl.properties)
-            existing = ks.fill_missing(ks.rename_columns(tbl.scan().to_arrow(), old_map, info), info)
+            existing = self._existing(tbl, info)
             net = net_change(rows, keys) if rows.num_rows else None
             if net is not None:
                 existing = existing.join(net.touched_keys, keys, join_type="left anti")
@@ -336,9 +352,8 @@ class IcebergSink(Sink):
             first = keys[0]
             values = net.touched_keys.column(first).unique().to_pylist()
             keep = None
-            if len(keys) > 1:
-                candidates = tbl.scan(row_filter=In(first, values)).to_arrow()
-                keep = candidates.join(net.touched_keys, keys, join_type="left anti")
+            if len(keys) > 1:  # other keys sharing the first column's values: re-append them
+                keep = self._existing(tbl, info, first, values).join(net.touched_keys, keys, join_type="left anti")
             with warnings.catch_warnings():  # keys first inserted in this run match nothing: expected
                 warnings.filterwarnings("ignore", "Delete operation did not match any records")
                 tx.delete(In(first, values), snapshot_properties=markers)
