@@ -9,6 +9,8 @@ from typing import Any, TextIO
 
 from binlake.drain_config import DrainerOptions
 from ingest.errors import ConfigError
+from ingest.registry import load_registry
+from ingest.registry.base import DRAINER, PAUSED, NodeStatus
 from ingest.tso import TSOClient
 from sink.base import Sink, TableReport
 
@@ -25,6 +27,22 @@ def cluster_id_of(options: DrainerOptions) -> int:
         return client.cluster_id
     finally:
         client.close()
+
+
+def register_drainer(options: DrainerOptions, checkpoint: int) -> None:
+    """Record this batch drainer in the registry as a *paused* drainer at ``checkpoint``.
+
+    Pumps then wait for it before going offline (TiDB's waitSafeToOffline: every drainer that is
+    not offline must pass the pump's last ts), so a pump cannot leave with binlogs the next run
+    has not drained. Paused, because between runs nobody answers ``Cistern/Notify``.
+    """
+    registry = load_registry(options.registry)
+    try:
+        registry.put_node(DRAINER, NodeStatus(node_id=options.node_id, host=f"batch:{options.sink}", state=PAUSED,
+                                              is_alive=False, max_commit_ts=checkpoint,
+                                              update_ts=int(time.time() * 1000)))
+    finally:
+        registry.close()
 
 
 def open_sink(options: DrainerOptions) -> Sink:
@@ -65,6 +83,8 @@ def run_drain_command(options: DrainerOptions, from_ts: int | None = None, to_ts
         if dry_run or plan.empty:
             report["checkpoint_after"] = checkpoint
             return report
+        if checkpoint is None and not options.tables:
+            register_drainer(options, plan.from_ts)  # pumps wait for this drainer from now on
         if not options.upstream_status_url:
             raise ConfigError("the drain needs [upstream] status-url / --upstream-status-url for the DDL history")
         t0 = time.perf_counter()
@@ -85,6 +105,7 @@ def run_drain_command(options: DrainerOptions, from_ts: int | None = None, to_ts
         advance = not options.tables and (checkpoint is None or plan.from_ts <= checkpoint < plan.to_ts)
         if advance:
             sink.save_checkpoint(result.batch)
+            register_drainer(options, plan.to_ts)
         report.update({"batch_id": result.batch.batch_id, "tables": [t.to_json() for t in tables],
                        "nulled_values": result.batch.nulled_values, "counts": result.counts,
                        "checkpoint_after": plan.to_ts if advance else checkpoint})

@@ -51,6 +51,7 @@ class DrainerOptions:
     """Everything ``binlake drain`` / ``binlake verify`` need."""
 
     registry: str = "file://registry.json"
+    node_id: str = "binlake-drain"
     pd_urls: str = ""
     cluster_id: int = 0
     data_dir: str = "data.drainer"
@@ -78,6 +79,7 @@ class DrainerOptions:
 
 DRAINER_KEYS: dict[str, Key] = {
     "registry": Key("registry", _string),
+    "node-id": Key("node_id", _string),
     "pd-urls": Key("pd_urls", _url_list),
     "cluster-id": Key("cluster_id", _int),
     "data-dir": Key("data_dir", _string),

@@ -64,9 +64,11 @@ def make_plan(registry_uri: str, cluster_id: int, from_ts: int, to_ts: int | Non
     """
     registry = load_registry(registry_uri)
     try:
-        nodes = [n for n in registry.list_nodes(PUMP) if n.state != OFFLINE]
+        every = registry.list_nodes(PUMP)
     finally:
         registry.close()
+    nodes = [n for n in every if n.state != OFFLINE]
+    gone = [n for n in every if n.state == OFFLINE and n.max_commit_ts > from_ts]
     if not nodes:
         raise PlanError(f"no pump that is not offline is registered in {registry_uri}")
     targets = []
@@ -93,4 +95,7 @@ def make_plan(registry_uri: str, cluster_id: int, from_ts: int, to_ts: int | Non
                             f"records in between may have been purged")
     if to_ts <= from_ts:
         notes.append("nothing to do: the watermark has not passed the checkpoint")
+    for n in gone:
+        notes.append(f"WARNING: pump {n.node_id} is offline with binlogs up to {n.max_commit_ts}, above from_ts "
+                     f"{from_ts}; they are not read (a pump waits for registered drainers before going offline)")
     return Plan(cluster_id, from_ts, to_ts, tuple(targets), tuple(notes))

@@ -26,6 +26,7 @@ from schemas import binlog_pb2
 from sink.iceberg.catalog import open_catalog
 from sink.iceberg.writer import IcebergSink
 from sink.verify import verify_mirrors
+from tests.waiting import wait_for
 from tests.drain.conftest import Env
 from transform import changes as ch
 from transform.drain import _assemble
@@ -169,30 +170,39 @@ def test_harness_baseline_two_runs_verify(up: Local) -> None:
 # ---------------------------------------------------------------------------------------------
 # end to end: the plan leaves out offline pumps, and nothing makes a pump wait for the batch drainer
 
-@pytest.mark.xfail(strict=True, reason="offline-pump does not wait for the batch drainer (it never registers as a "
-                                       "drainer), and the plan skips offline pumps: their undrained binlogs are lost")
-def test_offline_pump_binlogs_not_yet_drained_are_lost(env: Env) -> None:
+def test_a_pump_taken_offline_waits_until_the_batch_drainer_has_its_binlogs(env: Env) -> None:
     import io
 
     from binlake.drain import run_drain_command
+    from ingest.registry import load_registry
+    from ingest.registry.base import DRAINER
     from ingest.scan_client import ScanClient
     from schemas import binlog_pb2 as pb
 
     env.sql("create table off (id int primary key)")
+    first = env.drain()                       # registers the batch drainer (paused) at its checkpoint
+    registry = load_registry(env.options.registry)
+    node = registry.get_node(DRAINER, env.options.node_id)
+    registry.close()
+    assert node is not None and node.state == "paused" and node.max_commit_ts == first["to_ts"]
     for i in range(16):
         env.sql(f"insert into off values ({i})", server=i % 2)
     env.settle()
     p1 = env.pumps[0]
     with ScanClient(p1.addr, env.cluster.cluster_id) as c:
-        held = sum(sum(1 for tp in b.tp if tp == pb.Prewrite) for b in c.scan_batches(0, 0))
+        held = sum(sum(1 for tp in b.tp if tp == pb.Prewrite) for b in c.scan_batches(first["to_ts"], 0))
     assert held > 0, "precondition: pump-1 holds some of the transactions"
     ctl = subprocess.run([sys.executable, "-m", "binlake.cli", "ctl", "offline-pump", "--node-id", p1.node_id,
                           "--registry", env.options.registry], capture_output=True, text=True, timeout=60)
     assert ctl.returncode == 0, ctl.stderr
-    assert p1.wait_exit(60) == 0          # the pump went offline at once: no drainer was waited for
+    assert p1.proc.poll() is None             # closing: it waits for the drainer, still serving scans
+    with ScanClient(p1.addr, env.cluster.cluster_id) as c1, ScanClient(env.pumps[1].addr, env.cluster.cluster_id) as c2:
+        last = wait_for(lambda: c1.watermark().max_commit_ts, what="pump-1's final watermark")
+        wait_for(lambda: c2.watermark().max_commit_ts >= last, timeout=30, what="pump-2 passing pump-1's last ts")
     out = io.StringIO()
     report = run_drain_command(env.options, out=out)
-    env.verify(report["to_ts"])           # the rows pump-1 held are missing from the mirror
+    env.verify(report["to_ts"])
+    assert p1.wait_exit(60) == 0              # the drainer passed its last ts: now it goes offline
 
 
 # ---------------------------------------------------------------------------------------------
