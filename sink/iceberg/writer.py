@@ -10,7 +10,8 @@ Per run and per upstream table name (TRUNCATE and DROP + CREATE give one name se
    row change of the range in commit order.
 4. Mirror, one transaction: schema evolution, delete of every row when the range truncated the
    table, delete of every key the range touched, append of the surviving after-images.
-   DROP TABLE drops the mirror (the changelog keeps the history).
+   DROP TABLE drops the mirror and keeps the changelog as ``<table>__changelog_dropped_<commit_ts>``
+   (the name is free for a table created or renamed into it later, even in the same run).
 
 Each table records ``binlake.to-ts`` in its properties in the same transaction, and every snapshot
 carries the run markers. A table already at the run's ``to_ts`` is skipped, so re-running a range
@@ -47,6 +48,7 @@ _ENDING = (DROP_SCHEMA, DROP_TABLE, DROP_VIEW, TRUNCATE_TABLE)
 
 FAILPOINT_ENV = "BINLAKE_FAILPOINT"
 TAG_PREFIX = "tidb-ts-"
+DROPPED_INFIX = "_dropped_"
 
 
 def _failpoint(commits: int) -> None:
@@ -190,6 +192,16 @@ class IcebergSink(Sink):
         return [self._write_group(run, g) for _, g in sorted(groups.items())]
 
     def _write_group(self, run: ch.RunBatch, g: _Group) -> TableReport:
+        dropped = [p for p in g.parts if p.final is None and _drop_ts(p) is not None]
+        if dropped and len(dropped) < len(g.parts):
+            # the name was dropped and taken again (CREATE, or RENAME … TO it) in this range:
+            # finish the dropped table first, then the new one starts from a free name
+            first = self._write_group(run, _Group(g.db, g.name, dropped))
+            second = self._write_group(run, _Group(g.db, g.name, [p for p in g.parts if p not in dropped]))
+            for op, n in first.rows.items():
+                second.rows[op] = second.rows.get(op, 0) + n
+            second.ddl = first.ddl + second.ddl
+            return second
         report = TableReport(f"{g.db}.{g.name}")
         mirror_id, log_id = (g.db, g.name), (g.db, g.name + CHANGELOG_SUFFIX)
         events = g.events
@@ -198,16 +210,17 @@ class IcebergSink(Sink):
             if e.job.type == RENAME_TABLE and e.before and e.before != (g.db, g.name):
                 self._rename(e.before, (g.db, g.name))
         live = g.live
+        drop_ts = max((t for t in map(_drop_ts, g.parts) if t is not None), default=None) if live is None else None
+        aside = (g.db, f"{g.name}{CHANGELOG_SUFFIX}{DROPPED_INFIX}{drop_ts}") if drop_ts is not None else None
         last_info = live.final if live else _latest_info(g)
-        if last_info is None:  # dropped in the range with no row changes: only the mirror goes
-            mirror = self._load(mirror_id)
-            if mirror is not None and not self._progress(mirror, run)[0]:
-                self.catalog.drop_table(mirror_id)
+        if last_info is None:  # dropped in the range with no row changes: only catalog operations
+            self._finish_drop(run, mirror_id, log_id, aside)
             return report
         version = max((s.schema_version for p in g.parts for s in p.segments), default=0)
         version = max([version] + [e.job.binlog.schema_version for e in events])
         all_rows = self._changelog_rows(g, last_info)
-        log = self._load(log_id) or self._create(log_id, last_info, version, changelog=True)
+        log = ((self._load(aside) if aside else None) or self._load(log_id)
+               or self._create(log_id, last_info, version, changelog=True))
         skip_log, since = self._progress(log, run)
         rows = _after(all_rows, since)
         for op in ("I", "U", "D"):
@@ -216,12 +229,11 @@ class IcebergSink(Sink):
             self._commit(log, run, last_info, version, ks.CHANGELOG, events,
                          lambda tx, schema: rows.num_rows and tx.append(ks.conform(rows, schema),
                                                                        snapshot_properties=run.markers()))
-        mirror = self._load(mirror_id)
         if live is None:
-            if mirror is not None and not self._progress(mirror, run)[0]:
-                self.catalog.drop_table(mirror_id)
+            self._finish_drop(run, mirror_id, log_id, aside)
             report.skipped = skip_log
             return report
+        mirror = self._load(mirror_id)
         mirror = mirror or self._create(mirror_id, last_info, version, changelog=False)
         skip_mirror, since = self._progress(mirror, run)
         if not skip_mirror:
@@ -234,12 +246,28 @@ class IcebergSink(Sink):
         report.skipped = skip_log if skip_log and skip_mirror else ""
         return report
 
+    def _finish_drop(self, run: ch.RunBatch, mirror_id: tuple[str, str], log_id: tuple[str, str],
+                     aside: tuple[str, str] | None) -> None:
+        """DROP TABLE: the mirror goes; the changelog is kept as ``<table>__changelog_dropped_<ts>``
+        so the name is free for a table created later (each step idempotent)."""
+        mirror = self._load(mirror_id)
+        if mirror is not None and not self._progress(mirror, run)[0]:
+            self.catalog.drop_table(mirror_id)
+        if aside is not None and self._load(log_id) is not None and self._load(aside) is None:
+            self.catalog.rename_table(log_id, aside)
+
     def _rename(self, old: tuple[str, str], new: tuple[str, str]) -> None:
         for suffix in ("", CHANGELOG_SUFFIX):
             src, dst = (old[0], old[1] + suffix), (new[0], new[1] + suffix)
-            if self._load(src) is not None and self._load(dst) is None:
-                self.catalog.create_namespace_if_not_exists(dst[0])
-                self.catalog.rename_table(src, dst)
+            if self._load(src) is None:
+                continue  # done by an earlier (crashed) attempt, or never written
+            if self._load(dst) is not None:
+                raise SinkError(f"RENAME TABLE {'.'.join(old)} TO {'.'.join(new)}: the Iceberg table "
+                                f"{'.'.join(dst)} still holds another table (names swapped within one run?); "
+                                f"drain up to the commit before this rename first (--to-ts), or rename "
+                                f"{'.'.join(dst)} out of the way")
+            self.catalog.create_namespace_if_not_exists(dst[0])
+            self.catalog.rename_table(src, dst)
 
     @staticmethod
     def _existing(tbl: Table, info: TableInfo, column: str | None = None, values: list | None = None) -> pa.Table:
@@ -362,6 +390,11 @@ class IcebergSink(Sink):
         mirror_rows = ks.conform(upserts, schema)
         if mirror_rows.num_rows:
             tx.append(mirror_rows, snapshot_properties=markers)
+
+
+def _drop_ts(tc: ch.TableChanges) -> int | None:
+    """Commit ts of the DROP TABLE / DROP DATABASE that ended this table id in the range, if any."""
+    return max((e.commit_ts for e in tc.events if e.job.type in (DROP_TABLE, DROP_VIEW, DROP_SCHEMA)), default=None)
 
 
 def _after(rows: pa.Table, ts: int) -> pa.Table:

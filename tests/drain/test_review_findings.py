@@ -235,9 +235,7 @@ def test_truncate_between_dml_in_one_run_loses_the_rows_after_it(up: Local) -> N
 # RENAME TABLE onto a name another table of the run held (IcebergSink._rename is a no-op when the
 # destination exists; the group then resets the destination and never moves the source's rows)
 
-@pytest.mark.xfail(strict=True, reason="IcebergSink: DROP t1 + RENAME t2 TO t1 in one run: _rename(t2, t1) is skipped "
-                                       "because mirror t1 still exists, then t1 is emptied: t2's earlier rows are lost")
-def test_drop_then_rename_into_the_dropped_name_loses_rows(up: Local) -> None:
+def test_drop_then_rename_into_the_dropped_name_keeps_every_row(up: Local) -> None:
     up.sql("create table t1 (id int primary key, v int)")
     up.sql("create table t2 (id int primary key, v int)")
     up.sql("insert into t1 values (1, 1); insert into t2 values (2, 2), (3, 3)")
@@ -248,21 +246,28 @@ def test_drop_then_rename_into_the_dropped_name_loses_rows(up: Local) -> None:
     r = up.drain()
     assert sorted(row["id"] for row in up.mirror("test.t1")) == [2, 3, 4]
     up.verify(r.to_ts)
+    names = {t[1] for t in up.catalog.list_tables("test")}
+    assert "t2" not in names and any(n.startswith("t1__changelog_dropped_") for n in names)
 
 
-@pytest.mark.xfail(strict=True, reason="IcebergSink: swapping two table names with renames in one run: both _rename "
-                                       "calls are skipped (destination exists), both mirrors are reset and lose their rows")
-def test_swapping_table_names_in_one_run_loses_rows(up: Local) -> None:
+def test_swapping_table_names_in_one_run_is_refused_and_split_runs_finish_it(up: Local) -> None:
+    from sink.errors import SinkError
+
     up.sql("create table a (id int primary key, v int)")
     up.sql("create table b (id int primary key, v int)")
     up.sql("insert into a values (1, 1); insert into b values (2, 2)")
     up.drain()
-    up.sql("rename table a to tmp")
+    first = up.sql("rename table a to tmp")[0].commit_ts
     up.sql("rename table b to a")
     up.sql("rename table tmp to b")
     up.sql("insert into a values (20, 20); insert into b values (10, 10)")
-    r = up.drain()
+    end = up.cluster.ts()
+    with pytest.raises(SinkError, match="still holds another table"):   # loud, and no checkpoint
+        up.drain(to_ts=end)
+    up.drain(to_ts=first)                  # as the message says: up to the first rename, then on
+    r = up.drain(to_ts=end)
     up.verify(r.to_ts)
+    assert sorted(row["id"] for row in up.mirror("test.a")) == [2, 20]
 
 
 # ---------------------------------------------------------------------------------------------
