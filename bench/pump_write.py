@@ -3,8 +3,8 @@
 Both servers get the same load in the same run: ``--clients`` WriteBinlog calls in flight (grpc.aio,
 from ``--client-procs`` load processes), transactions of one prewrite (``--payload`` bytes of
 prewrite_value) and, after its ack, one commit whose commit_ts is allocated after that ack. The
-no-op server is a separate process built like ``ingest/pump/server.py build_server`` (sync gRPC
-server, same thread pool and options) whose WriteBinlog returns at once. Afterwards every
+no-op server is a separate process built like ``ingest/pump/server.py start_server`` (grpc.aio on
+uvloop, same options) whose WriteBinlog returns at once. Afterwards every
 acknowledged record is checked to be stored exactly once, through the pump's range scan and in the
 value log itself.
 
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--client-procs", type=int, default=1,
                     help="load processes sharing --clients (default 1: one grpc.aio event loop)")
     ap.add_argument("--workers", type=int, default=64,
-                    help="thread pool of the no-op server (default 64, as build_server)")
+                    help="unused (the no-op server is grpc.aio, like the pump's)")
     ap.add_argument("--sync-log", default="true", choices=["true", "false"],
                     help="the pump's [storage] sync-log (default true)")
     ap.add_argument("--skip-noop", action="store_true", help="measure the pump only (no ratio)")

@@ -9,6 +9,8 @@ import grpc
 from schemas import binlake_pb2, binlake_pb2_grpc
 
 MAX_MESSAGE = (1 << 31) - 1
+# Larger HTTP/2 frames and stream window for MiB-sized batches (as the pump's server sets).
+HTTP2_OPTIONS = [("grpc.http2.max_frame_size", 1 << 20), ("grpc.http2.lookahead_bytes", 64 << 20)]
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,7 @@ class ScanClient:
 
     def __init__(self, addr: str, cluster_id: int, timeout: float = 30.0,
                  credentials: grpc.ChannelCredentials | None = None) -> None:
-        opts = [("grpc.max_receive_message_length", MAX_MESSAGE)]
+        opts = [("grpc.max_receive_message_length", MAX_MESSAGE), *HTTP2_OPTIONS]
         self.addr = addr
         self.cluster_id = cluster_id
         self.timeout = timeout

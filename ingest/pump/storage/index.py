@@ -77,7 +77,10 @@ class Index:
 
     def __init__(self, path: Path) -> None:
         path.mkdir(parents=True, exist_ok=True)
-        self.db = plyvel.DB(str(path), create_if_missing=True)
+        # Uncompressed blocks: snappy only halves the index, and decompressing blocks took half the
+        # time of iterating it in range scans (0.5 → 0.23 µs per entry). Blocks already written
+        # compressed stay readable.
+        self.db = plyvel.DB(str(path), create_if_missing=True, compression=None)
 
     @property
     def closed(self) -> bool:

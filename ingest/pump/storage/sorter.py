@@ -22,9 +22,11 @@ RESOLVE_AFTER = 1.0  # seconds a prewrite waits at the head before the resolver 
 class Sorter:
     """Consumes index entries in arrival order and emits commit timestamps as they become safe.
 
-    ``emit(entry)`` is called from the sorter thread with the highest commit-like entry passed in
-    each round (a round passes every entry up to the first unresolved prewrite). ``resolve(entry) -> bool`` is called (at most once a second) for
-    a prewrite that has waited more than ``RESOLVE_AFTER`` seconds at the head; True drops it.
+    ``push`` runs a round in the caller's thread (the indexer): it passes every entry up to the
+    first unresolved prewrite and calls ``emit(entry)`` with the highest commit-like entry passed.
+    A thread of its own only watches a blocked head: ``resolve(entry) -> bool`` is called for a
+    prewrite that has waited more than ``RESOLVE_AFTER`` seconds at the head (then at most once a
+    second while it stays there); True drops it.
     """
 
     def __init__(self, emit: Callable[[Entry], None], resolve: Callable[[Entry], bool],
@@ -34,21 +36,48 @@ class Sorter:
         self._items: deque[Entry] = deque()
         self._waiting: dict[int, int] = {}  # start_ts → prewrites still unresolved
         self._cond = threading.Condition()
+        self._round = threading.Lock()  # one round (pass + emit) at a time, so emits stay ordered
+        self._blocked: Entry | None = None
         self._closed = False
         self.last_emitted = last_emitted
         self._thread = threading.Thread(target=self._run, name="pump-sorter", daemon=True)
         self._thread.start()
 
     def push(self, entries: list[Entry]) -> None:
-        """Append entries in arrival order."""
+        """Append entries in arrival order and pass what has become safe."""
+        with self._round:
+            with self._cond:
+                waiting, items = self._waiting, self._items
+                for e in entries:
+                    if e.tp == PREWRITE:
+                        waiting[e.start_ts] = waiting.get(e.start_ts, 0) + 1
+                    else:
+                        waiting.pop(e.start_ts, None)
+                    items.append(e)
+            self._pass()
+
+    def _pass(self) -> None:
+        """One round (the caller holds ``_round``): pass everything up to the first unresolved
+        prewrite, emit the highest commit passed, and tell the watcher about a new blocked head."""
+        best: Entry | None = None
+        blocked: Entry | None = None
         with self._cond:
-            for e in entries:
-                if e.tp == PREWRITE:
-                    self._waiting[e.start_ts] = self._waiting.get(e.start_ts, 0) + 1
-                else:
-                    self._waiting.pop(e.start_ts, None)
-                self._items.append(e)
-            self._cond.notify()
+            items, waiting, last = self._items, self._waiting, self.last_emitted
+            while items:
+                head = items[0]
+                if head.tp == PREWRITE and head.start_ts in waiting:
+                    blocked = head
+                    break
+                items.popleft()
+                if head.commit_ts > last and head.is_commit_like:
+                    last, best = head.commit_ts, head
+            self.last_emitted = last
+            if blocked is not self._blocked:
+                self._blocked = blocked
+                if blocked is not None:
+                    self._cond.notify()
+        if best is not None:
+            self._emit(best)
 
     def oldest_unresolved(self) -> int:
         """Start ts of the oldest unresolved prewrite, 0 when all are matched."""
@@ -66,46 +95,35 @@ class Sorter:
             return len(self._items)
 
     def _run(self) -> None:
-        head_since = 0.0
-        head_seen: Entry | None = None
+        """Watch the blocked head; ask the resolver about it once it has waited long enough."""
+        seen: Entry | None = None
+        next_try = 0.0
         while True:
-            best: Entry | None = None
-            blocked: Entry | None = None
             with self._cond:
-                if not self._items and not self._closed:
-                    self._cond.wait(1.0)
                 if self._closed:
                     return
-                items, waiting, last = self._items, self._waiting, self.last_emitted
-                while items:  # pass everything up to the first unresolved prewrite in one go
-                    head = items[0]
-                    if head.tp == PREWRITE and head.start_ts in waiting:
-                        blocked = head
-                        break
-                    items.popleft()
-                    if head.commit_ts > last and head.is_commit_like:
-                        last, best = head.commit_ts, head
-                self.last_emitted = last
-            if best is not None:
-                self._emit(best)
-            if blocked is None:
-                continue
-            if head_seen is not blocked:
-                head_seen, head_since = blocked, time.monotonic()
-            if time.monotonic() - head_since > RESOLVE_AFTER and self._try_resolve(blocked):
-                self._drop_head(blocked)
-                head_seen = None
-                continue
-            with self._cond:
-                if self._items and self._items[0] is blocked and blocked.start_ts in self._waiting \
-                        and not self._closed:
-                    self._cond.wait(1.0)
+                head = self._blocked
+                if head is not seen:
+                    seen = head
+                    next_try = time.monotonic() + RESOLVE_AFTER
+                wait = 1.0 if head is None else min(1.0, next_try - time.monotonic())
+                if wait > 0:
+                    self._cond.wait(wait)
+                    continue
+            assert head is not None
+            next_try = time.monotonic() + 1.0
+            if self._try_resolve(head):
+                with self._round:
+                    self._drop_head(head)
+                    self._pass()
 
     def _drop_head(self, head: Entry) -> None:
-        """Remove a prewrite the resolver decided, and one unresolved count of its start_ts."""
+        """Remove a prewrite the resolver decided (if still at the head), and one unresolved count
+        of its start_ts."""
         with self._cond:
-            if self._items and self._items[0] is head:
-                self._items.popleft()
+            if not self._items or self._items[0] is not head:
+                return  # its commit or rollback arrived meanwhile
+            self._items.popleft()
             count = self._waiting.get(head.start_ts, 0)
             if count <= 1:
                 self._waiting.pop(head.start_ts, None)
@@ -120,7 +138,7 @@ class Sorter:
             return False
 
     def close(self) -> None:
-        """Stop the sorter thread."""
+        """Stop the watcher thread."""
         with self._cond:
             self._closed = True
             self._cond.notify_all()

@@ -18,9 +18,12 @@ import os
 import queue
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
+
+import numpy as np
 
 from ingest import binlog as bl
 from ingest.errors import DiskFull, MalformedBinlog, StorageClosed, StorageLocked
@@ -38,6 +41,7 @@ DEFAULT_SCAN_BATCH = 4 << 20  # TiDB keeps 600 s below the gc ts for late commit
 GROUP_CAP = 1 << 20
 GROUP_SMALL = 128 << 10
 INDEX_BATCH = 1024
+INDEX_PAUSE = 0.004
 DISK_CHECK_INTERVAL = 3.0
 
 
@@ -52,32 +56,45 @@ class StorageOptions:
     stop_write_at_available_space: int = 10 << 30
 
 
+_STOP = object()
+
+
 class _WriteRequest:
-    """One queued write; completed through a threading.Event (``write``) or an asyncio future."""
+    """One queued write; completed through a lock (``write``) or an asyncio future (``write_async``)."""
 
-    __slots__ = ("payload", "entry", "done", "future", "loop", "error")
+    __slots__ = ("payload", "tp", "start_ts", "commit_ts", "pointer", "done", "future", "loop", "error")
 
-    def __init__(self, payload: bytes, entry: Entry,
+    def __init__(self, payload: bytes, tp: int, start_ts: int, commit_ts: int,
                  future: "asyncio.Future[Pointer] | None" = None,
                  loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.payload = payload
-        self.entry = entry
-        self.done = threading.Event() if future is None else None
+        self.tp = tp
+        self.start_ts = start_ts
+        self.commit_ts = commit_ts
+        self.pointer = ZERO
         self.future = future
         self.loop = loop
         self.error: BaseException | None = None
+        if future is None:  # a held lock the writer releases: cheaper than a threading.Event
+            self.done: "threading.Lock | None" = threading.Lock()
+            self.done.acquire()
+        else:
+            self.done = None
 
 
 def _complete(batch: list[_WriteRequest], error: BaseException | None = None) -> None:
-    """Release the writers of a batch: events directly, futures with one callback per event loop."""
+    """Release the writers of a batch: locks directly, futures with one callback per event loop."""
     by_loop: dict[asyncio.AbstractEventLoop, list[_WriteRequest]] = {}
     for r in batch:
         r.error = error
         if r.done is not None:
-            r.done.set()
+            r.done.release()
         else:
-            assert r.loop is not None
-            by_loop.setdefault(r.loop, []).append(r)
+            requests = by_loop.get(r.loop)  # type: ignore[arg-type]
+            if requests is None:
+                by_loop[r.loop] = [r]  # type: ignore[index]
+            else:
+                requests.append(r)
     for loop, requests in by_loop.items():
         try:
             loop.call_soon_threadsafe(_resolve_futures, requests)
@@ -87,16 +104,56 @@ def _complete(batch: list[_WriteRequest], error: BaseException | None = None) ->
 
 def _resolve_futures(requests: list[_WriteRequest]) -> None:
     for r in requests:
-        assert r.future is not None
-        if r.future.done():
+        future = r.future
+        assert future is not None
+        if future.done():
             continue
         if r.error is not None:
-            r.future.set_exception(r.error)
+            future.set_exception(r.error)
         else:
-            r.future.set_result(r.entry.pointer)
+            future.set_result(r.pointer)
 
 
-_STOP = object()
+class _IndexQueue:
+    """Batches of written entries on their way to the indexer, bounded by the number of entries."""
+
+    def __init__(self, max_entries: int) -> None:
+        self.max_entries = max_entries
+        self._items: deque[object] = deque()
+        self._count = 0
+        self._lock = threading.Lock()
+        self._ready = threading.Condition(self._lock)
+
+    def put_nowait(self, entries: list[Entry]) -> bool:
+        """Queue a batch; False (nothing queued) when it would exceed the bound."""
+        with self._lock:
+            if self._count + len(entries) > self.max_entries:
+                return False
+            self._items.append(entries)
+            self._count += len(entries)
+            if len(self._items) == 1:
+                self._ready.notify()
+            return True
+
+    def put_stop(self) -> None:
+        """Queue the stop marker (never refused)."""
+        with self._lock:
+            self._items.append(_STOP)
+            self._ready.notify()
+
+    def take(self, timeout: float) -> list[object]:
+        """Everything queued (batches, maybe the stop marker last), waiting up to ``timeout`` for one."""
+        with self._lock:
+            if not self._items:
+                self._ready.wait(timeout)
+            items = list(self._items)
+            self._items.clear()
+            self._count = 0
+            return items
+
+    def qsize(self) -> int:
+        """Entries queued."""
+        return self._count
 
 
 class Storage:
@@ -137,8 +194,10 @@ class Storage:
         self._committed_end = self.vlog.end()
         self.disk_available = self._check_disk()
         self._write_q: "queue.SimpleQueue[object]" = queue.SimpleQueue()
-        self._index_q: "queue.Queue[object]" = queue.Queue(maxsize=self.options.index_queue_size)
+        self._index_q = _IndexQueue(self.options.index_queue_size)
         self.sorter = Sorter(self._on_emit, self._resolver, last_emitted=self._max_commit_ts)
+        self._batch_duration = self.metrics.write_duration.labels("batch")
+        self._batch_size = self.metrics.write_size.labels("batch")
         self._threads = [threading.Thread(target=self._write_loop, name="pump-vlog-writer", daemon=True),
                          threading.Thread(target=self._index_loop, name="pump-indexer", daemon=True),
                          threading.Thread(target=self._disk_loop, name="pump-disk", daemon=True)]
@@ -154,13 +213,12 @@ class Storage:
                  loop: asyncio.AbstractEventLoop | None = None) -> _WriteRequest:
         if self._closed:
             raise StorageClosed("storage is closed")
-        fake = bl.is_fake(tp, start_ts, commit_ts)
-        if not fake and self.disk_available <= self.options.stop_write_at_available_space:
+        if self.disk_available <= self.options.stop_write_at_available_space \
+                and not bl.is_fake(tp, start_ts, commit_ts):
             raise DiskFull(f"no available space: {self.disk_available} bytes free in {self.dir}, "
                            f"below stop-write-at-available-space "
                            f"{self.options.stop_write_at_available_space}")
-        entry = Entry(bl.key_ts(tp, start_ts, commit_ts), tp, start_ts, commit_ts, ZERO)
-        req = _WriteRequest(payload, entry, future, loop)
+        req = _WriteRequest(payload, tp, start_ts, commit_ts, future, loop)
         self._write_q.put(req)
         return req
 
@@ -172,10 +230,10 @@ class Storage:
         """
         req = self._request(payload, tp, start_ts, commit_ts)
         assert req.done is not None
-        req.done.wait()
+        req.done.acquire()
         if req.error is not None:
             raise req.error
-        return req.entry.pointer
+        return req.pointer
 
     async def write_async(self, payload: bytes, tp: int, start_ts: int, commit_ts: int) -> Pointer:
         """``write`` for coroutines: the event loop is not blocked while the group commit runs."""
@@ -214,7 +272,7 @@ class Storage:
     def _write_batch(self, batch: list[_WriteRequest], size: int) -> None:
         started = time.monotonic()
         try:
-            max_ts = max(max(r.entry.start_ts, r.entry.commit_ts) for r in batch)
+            max_ts = max([r.commit_ts if r.commit_ts > r.start_ts else r.start_ts for r in batch])
             pointers = self.vlog.append_batch([r.payload for r in batch], max_ts)
         except OSError as exc:
             self.metrics.error_count.labels("write_binlog_batch").inc()
@@ -222,17 +280,15 @@ class Storage:
             _complete(batch, exc)
             return
         elapsed = time.monotonic() - started
-        self.metrics.write_duration.labels("batch").observe(elapsed)
-        self.metrics.write_size.labels("batch").observe(size)
+        for r, p in zip(batch, pointers):
+            r.pointer = p
+        _complete(batch)
+        self._batch_duration.observe(elapsed)
+        self._batch_size.observe(size)
         if elapsed > self.options.slow_write_threshold:
             log.warning("slow value log write: %d records, %d bytes in %.3fs", len(batch), size, elapsed)
-        entries = []
-        for r, p in zip(batch, pointers):
-            e = r.entry
-            r.entry = Entry(e.key_ts, e.tp, e.start_ts, e.commit_ts, p)
-            entries.append(r.entry)
-        _complete(batch)
-        self._forward(entries)
+        self._forward([Entry(r.start_ts if r.tp == PREWRITE else r.commit_ts, r.tp, r.start_ts, r.commit_ts,
+                             r.pointer) for r in batch])
 
     def _forward(self, entries: list[Entry]) -> None:
         """Hand written entries to the indexer, or switch to chasing them from disk when it lags."""
@@ -240,47 +296,40 @@ class Storage:
             self._committed_end = self.vlog.end()
             if self._chasing:
                 return
-            for e in entries:
-                try:
-                    self._index_q.put_nowait(e)
-                except queue.Full:
-                    self._chasing = True
-                    self._chase_from = e.pointer
-                    self.metrics.slow_chaser.labels("on").inc()
-                    log.warning("indexing lags %d entries behind; chasing from the value log at %s",
-                                self._index_q.qsize(), e.pointer)
-                    return
+            if not self._index_q.put_nowait(entries):
+                self._chasing = True
+                self._chase_from = entries[0].pointer
+                self.metrics.slow_chaser.labels("on").inc()
+                log.warning("indexing lags %d entries behind; chasing from the value log at %s",
+                            self._index_q.qsize(), entries[0].pointer)
 
     # ---- indexing ---------------------------------------------------------------------------
 
     def _index_loop(self) -> None:
         while True:
-            try:
-                first = self._index_q.get(timeout=0.05)
-            except queue.Empty:
-                first = None
-            if first is _STOP:
+            started = time.monotonic()
+            items = self._index_q.take(timeout=0.05)
+            stop = bool(items) and items[-1] is _STOP
+            if stop:
+                items.pop()
+            entries: list[Entry] = []
+            for batch in items:
+                entries.extend(batch)  # type: ignore[call-overload]
+                if len(entries) >= INDEX_BATCH:
+                    self._index(entries)
+                    entries = []
+            self._index(entries)
+            if stop:
                 self._chase()  # whatever the writer left for the chaser
                 return
-            if first is not None:
-                batch: list[Entry] = [first]  # type: ignore[list-item]
-                stop = False
-                while len(batch) < INDEX_BATCH:
-                    try:
-                        nxt = self._index_q.get_nowait()
-                    except queue.Empty:
-                        break
-                    if nxt is _STOP:
-                        stop = True
-                        break
-                    batch.append(nxt)  # type: ignore[arg-type]
-                self._index(batch)
-                if stop:
-                    self._chase()
-                    return
-                continue
             if self._chasing:
                 self._chase()
+            elif items:
+                # Index at most once per INDEX_PAUSE: one LevelDB write, one sorter round and one
+                # watermark persist then cover several group commits (the watermark lags by ms).
+                pause = INDEX_PAUSE - (time.monotonic() - started)
+                if pause > 0:
+                    time.sleep(pause)
 
     def _index(self, entries: list[Entry]) -> None:
         if not entries:
@@ -395,8 +444,8 @@ class Storage:
         yield from _records(self.scan_batches(from_ts, to_ts, DEFAULT_SCAN_BATCH))
 
     def scan_batches(self, from_ts: int, to_ts: int, limit: int) -> Iterator[ScanColumns]:
-        """``scan`` as columns (key_ts, tp, start_ts, commit_ts, lengths, joined payloads), each
-        batch holding at most ``limit`` payload bytes (at least one record)."""
+        """``scan`` as column batches (``ScanColumns``: key_ts, tp, start_ts, commit_ts, lengths,
+        payloads), each holding at most ``limit`` payload bytes (at least one record)."""
         wm = self._max_commit_ts
         to = wm if to_ts <= 0 else min(to_ts, wm)
         return scan_columns(self.index.raw_values(max(from_ts, 0), to), self.vlog, limit, self._skip_corrupt)
@@ -503,7 +552,7 @@ class Storage:
         writer, indexer, disk = self._threads
         self._write_q.put(_STOP)
         writer.join()
-        self._index_q.put(_STOP)
+        self._index_q.put_stop()
         indexer.join()
         deadline = time.monotonic() + 2.0  # let the sorter pass what it can; the rest is re-fed on restart
         while self.sorter.pending() and self.sorter.all_matched() and time.monotonic() < deadline:
@@ -521,11 +570,12 @@ class Storage:
 
 def _records(batches: Iterable[ScanColumns]) -> Iterator[tuple[Entry, bytes]]:
     """Split column batches back into (entry without pointer, payload) pairs."""
-    for key_ts, tps, starts, commits, lengths, data in batches:
-        offset = 0
-        for k, tp, start, commit, n in zip(key_ts, tps, starts, commits, lengths):
-            yield Entry(k, tp, start, commit, ZERO), data[offset:offset + n]
-            offset += n
+    for b in batches:
+        data = b.payloads
+        ends = np.cumsum(b.lengths).tolist()
+        for k, tp, start, commit, end, n in zip(b.key_ts.tolist(), b.tp.tolist(), b.start_ts.tolist(),
+                                                b.commit_ts.tolist(), ends, b.lengths.tolist()):
+            yield Entry(k, tp, start, commit, ZERO), data[end - n:end]
 
 
 def _lock_dir(directory: Path) -> int:
