@@ -22,7 +22,7 @@ import math
 import re
 import struct
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any, Callable, Mapping, Sequence
 
 from pyiceberg.catalog import Catalog

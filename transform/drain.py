@@ -32,8 +32,9 @@ from transform.errors import DrainError
 from transform.filters import TableFilter
 from transform.history import DROP_SCHEMA, DROP_TABLE, DROP_VIEW, TRUNCATE_TABLE, SchemaHistory
 from transform.plan import Plan
-from transform.pull import RAW_DDL, TASK_DDL, lookup_prewrites, pull_tasks, split_range
-from transform.rowchanges import OUT_DDL, DecodeContext, decode_transactions, read_ipc
+from transform.spark import spark_ddl
+from transform.pull import RAW_SCHEMA, TASK_DDL, lookup_prewrites, pull_tasks, split_range
+from transform.rowchanges import OUT_SCHEMA, DecodeContext, decode_transactions, read_ipc
 
 
 @dataclass
@@ -80,7 +81,7 @@ def _pull(spark: SparkSession, plan: Plan, splits: int) -> DataFrame:
     tasks = [{"addr": p.addr, "cluster_id": plan.cluster_id, "from_ts": a, "to_ts": b}
              for p in plan.pumps for a, b in split_range(plan.from_ts, plan.to_ts, splits)]
     df = spark.createDataFrame([tuple(t.values()) for t in tasks], TASK_DDL)
-    return df.repartition(len(tasks)).mapInArrow(pull_tasks, RAW_DDL)
+    return df.repartition(len(tasks)).mapInArrow(pull_tasks, spark_ddl(RAW_SCHEMA))
 
 
 def run_drain(spark: SparkSession, plan: Plan, history: SchemaHistory, table_filter: TableFilter | None = None,
@@ -116,7 +117,7 @@ def run_drain(spark: SparkSession, plan: Plan, history: SchemaHistory, table_fil
     def decode(batches):  # type: ignore[no-untyped-def]
         return decode_transactions(ctx.value, batches)
 
-    decoded = progress.run("decode", lambda: txns.mapInArrow(decode, OUT_DDL).toArrow(),
+    decoded = progress.run("decode", lambda: txns.mapInArrow(decode, spark_ddl(OUT_SCHEMA)).toArrow(),
                            lambda t: f"{sum(t.column('rows').to_pylist())} row changes")
     progress.run("collect", lambda: _assemble(batch, decoded, history, table_filter))  # type: ignore[arg-type]
     result.counts = {"records": raw.count(), "lookups": len(lost),

@@ -21,7 +21,6 @@ RAW_SCHEMA = pa.schema([
     pa.field("commit_ts", pa.int64(), nullable=False),
     pa.field("payload", pa.binary()),
 ])
-RAW_DDL = "tp int not null, start_ts long not null, commit_ts long not null, payload binary"
 TASK_DDL = "addr string, cluster_id long, from_ts long, to_ts long"
 
 

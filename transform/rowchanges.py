@@ -36,8 +36,6 @@ OUT_SCHEMA = pa.schema([
     pa.field("nulled", pa.int64(), nullable=False),
     pa.field("data", pa.binary()),                         # rows: Arrow IPC stream of the segment
 ])
-OUT_DDL = ("kind string not null, table_id long not null, schema_version long not null, commit_ts long not null, "
-           "job_id long not null, rows long not null, nulled long not null, data binary")
 _FLUSH_ROWS = 131072
 _OLD_ORDER = {DELETE: 0, UPDATE: 1, INSERT: 2}
 

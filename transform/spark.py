@@ -5,7 +5,15 @@ import os
 import sys
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import SparkSession
+
+_SPARK_TYPES = {pa.int32(): "int", pa.int64(): "long", pa.string(): "string", pa.binary(): "binary"}
+
+
+def spark_ddl(schema: pa.Schema) -> str:
+    """The Spark DDL string (``mapInArrow``'s output schema) of an Arrow schema of simple columns."""
+    return ", ".join(f"{f.name} {_SPARK_TYPES[f.type]}{'' if f.nullable else ' not null'}" for f in schema)
 
 
 def spark_session(master: str = "local[*]", app_name: str = "binlake-drain",

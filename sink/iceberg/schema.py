@@ -243,19 +243,25 @@ def fill_missing(rows: pa.Table, table: TableInfo) -> pa.Table:
 
 
 def rename_columns(rows: pa.Table, old_map: dict[str, str], new: TableInfo) -> pa.Table:
-    """Rename ``rows``' columns from a stored ``binlake.columns`` map to ``new``'s names (by column id);
-    columns whose id ``new`` dropped are removed."""
-    names = {c.id: c.name for c in new.columns}
-    keep, out = [], []
-    for name in rows.column_names:
-        cid = next((int(i) for i, n in old_map.items() if n == name and i.isdigit()), None)
-        if cid is None:
-            keep.append(name)
-            out.append(name)
-        elif cid in names:
-            keep.append(name)
-            out.append(names[cid])
-    return rows.select(keep).rename_columns(out)
+    """Rename ``rows``' columns (and ``_tidb_before`` fields) from ``old_map`` (TiDB column id →
+    name, as ``binlake.columns`` stores it) to ``new``'s names by column id; columns whose id ``new``
+    dropped are removed; other columns (metadata) are kept as they are."""
+    names = {str(c.id): c.name for c in new.columns}
+    target = {name: names.get(cid) for cid, name in old_map.items()}   # old name → new name (None: dropped)
+
+    def renamed(fields: list[str]) -> list[tuple[str, str]]:
+        return [(f, target.get(f, f)) for f in fields if f not in target or target[f] is not None]
+
+    cols = renamed(rows.column_names)
+    out = rows.select([o for o, _ in cols]).rename_columns([n for _, n in cols])
+    if ch.BEFORE in out.column_names:
+        before = out.column(ch.BEFORE)
+        kept = renamed([f.name for f in before.type])
+        fields = [pa.field(n, before.type.field(o).type) for o, n in kept]
+        chunks = [pa.StructArray.from_arrays([c.field(o) for o, _ in kept], fields=fields, mask=c.is_null())
+                  for c in before.chunks]
+        out = out.set_column(out.column_names.index(ch.BEFORE), ch.BEFORE, pa.chunked_array(chunks, pa.struct(fields)))
+    return out
 
 
 def conform(rows: pa.Table, schema: Schema) -> pa.Table:

@@ -79,26 +79,6 @@ class _Group:
         return sorted((e for p in self.parts for e in p.events), key=lambda e: e.commit_ts)
 
 
-def _rename_by_id(rows: pa.Table, old: TableInfo, new: TableInfo) -> pa.Table:
-    """Rename a segment's columns (and ``_tidb_before`` fields) from ``old``'s names to ``new``'s by id."""
-    names = {c.name: new.column_by_id(c.id) for c in old.columns}
-    if all(n is not None and n.name == o for o, n in names.items()):
-        return rows
-    def target(name: str) -> str:
-        col = names.get(name)
-        return col.name if col is not None else f"__dropped__{name}"
-    cols = [target(n) if n in names else n for n in rows.column_names]
-    out = rows.rename_columns(cols)
-    if ch.BEFORE in out.column_names:
-        before = out.column(ch.BEFORE)
-        fields = [pa.field(target(f.name), f.type) for f in before.type]
-        chunks = [pa.StructArray.from_arrays([c.field(i) for i in range(c.type.num_fields)], fields=fields,
-                                             mask=c.is_null()) for c in before.chunks]
-        out = out.set_column(out.column_names.index(ch.BEFORE), ch.BEFORE,
-                             pa.chunked_array(chunks, pa.struct(fields)))
-    return out
-
-
 class IcebergSink(Sink):
     """Writes runs into a pyiceberg catalog (see the module doc)."""
 
@@ -308,7 +288,7 @@ class IcebergSink(Sink):
             if tc.final is None or tc.table_id != final.id:
                 continue
             for seg in tc.segments:
-                parts.append(ks.fill_missing(_rename_by_id(seg.rows, seg.table, final), final))
+                parts.append(ks.fill_missing(ks.rename_columns(seg.rows, ks.column_map(seg.table), final), final))
         schema = ks.changelog_schema(final)
         if not parts:
             return schema.as_arrow().empty_table()
@@ -321,7 +301,7 @@ class IcebergSink(Sink):
         parts = []
         for tc in g.parts:
             for seg in tc.segments:
-                parts.append(_rename_by_id(seg.rows, seg.table, final) if tc.final is not None or seg.table.id == final.id
+                parts.append(ks.rename_columns(seg.rows, ks.column_map(seg.table), final) if tc.final is not None or seg.table.id == final.id
                              else seg.rows)
         if not parts:
             return ks.changelog_schema(final).as_arrow().empty_table()
