@@ -28,7 +28,7 @@ def spark_session(master: str = "local[*]", app_name: str = "binlake-drain",
         "spark.sql.shuffle.partitions": "4",
         "spark.default.parallelism": "4",
         "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "false",
+        "spark.ui.showConsoleProgress": "true" if sys.stderr.isatty() else "false",  # Spark's stage bars
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.execution.arrow.maxRecordsPerBatch": "65536",
         "spark.driver.memory": "4g",

@@ -2,6 +2,8 @@
 ``verify`` against the upstream's snapshot and the changelog replayed against the mirror."""
 from __future__ import annotations
 
+import io
+
 import pytest
 
 from tests.drain.conftest import Env, assert_changelog_matches_mirror, committed_ts, read_table
@@ -153,6 +155,13 @@ def test_reruns_are_noops_and_a_backfill_fills_fresh_tables(env: Env) -> None:
     assert b["to_ts"] == r1["to_ts"]
     env.verify(r1["to_ts"], fresh)
     assert read_table(env.catalog(fresh), "test.s").to_pylist()[0]["v"] == 1
+    # verify fails (exit status 1) when a mirror differs from the upstream: the backfill stops at
+    # r1, and the upstream at r2 has another row and another value
+    from binlake.drain import run_verify_command
+
+    out = io.StringIO()
+    assert run_verify_command(fresh, r2["to_ts"], out=out) == 1
+    assert "missing    id=2" in out.getvalue() and "v: upstream 10 != mirror 1" in out.getvalue(), out.getvalue()
 
 
 def test_duckdb_reads_the_tables_pyiceberg_wrote(env: Env) -> None:
@@ -194,6 +203,12 @@ def test_seeded_workload_with_key_churn_and_ddl_drained_while_it_runs(env: Env) 
     r2 = env.drain()
     assert r2["from_ts"] == r1["to_ts"]
     env.verify(r2["to_ts"])
+    from ingest import binlog as bl
+    from ingest.scan_client import ScanClient
+
+    for p in env.pumps:                      # both pumps held commits of the drained ranges
+        with ScanClient(p.addr, env.cluster.cluster_id) as c:
+            assert any(r.tp == bl.COMMIT and r.start_ts != r.commit_ts for r in c.scan(0, r2["to_ts"])), p.node_id
     cat = env.catalog()
     for t in ("wl_orders", "wl_events", "wl_log"):    # wl_ddl: old changelog rows lack added columns
         assert_changelog_matches_mirror(cat, f"test.{t}")
