@@ -49,6 +49,7 @@ _ENDING = (DROP_SCHEMA, DROP_TABLE, DROP_VIEW, TRUNCATE_TABLE)
 FAILPOINT_ENV = "BINLAKE_FAILPOINT"
 TAG_PREFIX = "tidb-ts-"
 DROPPED_INFIX = "_dropped_"
+KEY_EPOCH = "_binlake_key"  # internal column: the key a mirror row change was written under
 
 
 def _failpoint(commits: int) -> None:
@@ -284,15 +285,18 @@ class IcebergSink(Sink):
     def _mirror_rows(self, g: _Group, final: TableInfo, reset: int | None) -> pa.Table:
         """The live table's changes (after the last reset) with columns added since filled by default."""
         parts = []
+        schema = ks.changelog_schema(final)
         for tc in g.parts:
             if tc.final is None or tc.table_id != final.id:
                 continue
             for seg in tc.segments:
-                parts.append(ks.fill_missing(ks.rename_columns(seg.rows, ks.column_map(seg.table), final), final))
-        schema = ks.changelog_schema(final)
+                rows = ks.conform(ks.fill_missing(ks.rename_columns(seg.rows, ks.column_map(seg.table), final), final),
+                                  schema)
+                keys = ",".join(_final_names(ks.key_columns(seg.table), seg.table, final))
+                parts.append(rows.append_column(KEY_EPOCH, pa.array([keys] * rows.num_rows, pa.string())))
         if not parts:
             return schema.as_arrow().empty_table()
-        rows = pa.concat_tables([ks.conform(p, schema) for p in parts])
+        rows = pa.concat_tables(parts)
         if reset is not None:
             rows = rows.filter(pc.greater(rows.column(ch.COMMIT_TS), reset))
         return rows.sort_by([(ch.COMMIT_TS, "ascending"), (ch.SEQ, "ascending")])
@@ -354,6 +358,13 @@ class IcebergSink(Sink):
             return
         if not rows.num_rows:
             return
+        for epoch_keys, part in _key_epochs(rows, keys):
+            self._merge_keys(tx, tbl, schema, part, info, epoch_keys, has_data, markers)
+            has_data = True
+
+    def _merge_keys(self, tx: Any, tbl: Table, schema: Any, rows: pa.Table, info: TableInfo, keys: list[str],
+                    has_data: bool, markers: dict[str, str]) -> None:
+        """Delete the keys ``rows`` touched and append their net after-images (one key epoch)."""
         net = net_change(rows, keys)
         upserts = net.upserts
         if has_data and net.touched_keys.num_rows:
@@ -370,6 +381,27 @@ class IcebergSink(Sink):
         mirror_rows = ks.conform(upserts, schema)
         if mirror_rows.num_rows:
             tx.append(mirror_rows, snapshot_properties=markers)
+
+
+def _final_names(names: list[str], old: TableInfo, new: TableInfo) -> list[str]:
+    """Column names of ``old`` as ``new`` calls them (by column id); hidden columns unchanged."""
+    ids = {c.name: c.id for c in old.columns}
+    return [(new.column_by_id(ids[n]) or old.column_by_id(ids[n])).name if n in ids else n for n in names]
+
+
+def _key_epochs(rows: pa.Table, final_keys: list[str]) -> list[tuple[list[str], pa.Table]]:
+    """``rows`` (ordered) cut where the key in force changes (ADD/DROP PRIMARY KEY inside the run),
+    each part with the key its rows were written under."""
+    if KEY_EPOCH not in rows.column_names:
+        return [(final_keys, rows)]
+    epoch = rows.column(KEY_EPOCH).to_pylist()
+    rows = rows.drop_columns([KEY_EPOCH])
+    out, start = [], 0
+    for i in range(1, len(epoch) + 1):
+        if i == len(epoch) or epoch[i] != epoch[start]:
+            out.append((epoch[start].split(","), rows.slice(start, i - start)))
+            start = i
+    return out
 
 
 def _drop_ts(tc: ch.TableChanges) -> int | None:

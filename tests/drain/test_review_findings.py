@@ -298,8 +298,6 @@ def test_composite_key_with_renamed_first_key_column_fails_the_merge(up: Local) 
 # ---------------------------------------------------------------------------------------------
 # primary key added / dropped (job types 32, 33)
 
-@pytest.mark.xfail(strict=True, reason="net_change keys every row of the run by the FINAL key: a delete keyed by "
-                                       "_tidb_rowid before ADD PRIMARY KEY(id) deletes every mirror row with that id")
 def test_add_primary_key_merges_rows_written_under_the_rowid_key(up: Local) -> None:
     up.sql("create table n (id int not null, v int)")
     up.sql("insert into n values (1, 10), (1, 11), (2, 20)")
