@@ -10,7 +10,9 @@ from __future__ import annotations
 import io
 import shutil
 import threading
+import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from binlake.drain import run_drain_command, run_verify_command
 from binlake.drain_config import DrainerOptions
@@ -20,6 +22,9 @@ from ingest.registry import load_registry
 from ingest.registry.base import PUMP
 from ingest.scan_client import ScanClient
 
+if TYPE_CHECKING:
+    from upstream.cluster import Cluster
+
 TRANSACTIONS = 400
 
 
@@ -27,15 +32,17 @@ def _say(text: str) -> None:
     print(f"\n==> {text}", flush=True)
 
 
-def _settle(cluster: object, pumps: list[PumpProcess]) -> None:
-    import time
-
-    cluster.flush(60)  # type: ignore[attr-defined]
-    target = cluster.ts()  # type: ignore[attr-defined]
+def _settle(cluster: "Cluster", pumps: list[PumpProcess], timeout: float = 60.0) -> None:
+    """Wait until every pump's watermark passes the cluster's current ts; raise after ``timeout``."""
+    cluster.flush(timeout)
+    target = cluster.ts()
+    deadline = time.monotonic() + timeout
     for p in pumps:
-        with ScanClient(p.addr, cluster.cluster_id) as c:  # type: ignore[attr-defined]
-            deadline = time.monotonic() + 60
-            while c.watermark().max_commit_ts < target and time.monotonic() < deadline:
+        with ScanClient(p.addr, cluster.cluster_id) as c:
+            while c.watermark().max_commit_ts < target:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{p.node_id}'s watermark did not pass {target} in {timeout:.0f} s; "
+                                       f"see {p.log_path}")
                 time.sleep(0.1)
 
 

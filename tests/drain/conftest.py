@@ -13,10 +13,9 @@ import pytest
 from binlake.drain import run_drain_command, run_verify_command
 from binlake.drain_config import DrainerOptions
 from binlake.local import PumpProcess
-from ingest.scan_client import ScanClient
 from sink.iceberg.catalog import open_catalog
 from upstream.cluster import Cluster
-from tests.waiting import wait_for
+from tests.upstream.binlogs import wait_watermarks
 
 CLIENT_OPTIONS = {"check_interval": 0.5, "watch_interval": 0.3, "commit_retry_interval": 0.2,
                   "retry_interval": 0.05, "write_timeout": 3.0}
@@ -50,10 +49,7 @@ class Env:
         """Wait until every pump's watermark passes the cluster's latest ts; return that ts."""
         assert self.cluster.flush(60)
         target = self.cluster.ts()
-        for p in self.pumps:
-            with ScanClient(p.addr, self.cluster.cluster_id) as c:
-                wait_for(lambda: c.watermark().max_commit_ts >= target, timeout=60,
-                         what=f"{p.node_id} watermark above {target}")
+        wait_watermarks(self.pumps, self.cluster.cluster_id, target, timeout=60)
         return target
 
     def drain(self, options: DrainerOptions | None = None, **kw: Any) -> dict[str, Any]:
