@@ -3,12 +3,17 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
 from typing import Any, Sequence
 
-from ingest.ctl import COMMANDS
+# Before grpc is imported: no gRPC fork handlers. The only forks here are subprocesses that exec at
+# once (pumps, Spark's JVM), and fork handlers racing in-flight calls can kill such a child.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
+from ingest.ctl import COMMANDS  # noqa: E402
 from ingest.errors import IngestError
 from sink.errors import SinkError
 from transform.errors import TransformError

@@ -75,6 +75,12 @@ def run_demo(directory: Path, transactions: int = TRANSACTIONS) -> int:
                                  upstream_status_url=cluster.status_url, warehouse=str(directory / "warehouse"),
                                  data_dir=str(directory / "drainer"), spark_master="local[2]")
 
+        # the JVM is forked while no gRPC call is in flight (a fork during the workload's calls can
+        # kill the child before it execs java); the drains reuse this session
+        from transform.spark import spark_session
+
+        _say(f"starting Spark ({options.spark_master})")
+        spark_session(options.spark_master)
         wl = Workload(cluster, seed=1, churn=True, ddl_interval=0.5)
         wl.setup()
         _say(f"workload: {transactions} transactions (5 rows each, every column type, deletes and re-inserts, "
