@@ -15,12 +15,13 @@ from ingest.pump_client.client import (
     WATCH_INTERVAL,
     PumpsClient,
 )
-from ingest.pump_client.node import DEFAULT_MAX_ERR_NUMS, MAX_MESSAGE, PumpNode, PumpWriteError
+from ingest.pump_client.channel import MAX_MESSAGE, TRANSPORTS
+from ingest.pump_client.node import DEFAULT_MAX_ERR_NUMS, PumpNode, PumpWriteError
 from ingest.pump_client.selector import HASH, RANGE, HashSelector, RangeSelector, Selector, hash_ts, new_selector
 
 __all__ = [
     "CHECK_INTERVAL", "COMMIT_BINLOG_TIMEOUT", "COMMIT_RETRY_INTERVAL", "DEFAULT_BINLOG_WRITE_TIMEOUT",
     "DEFAULT_MAX_ERR_NUMS", "HASH", "MAX_MESSAGE", "NO_AVAILABLE_PUMP", "NO_PUMP_FOUND", "RANGE",
-    "RETRY_INTERVAL", "WATCH_INTERVAL", "HashSelector", "PumpNode", "PumpWriteError", "PumpsClient",
+    "RETRY_INTERVAL", "TRANSPORTS", "WATCH_INTERVAL", "HashSelector", "PumpNode", "PumpWriteError", "PumpsClient",
     "RangeSelector", "Selector", "hash_ts", "new_selector",
 ]

@@ -26,7 +26,8 @@ from ingest.errors import (
     RegistryError,
     WriteBinlogFailed,
 )
-from ingest.pump_client.node import DEFAULT_MAX_ERR_NUMS, PendingWrite, PumpNode, PumpWriteError
+from ingest.pump_client.channel import PendingWrite, check_transport
+from ingest.pump_client.node import DEFAULT_MAX_ERR_NUMS, PumpNode, PumpWriteError
 from ingest.pump_client.selector import Selector, new_selector
 from ingest.registry import PUMP, NodeStatus, Registry, kind_prefix, load_registry
 from schemas import binlog_pb2, pump_pb2
@@ -53,6 +54,7 @@ class PumpsClient:
     it). Construction reads the registry once and raises ``NoPumpFound`` when it lists no pump;
     a background thread then polls it every ``watch_interval`` seconds and another probes
     unavailable online pumps every ``check_interval`` seconds. Defaults are TiDB's; tests shrink them.
+    ``transport`` (``auto``/``h2``/``grpc``) is how WriteBinlog travels (``ingest.pump_client.channel``).
     """
 
     def __init__(self, registry: Registry | str, cluster_id: int, strategy: str = "range",
@@ -62,7 +64,7 @@ class PumpsClient:
                  commit_timeout: float = COMMIT_BINLOG_TIMEOUT, retry_interval: float = RETRY_INTERVAL,
                  commit_retry_interval: float = COMMIT_RETRY_INTERVAL,
                  max_err_nums: int = DEFAULT_MAX_ERR_NUMS,
-                 commit_workers: int = DEFAULT_COMMIT_WORKERS) -> None:
+                 commit_workers: int = DEFAULT_COMMIT_WORKERS, transport: str = "auto") -> None:
         self._owns_registry = isinstance(registry, str)
         self.registry: Registry = load_registry(registry) if isinstance(registry, str) else registry
         self.cluster_id = cluster_id
@@ -73,6 +75,8 @@ class PumpsClient:
         self.retry_interval = retry_interval
         self.commit_retry_interval = commit_retry_interval
         self._credentials = credentials
+        check_transport(transport, credentials)
+        self._transport = transport
         self._max_err_nums = max_err_nums
         self._selector: Selector[PumpNode] = new_selector(strategy)
         self.strategy = self._selector.name
@@ -373,7 +377,7 @@ class PumpsClient:
     # ---- availability ------------------------------------------------------------------------
 
     def _add(self, status: NodeStatus) -> None:
-        pump = PumpNode(status, self._credentials, self._max_err_nums)
+        pump = PumpNode(status, self._credentials, self._max_err_nums, self._transport)
         with self._lock:
             self._pumps[pump.node_id] = pump
             (self._available if pump.should_be_usable() else self._unavailable)[pump.node_id] = pump

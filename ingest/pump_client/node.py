@@ -1,25 +1,17 @@
-"""One pump as the client sees it: registry status, consecutive error count and a gRPC channel."""
+"""One pump as the client sees it: registry status, consecutive error count and a write channel."""
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 import grpc
 
 from ingest.errors import PumpClientError
+from ingest.pump_client.channel import PendingWrite, WriteChannel, open_write_channel
 from ingest.registry.base import ONLINE, NodeStatus
-from schemas import pump_pb2, pump_pb2_grpc
+from schemas import pump_pb2
 
 DEFAULT_MAX_ERR_NUMS = 10            # TiDB's defaultMaxErrNums
-MAX_MESSAGE = (1 << 31) - 1          # channel send/receive limit (2 GiB - 1)
-
-
-class PendingWrite(Protocol):
-    """A WriteBinlog in flight (a ``grpc.Future``)."""
-
-    def result(self, timeout: float | None = None) -> Any: ...
-
-    def add_done_callback(self, fn: Callable[[Any], None]) -> None: ...
 
 
 class _Refused:
@@ -57,20 +49,20 @@ class PumpWriteError(PumpClientError):
 
 
 class PumpNode:
-    """A pump: its last registry status, error count and lazily dialled channel; thread-safe.
+    """A pump: its last registry status, error count and lazily opened write channel; thread-safe.
 
     The channel is created on first use and re-created after ``reset_connection``; ``write`` counts
     consecutive failures (reset by a success) so ``is_usable`` can retire a failing pump.
     """
 
     def __init__(self, status: NodeStatus, credentials: grpc.ChannelCredentials | None = None,
-                 max_err_nums: int = DEFAULT_MAX_ERR_NUMS) -> None:
+                 max_err_nums: int = DEFAULT_MAX_ERR_NUMS, transport: str = "auto") -> None:
         self._lock = threading.Lock()
         self._status = status
         self._credentials = credentials
+        self._transport = transport
         self._max_err_nums = max_err_nums
-        self._channel: grpc.Channel | None = None
-        self._stub: pump_pb2_grpc.PumpStub | None = None
+        self._channel: WriteChannel | None = None
         self._err_num = 0
 
     @property
@@ -103,8 +95,8 @@ class PumpNode:
         with self._lock:
             moved = status.host != self._status.host
             self._status = status
-            if moved:
-                self._close_locked()
+            old = self._take_channel() if moved else None
+        _close(old)
 
     def should_be_usable(self) -> bool:
         """True while the registry says online (TiDB's ``ShouldBeUsable``)."""
@@ -118,12 +110,14 @@ class PumpNode:
         """Forget the error count and drop the connection (TiDB's ``Reset``)."""
         with self._lock:
             self._err_num = 0
-            self._close_locked()
+            old = self._take_channel()
+        _close(old)
 
     def reset_connection(self) -> None:
         """Drop the connection; the next write dials again."""
         with self._lock:
-            self._close_locked()
+            old = self._take_channel()
+        _close(old)
 
     def write(self, req: pump_pb2.WriteBinlogReq, timeout: float) -> None:
         """Send one WriteBinlog with a per-RPC ``timeout``; raise ``PumpWriteError`` on any failure."""
@@ -132,7 +126,7 @@ class PumpNode:
     def start_write(self, req: pump_pb2.WriteBinlogReq, timeout: float) -> "PendingWrite":
         """Send one WriteBinlog without waiting (no thread is used); hand the result to ``finish_write``."""
         try:
-            return self._get_stub().WriteBinlog.future(req, timeout=timeout)
+            return self._get_channel().write(req, timeout)
         except ValueError as exc:  # the channel was closed under us by a concurrent reset
             return _Refused(exc)
 
@@ -158,28 +152,32 @@ class PumpNode:
     def close(self) -> None:
         """Close the channel (a later write would dial again)."""
         with self._lock:
-            self._close_locked()
+            old = self._take_channel()
+        _close(old)
 
     def _failed(self) -> None:
         with self._lock:
             self._err_num += 1
 
-    def _get_stub(self) -> pump_pb2_grpc.PumpStub:
+    def _get_channel(self) -> WriteChannel:
+        channel = self._channel
+        if channel is not None:
+            return channel
         with self._lock:
-            if self._stub is None:
-                opts = [("grpc.max_send_message_length", MAX_MESSAGE),
-                        ("grpc.max_receive_message_length", MAX_MESSAGE),
-                        ("grpc.enable_retries", 0)]   # the client runs TiDB's own retry rules
-                self._channel = (grpc.secure_channel(self.addr, self._credentials, opts) if self._credentials
-                                 else grpc.insecure_channel(self.addr, opts))
-                self._stub = pump_pb2_grpc.PumpStub(self._channel)
-            return self._stub
+            if self._channel is None:
+                self._channel = open_write_channel(self.addr, self._credentials, self._transport)
+            return self._channel
 
-    def _close_locked(self) -> None:
-        if self._channel is not None:
-            self._channel.close()
-        self._channel = None
-        self._stub = None
+    def _take_channel(self) -> WriteChannel | None:
+        """Detach the channel (lock held); the caller closes it after releasing the lock, because
+        closing fails the calls in flight and their callbacks take this lock again."""
+        old, self._channel = self._channel, None
+        return old
 
     def __repr__(self) -> str:
         return f"PumpNode({self.node_id!r}, {self.addr!r}, {self.state!r}, err_num={self._err_num})"
+
+
+def _close(channel: WriteChannel | None) -> None:
+    if channel is not None:
+        channel.close()

@@ -56,9 +56,20 @@ def stored_commits(p: PumpProcess, cluster_id: int, after: int, up_to: int) -> d
                 if r.tp == bl.COMMIT and not bl.is_fake(r.tp, r.start_ts, r.commit_ts)}
 
 
+TRANSPORT = {"name": "auto"}
+
+
+@pytest.fixture(params=["h2", "grpc"], autouse=True)
+def transport(request: pytest.FixtureRequest) -> Iterable[str]:
+    """Every test runs over both WriteBinlog transports (the h2 wire client and grpcio)."""
+    TRANSPORT["name"] = request.param
+    yield request.param
+    TRANSPORT["name"] = "auto"
+
+
 def client(registry_uri: str, tso: LocalTSO, **kw: Any) -> PumpsClient:
     opts: dict[str, Any] = dict(write_timeout=3.0, watch_interval=0.1, retry_interval=0.05,
-                                commit_retry_interval=0.1, check_interval=3600.0)
+                                commit_retry_interval=0.1, check_interval=3600.0, transport=TRANSPORT["name"])
     opts.update(kw)
     return PumpsClient(registry_uri, tso.cluster_id, **opts)
 

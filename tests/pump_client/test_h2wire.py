@@ -1,0 +1,182 @@
+"""The plain HTTP/2 gRPC client (``ingest.pump_client.h2wire``) against a real grpcio server on loopback."""
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Iterator
+
+import grpc
+import pytest
+
+from ingest.pump_client.channel import WRITE_BINLOG, H2WriteChannel, open_write_channel
+from ingest.pump_client.h2wire import H2Channel, WireRpcError
+from schemas import pump_pb2, pump_pb2_grpc
+
+SERVER_MAX_RECEIVE = 8 << 20
+
+
+class Pump(pump_pb2_grpc.PumpServicer):
+    """Answers by the payload: ``ok:X`` echoes X, ``sleep:S`` waits S seconds, ``fail:`` aborts,
+    anything else answers its length."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.lock = threading.Lock()
+
+    def WriteBinlog(self, request: pump_pb2.WriteBinlogReq, context: grpc.ServicerContext) -> pump_pb2.WriteBinlogResp:
+        with self.lock:
+            self.calls += 1
+        payload = request.payload
+        if payload.startswith(b"ok:"):
+            return pump_pb2.WriteBinlogResp(errmsg=f"echo {request.clusterID} {payload[3:].decode()}")
+        if payload.startswith(b"sleep:"):
+            time.sleep(float(payload[6:]))
+            return pump_pb2.WriteBinlogResp()
+        if payload.startswith(b"fail:"):
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "cluster id mismatch: 100% wrong, ünïcode")
+        return pump_pb2.WriteBinlogResp(errmsg=str(len(payload)))
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[str, Pump, grpc.Server]]:
+    pump = Pump()
+    srv = grpc.server(ThreadPoolExecutor(max_workers=16),
+                      options=[("grpc.max_receive_message_length", SERVER_MAX_RECEIVE)])
+    pump_pb2_grpc.add_PumpServicer_to_server(pump, srv)
+    port = srv.add_insecure_port("127.0.0.1:0")
+    srv.start()
+    yield f"127.0.0.1:{port}", pump, srv
+    srv.stop(0)
+
+
+def write(channel: H2WriteChannel, payload: bytes, timeout: float = 10.0, cluster: int = 7) -> Any:
+    return channel.write(pump_pb2.WriteBinlogReq(clusterID=cluster, payload=payload), timeout).result()
+
+
+def test_unary_calls_match_their_responses_under_concurrency(server: tuple[str, Pump, grpc.Server]) -> None:
+    addr, pump, _ = server
+    channel = H2WriteChannel(addr)
+    try:
+        def one(i: int) -> None:
+            for j in range(40):
+                assert write(channel, f"ok:{i}-{j}".encode(), cluster=i).errmsg == f"echo {i} {i}-{j}"
+        with ThreadPoolExecutor(32) as pool:
+            list(pool.map(one, range(32)))
+        assert pump.calls == 32 * 40
+    finally:
+        channel.close()
+
+
+def test_large_messages_respect_frame_size_and_flow_control(server: tuple[str, Pump, grpc.Server]) -> None:
+    addr, _, _ = server
+    channel = H2WriteChannel(addr)
+    try:
+        big = bytes(range(256)) * (6 << 12)          # 6 MiB: many 16 KiB frames, past the 64 KiB windows
+        sizes = [len(big), 70_000, 65_535, 1]
+        with ThreadPoolExecutor(4) as pool:
+            got = list(pool.map(lambda n: write(channel, big[:n]).errmsg, sizes))
+        assert got == [str(n) for n in sizes]
+    finally:
+        channel.close()
+
+
+def test_server_status_and_message_reach_the_caller(server: tuple[str, Pump, grpc.Server]) -> None:
+    addr, _, _ = server
+    channel = H2WriteChannel(addr)
+    try:
+        with pytest.raises(WireRpcError) as info:
+            write(channel, b"fail:")
+        assert info.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+        assert info.value.details() == "cluster id mismatch: 100% wrong, ünïcode"
+        assert isinstance(info.value, grpc.RpcError)
+        assert write(channel, b"ok:after").errmsg == "echo 7 after"      # the connection survives it
+    finally:
+        channel.close()
+
+
+def test_oversize_message_is_refused_by_the_server(server: tuple[str, Pump, grpc.Server]) -> None:
+    addr, _, _ = server
+    channel = H2WriteChannel(addr)
+    try:
+        with pytest.raises(WireRpcError) as info:
+            write(channel, b"x" * (SERVER_MAX_RECEIVE + 1024))
+        assert info.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert write(channel, b"ok:still").errmsg == "echo 7 still"
+    finally:
+        channel.close()
+
+
+def test_deadline_exceeded_then_the_connection_is_still_usable(server: tuple[str, Pump, grpc.Server]) -> None:
+    addr, _, _ = server
+    channel = H2WriteChannel(addr)
+    try:
+        started = time.monotonic()
+        with pytest.raises(WireRpcError) as info:
+            write(channel, b"sleep:3", timeout=0.3)
+        assert info.value.code() is grpc.StatusCode.DEADLINE_EXCEEDED
+        assert time.monotonic() - started < 2.5
+        assert write(channel, b"ok:next").errmsg == "echo 7 next"
+    finally:
+        channel.close()
+
+
+def test_callbacks_run_once_also_when_added_late(server: tuple[str, Pump, grpc.Server]) -> None:
+    addr, _, _ = server
+    channel = H2Channel(addr, 1 << 20)
+    try:
+        req = pump_pb2.WriteBinlogReq(clusterID=1, payload=b"ok:cb").SerializeToString()
+        seen: list[Any] = []
+        done = threading.Event()
+        call = channel.unary(WRITE_BINLOG, req, 5.0, pump_pb2.WriteBinlogResp.FromString)
+        call.add_done_callback(lambda c: (seen.append(c.result().errmsg), done.set()))
+        assert done.wait(5)
+        call.add_done_callback(lambda c: seen.append("late"))      # already done: runs at once, here
+        assert seen == ["echo 1 cb", "late"]
+    finally:
+        channel.close()
+
+
+def test_lost_server_fails_calls_in_flight_and_later_calls_redial(server: tuple[str, Pump, grpc.Server]) -> None:
+    addr, _, srv = server
+    channel = H2WriteChannel(addr)
+    try:
+        assert write(channel, b"ok:1").errmsg == "echo 7 1"
+        slow = channel.write(pump_pb2.WriteBinlogReq(clusterID=7, payload=b"sleep:5"), 10.0)
+        time.sleep(0.3)
+        srv.stop(0)
+        with pytest.raises(WireRpcError) as info:
+            slow.result(5)
+        assert info.value.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
+        with pytest.raises(WireRpcError) as info:
+            write(channel, b"ok:2")
+        assert info.value.code() is grpc.StatusCode.UNAVAILABLE
+    finally:
+        channel.close()
+
+
+def test_refused_connection_and_closed_channel_are_unavailable() -> None:
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()                                            # nothing listens there now
+    channel = H2WriteChannel(f"127.0.0.1:{port}")
+    with pytest.raises(WireRpcError) as info:
+        write(channel, b"ok:x")
+    assert info.value.code() is grpc.StatusCode.UNAVAILABLE and "failed to connect" in info.value.details()
+    channel.close()
+    with pytest.raises(WireRpcError) as info:
+        write(channel, b"ok:x")
+    assert info.value.code() is grpc.StatusCode.UNAVAILABLE
+
+
+def test_transport_choice() -> None:
+    creds = grpc.ssl_channel_credentials()
+    assert type(open_write_channel("127.0.0.1:1")).__name__ == "H2WriteChannel"
+    assert type(open_write_channel("127.0.0.1:1", transport="grpc")).__name__ == "GrpcWriteChannel"
+    assert type(open_write_channel("127.0.0.1:1", creds)).__name__ == "GrpcWriteChannel"
+    with pytest.raises(ValueError, match="plain text only"):
+        open_write_channel("127.0.0.1:1", creds, transport="h2")
+    with pytest.raises(ValueError, match="unknown pump client transport"):
+        open_write_channel("127.0.0.1:1", transport="quic")
