@@ -117,11 +117,12 @@ def encode_compact_bytes(data: bytes) -> bytes:
 
 def encode_decimal_payload(value: Decimal, prec: int | None = None, frac: int | None = None) -> bytes:
     """Decimal flag payload: precision byte, frac byte, MyDecimal binary (strict: no rounding)."""
-    nat_prec, nat_frac = mydecimal.precision_and_frac(value)
-    if prec is None or prec == 0:
-        prec, frac = nat_prec, nat_frac if frac is None else frac
-    if frac is None:
-        frac = nat_frac
+    if prec is None or prec == 0 or frac is None:
+        nat_prec, nat_frac = mydecimal.precision_and_frac(value)
+        if prec is None or prec == 0:
+            prec, frac = nat_prec, nat_frac if frac is None else frac
+        if frac is None:
+            frac = nat_frac
     if prec > mydecimal.MAX_DECIMAL_WIDTH or frac > mydecimal.MAX_DECIMAL_SCALE or frac > prec:
         raise DecimalError(f"decimal precision/frac ({prec},{frac}) out of range")
     return bytes((prec, frac)) + mydecimal.encode_bin(value, prec, frac)

@@ -22,6 +22,7 @@ DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
 # A context wide enough that no MyDecimal value (at most 81 digits) is ever rounded.
 EXACT = Context(prec=200, Emax=999_999, Emin=-999_999)
 _POW10 = tuple(10 ** i for i in range(10))
+_WORD = 10 ** 9
 
 
 def bin_size(prec: int, frac: int) -> int:
@@ -61,6 +62,8 @@ def encode_bin(value: Decimal, prec: int, frac: int, strict: bool = True) -> byt
     """
     if prec > MAX_BIN_PRECISION or prec < 0 or frac > MAX_DECIMAL_SCALE or frac < 0 or frac > prec:
         raise DecimalError(f"invalid decimal precision/frac ({prec},{frac})")
+    if strict:
+        return _encode_bin_exact(value, prec, frac)
     negative, ip, fp = split_digits(value)
     intg = prec - frac
     if len(ip) > intg:
@@ -93,6 +96,53 @@ def encode_bin(value: Decimal, prec: int, frac: int, strict: bool = True) -> byt
     if out:
         out[0] ^= 0x80
     return bytes(out)
+
+
+def _encode_bin_exact(value: Decimal, prec: int, frac: int) -> bytes:
+    """``encode_bin(strict=True)`` by integer arithmetic: the value scaled to ``frac`` digits is
+    split into the digit groups, packed into one integer and written with one ``to_bytes``."""
+    if not value.is_finite():
+        raise DecimalError(f"decimal value is not finite: {value}")
+    num, den = value.as_integer_ratio()
+    negative = num < 0
+    num = -num if negative else num
+    intg = prec - frac
+    if num >= den * 10 ** intg:
+        raise DecimalError(f"decimal {value} overflows DECIMAL({prec},{frac})")
+    scaled, rest = divmod(num * 10 ** frac, den)
+    if rest:
+        raise DecimalError(f"decimal {value} has more than {frac} fraction digits")
+    ip, fp = divmod(scaled, 10 ** frac)
+    acc = 0
+    nbytes = 0
+    lead = intg % 9
+    full = intg // 9
+    if full:
+        top, low = divmod(ip, _WORD ** full)
+        if lead:
+            acc, nbytes = top, DIG2BYTES[lead]
+        for k in range(full - 1, -1, -1):
+            acc = (acc << 32) | (low // _WORD ** k) % _WORD
+        nbytes += 4 * full
+    elif lead:
+        acc, nbytes = ip, DIG2BYTES[lead]
+    trail = frac % 9
+    full_frac = frac // 9
+    if full_frac:
+        words, tail = divmod(fp, 10 ** trail)
+        for k in range(full_frac - 1, -1, -1):
+            acc = (acc << 32) | (words // _WORD ** k) % _WORD
+        nbytes += 4 * full_frac
+    else:
+        tail = fp
+    if trail:
+        acc = (acc << (8 * DIG2BYTES[trail])) | tail
+        nbytes += DIG2BYTES[trail]
+    if not nbytes:
+        return b""
+    if negative:
+        acc ^= (1 << (8 * nbytes)) - 1
+    return (acc ^ (0x80 << (8 * (nbytes - 1)))).to_bytes(nbytes, "big")
 
 
 def decode_bin(buf: bytes, off: int, prec: int, frac: int) -> tuple[Decimal, int]:

@@ -11,8 +11,8 @@ from typing import Any
 
 from sqlglot import exp
 
+from transform import jsonbinary
 from transform import mysqltypes as mt
-from transform.codec import Json, decode_one, encode_datum
 from transform.errors import CodecError
 from transform.schema import ColumnInfo, FieldType
 from transform.values import (
@@ -146,13 +146,17 @@ DEFAULT = _Default()
 def _as_decimal(v: Any, col: ColumnInfo) -> Decimal:
     try:
         if isinstance(v, float):
-            return Decimal(repr(v))
-        if isinstance(v, bytes):
-            v = v.decode()
-        return Decimal(str(v).strip()) if not isinstance(v, Decimal) else v
+            d = Decimal(repr(v))
+        else:
+            if isinstance(v, bytes):
+                v = v.decode()
+            d = Decimal(str(v).strip()) if not isinstance(v, Decimal) else v
+        if d.is_finite():
+            return d
     except (InvalidOperation, ValueError, UnicodeDecodeError):
-        raise SQLError(f"Incorrect {mt.type_to_str(col.tp, col.type.charset)} value: {v!r} for column "
-                       f"'{col.name}'") from None
+        pass
+    raise SQLError(f"Incorrect {mt.type_to_str(col.tp, col.type.charset)} value: {v!r} for column "
+                   f"'{col.name}'")
 
 
 def _round_micro(value: dt.datetime, fsp: int) -> dt.datetime:
@@ -164,6 +168,64 @@ def _round_micro(value: dt.datetime, fsp: int) -> dt.datetime:
     return value.replace(microsecond=0) + dt.timedelta(microseconds=rounded)
 
 
+_SLOW = object()
+
+
+def _fast_coercer(col: ColumnInfo) -> Any:
+    """A shortcut for the commonest (column type, Python type) pairs, giving exactly ``coerce``'s
+    result for them and ``_SLOW`` for anything else (then the general code runs)."""
+    tp, name = col.tp, col.name
+    if tp in mt.INT_TYPES:
+        lo, hi = int_range(col)
+
+        def integer(v: Any) -> Any:
+            if type(v) is not int:
+                return _SLOW
+            if not lo <= v <= hi:
+                raise SQLError(f"Out of range value for column '{name}'")
+            return v
+        return integer
+    if tp in mt.STRING_TYPES and not col.binary:
+        flen = col.type.flen
+
+        def text(v: Any) -> Any:
+            if type(v) is not str:
+                return _SLOW
+            if len(v) > flen >= 0:
+                raise SQLError(f"Data too long for column '{name}'")
+            return v
+        return text
+    if tp == mt.TYPE_NEWDECIMAL:
+        prec, scale = decimal_scale(col)
+        quantum = Decimal((0, (1,), -scale))
+        limit = prec - scale
+        unsigned = col.unsigned
+
+        def decimal(v: Any) -> Any:
+            if type(v) is not Decimal or not v.is_finite():
+                return _SLOW
+            try:
+                d = v.quantize(quantum, rounding=ROUND_HALF_UP)
+            except InvalidOperation:
+                return _SLOW
+            if (d != 0 and d.adjusted() >= limit) or (unsigned and d < 0):
+                raise SQLError(f"Out of range value for column '{name}'")
+            return d
+        return decimal
+    if tp == mt.TYPE_DATETIME:
+        fsp = col.type.decimal if 0 <= col.type.decimal <= 6 else 0
+
+        def datetime(v: Any) -> Any:
+            if type(v) is not dt.datetime or v.tzinfo is not None:
+                return _SLOW
+            try:
+                return _round_micro(v, fsp)
+            except OverflowError:
+                return _SLOW
+        return datetime
+    return None
+
+
 def coerce(col: ColumnInfo, v: Any) -> Any:
     """Convert a SQL value (int, float, Decimal, str, bytes, bool, date/datetime, None) to ``col``'s
     Python value (see ``transform.values``); raise :class:`SQLError` naming the column when it does not fit."""
@@ -171,6 +233,13 @@ def coerce(col: ColumnInfo, v: Any) -> Any:
         if not col.nullable:
             raise SQLError(f"Column '{col.name}' cannot be null")
         return None
+    cached = col.__dict__.get("_binlake_coerce", _SLOW)
+    if cached is _SLOW:
+        cached = col.__dict__["_binlake_coerce"] = _fast_coercer(col)
+    if cached is not None:
+        out = cached(v)
+        if out is not _SLOW:
+            return out
     tp = col.tp
     name = col.name
     try:
@@ -269,10 +338,11 @@ def coerce(col: ColumnInfo, v: Any) -> Any:
         if tp == mt.TYPE_JSON:
             text = v.decode() if isinstance(v, bytes) else v if isinstance(v, str) else json.dumps(v)
             try:
-                json.loads(text)
-            except ValueError:
+                doc = json.loads(text)
+            except (ValueError, RecursionError):
                 raise SQLError(f"Invalid JSON text for column '{name}': {text[:60]!r}") from None
-            return str(decode_one(encode_datum(Json(text)), 0)[0])  # TiDB's canonical JSON text
+            typecode, binary = jsonbinary.from_object(doc)
+            return jsonbinary.to_text(typecode, binary)  # TiDB's canonical JSON text
         if tp in mt.STRING_TYPES:
             if col.binary:
                 b = v if isinstance(v, bytes) else str(_plain(v)).encode("utf-8")
@@ -285,7 +355,7 @@ def coerce(col: ColumnInfo, v: Any) -> Any:
             if len(s) > col.type.flen >= 0:
                 raise SQLError(f"Data too long for column '{name}'")
             return s
-    except (CodecError, ValueError, OverflowError, UnicodeDecodeError) as e:
+    except (CodecError, ValueError, OverflowError, UnicodeDecodeError, InvalidOperation, TypeError) as e:
         if isinstance(e, SQLError):
             raise
         raise SQLError(f"Incorrect value {v!r} for column '{name}': {e}") from None

@@ -139,3 +139,24 @@ def test_unsigned_pk_handle(a: dict) -> None:
 @given(st.floats(width=32, allow_nan=False))
 def test_float32_exact(v: float) -> None:
     assert struct.unpack("<f", struct.pack("<f", v))[0] == v
+
+
+@given(st.integers(1, 65).flatmap(lambda p: st.tuples(st.just(p), st.integers(0, min(p, 30)))),
+       st.integers(-(10 ** 70), 10 ** 70), st.integers(-35, 5))
+@settings(max_examples=500, deadline=None)
+def test_decimal_bin_exact_path_matches_the_digit_string_path(pf: tuple[int, int], unscaled: int, exp: int) -> None:
+    """The strict encoder (integer arithmetic) gives the non-strict (digit string) encoder's bytes
+    whenever the value fits, and refuses exactly when the value overflows or has extra digits."""
+    prec, frac = pf
+    value = Decimal(unscaled).scaleb(exp, context=EXACT)
+    negative, ip, fp = mydecimal.split_digits(value)
+    fits = len(ip) <= prec - frac and not fp[frac:].strip("0")
+    if fits:
+        assert mydecimal.encode_bin(value, prec, frac) == mydecimal.encode_bin(value, prec, frac, strict=False)
+    else:
+        try:
+            mydecimal.encode_bin(value, prec, frac)
+        except mydecimal.DecimalError as e:
+            assert ("overflows" in str(e)) == (len(ip) > prec - frac)
+        else:
+            raise AssertionError(f"{value} encoded at ({prec},{frac}) although it does not fit")
