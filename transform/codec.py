@@ -76,6 +76,21 @@ class Json(str):
     """JSON text to be written (or read) under the json flag (0x0A) as TiDB's JSON binary."""
 
 
+class EncodedJson(str):
+    """TiDB's canonical text of a JSON value that also carries its json-flag payload (type code +
+    JSON binary), so a row writer can reuse the encoding instead of parsing the text again."""
+
+    payload: bytes
+
+    @classmethod
+    def of(cls, doc: Any) -> "EncodedJson":
+        """The canonical text and payload of a parsed JSON value (``CodecError`` if TiDB can't store it)."""
+        typecode, binary = jsonbinary.from_object(doc)
+        self = cls(jsonbinary.to_text(typecode, binary))
+        self.payload = bytes((typecode,)) + binary
+        return self
+
+
 class DecimalDatum(Decimal):
     """A Decimal with the (precision, frac) its MyDecimal binary is written at."""
 

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from transform import mydecimal
 from transform import mysqltypes as mt
-from transform.codec import Duration, decode_one, encode_datum, skip_one
+from transform.codec import Duration, EncodedJson, decode_one, encode_datum, skip_one
 from transform.errors import CodecError, ColumnValueError, RowLayoutError, SchemaError
 from transform.schema import ColumnInfo, TableInfo
 from transform.values import Flatten, Unflatten, decimal_scale, make_flatten, make_unflatten, missing_value
@@ -101,6 +101,14 @@ def _pair_encoder(col: ColumnInfo, flatten: Flatten) -> Callable[[Any], bytes]:
                         raise e.at(cid)
                 return generic(v)
             return decimal
+    if col.tp == mt.TYPE_JSON:
+        head = prefix + b"\x0a"
+
+        def json_value(v: Any) -> bytes:
+            if type(v) is EncodedJson:
+                return head + v.payload
+            return generic(v)
+        return json_value
     if col.tp in mt.STRING_TYPES and not col.binary:
         head = prefix + b"\x02"
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from sqlglot import exp
 
-from transform import jsonbinary
 from transform import mysqltypes as mt
+from transform.codec import EncodedJson
 from transform.errors import CodecError
 from transform.schema import ColumnInfo, FieldType
 from transform.values import (
@@ -341,8 +341,7 @@ def coerce(col: ColumnInfo, v: Any) -> Any:
                 doc = json.loads(text)
             except (ValueError, RecursionError):
                 raise SQLError(f"Invalid JSON text for column '{name}': {text[:60]!r}") from None
-            typecode, binary = jsonbinary.from_object(doc)
-            return jsonbinary.to_text(typecode, binary)  # TiDB's canonical JSON text
+            return EncodedJson.of(doc)  # TiDB's canonical JSON text (with its binary, for the row writer)
         if tp in mt.STRING_TYPES:
             if col.binary:
                 b = v if isinstance(v, bytes) else str(_plain(v)).encode("utf-8")
