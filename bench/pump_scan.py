@@ -9,8 +9,8 @@ timing: dropping caches is not possible here), each repeat measures in turn:
 - raw frames (the baseline): the same sequential read, split into records by their 16-byte header
   (``magic u32 | length u64 | crc32c u32``, little-endian), each payload materialized as bytes;
 - scan (the measure): ``ScanClient.scan_batches(0)`` up to the watermark, consumed as the Drainer's
-  pull stage does (``transform/pull.py``): each RecordBatch kept, its columns turned into numpy
-  arrays, the payloads one bytes object cut by ``lengths``;
+  pull stage does: each batch through ``transform.pull.batch_to_arrow`` (columns read in place as
+  numpy arrays, the payloads gathered into one Arrow binary array in record order);
 - records (info): ``ScanClient.scan(0)``, every record materialized as a ``Record`` with its own
   payload bytes.
 
@@ -32,12 +32,13 @@ from typing import Callable
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import crc32c  # noqa: E402
-import numpy as np  # noqa: E402
+import pyarrow.compute as pc  # noqa: E402
 
 from bench._common import (CLUSTER_ID, MiB, BenchError, LocalPump, code_version, cpu_seconds,  # noqa: E402
                            fmt_size, iter_frames, machine_line, parse_size, read_plain, run_load,
                            vlog_files, wait_watermark)
 from ingest.scan_client import ScanClient  # noqa: E402
+from transform.pull import batch_to_arrow  # noqa: E402
 
 RATIO_TARGET = 0.5
 
@@ -71,21 +72,20 @@ def _scan_records(addr: str, to_ts: int) -> tuple[int, int]:
 
 
 def _scan_batches(addr: str, to_ts: int) -> tuple[int, int]:
-    """The Drainer's way (transform/pull.py): keep each RecordBatch, columns as numpy arrays and the
-    payloads as one bytes object with their lengths."""
+    """The Drainer's way: each batch through ``transform.pull.batch_to_arrow`` (columns read in place,
+    the payloads gathered into one Arrow binary array in record order), as the pull stage does."""
     n = size = 0
     with ScanClient(addr, CLUSTER_ID, timeout=600) as client:
         for batch in client.scan_batches(0, to_ts):
-            count = len(batch.lengths)
-            np.fromiter(batch.tp, dtype=np.int32, count=count)
-            np.fromiter(batch.start_ts, dtype=np.int64, count=count)
-            np.fromiter(batch.commit_ts, dtype=np.int64, count=count)
-            lengths = np.fromiter(batch.lengths, dtype=np.int64, count=count)
-            payloads = batch.payloads
-            if len(payloads) != int(lengths.sum()):
-                raise BenchError(f"batch payloads hold {len(payloads)} bytes, lengths say {int(lengths.sum())}")
+            rb = batch_to_arrow(batch)
+            count = len(batch)
+            expected = int(batch.lengths.sum())
+            got = pc.sum(pc.binary_length(rb.column(3))).as_py() or 0
+            if rb.num_rows != count or got != expected:
+                raise BenchError(f"batch of {count} records ({expected} payload bytes) became "
+                                 f"{rb.num_rows} rows ({got} bytes)")
             n += count
-            size += len(payloads)
+            size += expected
     return n, size
 
 

@@ -38,6 +38,10 @@ class CorruptRecord(IngestError):
     """A value-log record failed its magic or CRC32C check."""
 
 
+class MalformedBatch(IngestError):
+    """A range-scan RecordBatch does not hold what its columns describe."""
+
+
 class WatermarkExceeded(IngestError):
     """A scan asked for timestamps above the pump's watermark."""
 

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15schemas/binlake.proto\x12\nbinlake.v1\"Z\n\x0bScanRequest\x12\x12\n\ncluster_id\x18\x01 \x01(\x04\x12\x0f\n\x07\x66rom_ts\x18\x02 \x01(\x03\x12\r\n\x05to_ts\x18\x03 \x01(\x03\x12\x17\n\x0fmax_batch_bytes\x18\x04 \x01(\r\"N\n\rLookupRequest\x12\x12\n\ncluster_id\x18\x01 \x01(\x04\x12\x10\n\x08start_ts\x18\x02 \x03(\x03\x12\x17\n\x0fmax_batch_bytes\x18\x03 \x01(\r\"\x85\x01\n\x0bRecordBatch\x12\x0e\n\x06key_ts\x18\x01 \x03(\x03\x12\n\n\x02tp\x18\x02 \x03(\x05\x12\x10\n\x08start_ts\x18\x03 \x03(\x03\x12\x11\n\tcommit_ts\x18\x04 \x03(\x03\x12\x0f\n\x07lengths\x18\x05 \x03(\r\x12\x10\n\x08payloads\x18\x06 \x01(\x0c\x12\x12\n\nscanned_to\x18\x07 \x01(\x03\"&\n\x10WatermarkRequest\x12\x12\n\ncluster_id\x18\x01 \x01(\x04\"\x8b\x01\n\x11WatermarkResponse\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x12\n\ncluster_id\x18\x02 \x01(\x04\x12\x15\n\rmax_commit_ts\x18\x03 \x01(\x03\x12\x1c\n\x14oldest_unresolved_ts\x18\x04 \x01(\x03\x12\r\n\x05state\x18\x05 \x01(\t\x12\r\n\x05gc_ts\x18\x06 \x01(\x03\x32\xdf\x01\n\x08PumpScan\x12<\n\x04Scan\x12\x17.binlake.v1.ScanRequest\x1a\x17.binlake.v1.RecordBatch\"\x00\x30\x01\x12I\n\x0fLookupPrewrites\x12\x19.binlake.v1.LookupRequest\x1a\x17.binlake.v1.RecordBatch\"\x00\x30\x01\x12J\n\tWatermark\x12\x1c.binlake.v1.WatermarkRequest\x1a\x1d.binlake.v1.WatermarkResponse\"\x00\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15schemas/binlake.proto\x12\nbinlake.v1\"Z\n\x0bScanRequest\x12\x12\n\ncluster_id\x18\x01 \x01(\x04\x12\x0f\n\x07\x66rom_ts\x18\x02 \x01(\x03\x12\r\n\x05to_ts\x18\x03 \x01(\x03\x12\x17\n\x0fmax_batch_bytes\x18\x04 \x01(\r\"N\n\rLookupRequest\x12\x12\n\ncluster_id\x18\x01 \x01(\x04\x12\x10\n\x08start_ts\x18\x02 \x03(\x03\x12\x17\n\x0fmax_batch_bytes\x18\x03 \x01(\r\"\x98\x01\n\x0bRecordBatch\x12\x12\n\nscanned_to\x18\x07 \x01(\x03\x12\x0e\n\x06key_ts\x18\x08 \x01(\x0c\x12\n\n\x02tp\x18\t \x01(\x0c\x12\x10\n\x08start_ts\x18\n \x01(\x0c\x12\x11\n\tcommit_ts\x18\x0b \x01(\x0c\x12\x0f\n\x07offsets\x18\x0c \x01(\x0c\x12\x0f\n\x07lengths\x18\r \x01(\x0c\x12\x0c\n\x04\x64\x61ta\x18\x0e \x01(\x0cJ\x04\x08\x01\x10\x07\"&\n\x10WatermarkRequest\x12\x12\n\ncluster_id\x18\x01 \x01(\x04\"\x8b\x01\n\x11WatermarkResponse\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x12\n\ncluster_id\x18\x02 \x01(\x04\x12\x15\n\rmax_commit_ts\x18\x03 \x01(\x03\x12\x1c\n\x14oldest_unresolved_ts\x18\x04 \x01(\x03\x12\r\n\x05state\x18\x05 \x01(\t\x12\r\n\x05gc_ts\x18\x06 \x01(\x03\x32\xdf\x01\n\x08PumpScan\x12<\n\x04Scan\x12\x17.binlake.v1.ScanRequest\x1a\x17.binlake.v1.RecordBatch\"\x00\x30\x01\x12I\n\x0fLookupPrewrites\x12\x19.binlake.v1.LookupRequest\x1a\x17.binlake.v1.RecordBatch\"\x00\x30\x01\x12J\n\tWatermark\x12\x1c.binlake.v1.WatermarkRequest\x1a\x1d.binlake.v1.WatermarkResponse\"\x00\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,11 +36,11 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LOOKUPREQUEST']._serialized_start=129
   _globals['_LOOKUPREQUEST']._serialized_end=207
   _globals['_RECORDBATCH']._serialized_start=210
-  _globals['_RECORDBATCH']._serialized_end=343
-  _globals['_WATERMARKREQUEST']._serialized_start=345
-  _globals['_WATERMARKREQUEST']._serialized_end=383
-  _globals['_WATERMARKRESPONSE']._serialized_start=386
-  _globals['_WATERMARKRESPONSE']._serialized_end=525
-  _globals['_PUMPSCAN']._serialized_start=528
-  _globals['_PUMPSCAN']._serialized_end=751
+  _globals['_RECORDBATCH']._serialized_end=362
+  _globals['_WATERMARKREQUEST']._serialized_start=364
+  _globals['_WATERMARKREQUEST']._serialized_end=402
+  _globals['_WATERMARKRESPONSE']._serialized_start=405
+  _globals['_WATERMARKRESPONSE']._serialized_end=544
+  _globals['_PUMPSCAN']._serialized_start=547
+  _globals['_PUMPSCAN']._serialized_end=770
 # @@protoc_insertion_point(module_scope)

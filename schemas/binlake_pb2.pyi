@@ -29,22 +29,24 @@ class LookupRequest(_message.Message):
     def __init__(self, cluster_id: _Optional[int] = ..., start_ts: _Optional[_Iterable[int]] = ..., max_batch_bytes: _Optional[int] = ...) -> None: ...
 
 class RecordBatch(_message.Message):
-    __slots__ = ("key_ts", "tp", "start_ts", "commit_ts", "lengths", "payloads", "scanned_to")
+    __slots__ = ("scanned_to", "key_ts", "tp", "start_ts", "commit_ts", "offsets", "lengths", "data")
+    SCANNED_TO_FIELD_NUMBER: _ClassVar[int]
     KEY_TS_FIELD_NUMBER: _ClassVar[int]
     TP_FIELD_NUMBER: _ClassVar[int]
     START_TS_FIELD_NUMBER: _ClassVar[int]
     COMMIT_TS_FIELD_NUMBER: _ClassVar[int]
+    OFFSETS_FIELD_NUMBER: _ClassVar[int]
     LENGTHS_FIELD_NUMBER: _ClassVar[int]
-    PAYLOADS_FIELD_NUMBER: _ClassVar[int]
-    SCANNED_TO_FIELD_NUMBER: _ClassVar[int]
-    key_ts: _containers.RepeatedScalarFieldContainer[int]
-    tp: _containers.RepeatedScalarFieldContainer[int]
-    start_ts: _containers.RepeatedScalarFieldContainer[int]
-    commit_ts: _containers.RepeatedScalarFieldContainer[int]
-    lengths: _containers.RepeatedScalarFieldContainer[int]
-    payloads: bytes
+    DATA_FIELD_NUMBER: _ClassVar[int]
     scanned_to: int
-    def __init__(self, key_ts: _Optional[_Iterable[int]] = ..., tp: _Optional[_Iterable[int]] = ..., start_ts: _Optional[_Iterable[int]] = ..., commit_ts: _Optional[_Iterable[int]] = ..., lengths: _Optional[_Iterable[int]] = ..., payloads: _Optional[bytes] = ..., scanned_to: _Optional[int] = ...) -> None: ...
+    key_ts: bytes
+    tp: bytes
+    start_ts: bytes
+    commit_ts: bytes
+    offsets: bytes
+    lengths: bytes
+    data: bytes
+    def __init__(self, scanned_to: _Optional[int] = ..., key_ts: _Optional[bytes] = ..., tp: _Optional[bytes] = ..., start_ts: _Optional[bytes] = ..., commit_ts: _Optional[bytes] = ..., offsets: _Optional[bytes] = ..., lengths: _Optional[bytes] = ..., data: _Optional[bytes] = ...) -> None: ...
 
 class WatermarkRequest(_message.Message):
     __slots__ = ("cluster_id",)

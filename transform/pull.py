@@ -12,8 +12,8 @@ import numpy as np
 import pyarrow as pa
 
 from ingest import binlog as bl
-from ingest.scan_client import ScanClient
-from schemas import binlake_pb2
+from ingest.errors import MalformedBatch
+from ingest.scan_client import ScanBatch, ScanClient
 
 RAW_SCHEMA = pa.schema([
     pa.field("tp", pa.int32(), nullable=False),
@@ -24,19 +24,37 @@ RAW_SCHEMA = pa.schema([
 TASK_DDL = "addr string, cluster_id long, from_ts long, to_ts long"
 
 
-def batch_to_arrow(batch: binlake_pb2.RecordBatch) -> pa.RecordBatch:
-    """The prewrites and real commits of one scan batch (payloads zero-copy)."""
-    n = len(batch.tp)
-    tp = np.fromiter(batch.tp, dtype=np.int32, count=n)
-    start = np.fromiter(batch.start_ts, dtype=np.int64, count=n)
-    commit = np.fromiter(batch.commit_ts, dtype=np.int64, count=n)
-    lengths = np.fromiter(batch.lengths, dtype=np.int64, count=n)
-    offsets = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(lengths, out=offsets[1:])
-    payload = pa.BinaryArray.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(batch.payloads)])
+def payload_array(batch: ScanBatch) -> pa.BinaryArray:
+    """The batch's payloads, in record order, as one Arrow binary array.
+
+    ``data`` is viewed (no copy) as a binary array that alternates the bytes before each payload
+    with the payload, in data order; one ``take`` then gathers the payloads in record order (a
+    C++ copy)."""
+    n = len(batch)
+    starts = batch.offsets.astype(np.int64)
+    ends = starts + batch.lengths
+    in_order = n == 0 or bool((starts[1:] >= ends[:-1]).all())  # the usual case: data order = record order
+    order = None if in_order else np.argsort(starts, kind="stable")
+    s, e = (starts, ends) if order is None else (starts[order], ends[order])
+    if n and (bool((s[1:] < e[:-1]).any()) or int(e[-1]) > len(batch.data)):
+        raise MalformedBatch("RecordBatch payload ranges overlap or end past its data")
+    bounds = np.zeros(2 * n + 1, dtype=np.int32)
+    bounds[1::2] = s
+    bounds[2::2] = e
+    pieces = pa.Array.from_buffers(pa.binary(), 2 * n, [None, pa.py_buffer(bounds), pa.py_buffer(batch.data)])
+    picks = np.arange(1, 2 * n, 2)
+    if order is not None:
+        picks[order] = picks.copy()
+    return pieces.take(pa.array(picks))
+
+
+def batch_to_arrow(batch: ScanBatch) -> pa.RecordBatch:
+    """The prewrites and real commits of one scan batch."""
+    tp, start, commit = batch.tp, batch.start_ts, batch.commit_ts
     keep = (tp == bl.PREWRITE) | ((tp == bl.COMMIT) & (start != commit))
-    rb = pa.RecordBatch.from_arrays([pa.array(tp), pa.array(start), pa.array(commit), payload], schema=RAW_SCHEMA)
-    return rb.filter(pa.array(keep))
+    rb = pa.RecordBatch.from_arrays([pa.array(tp), pa.array(start), pa.array(commit), payload_array(batch)],
+                                    schema=RAW_SCHEMA)
+    return rb if keep.all() else rb.filter(pa.array(keep))
 
 
 def scan_range(addr: str, cluster_id: int, from_ts: int, to_ts: int) -> Iterator[pa.RecordBatch]:

@@ -1,11 +1,13 @@
 """The Pump daemon: storage + gRPC + HTTP + registry, and the background loops TiDB's pump runs."""
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ingest import binlog as bl
 from ingest.errors import IngestError, NotOnline, TSOError
@@ -20,6 +22,9 @@ from ingest.registry import load_registry
 from ingest.registry.base import CLOSING, DRAINER, OFFLINE, ONLINE, PAUSED, PAUSING, Registry
 from ingest.tso import TSOClient, compose_ts, physical_ms
 from schemas import binlog_pb2
+
+if TYPE_CHECKING:
+    from ingest.pump.storage.storage import LoopWriter
 
 log = logging.getLogger(__name__)
 
@@ -163,16 +168,18 @@ class Pump:
 
     # ---- writes -----------------------------------------------------------------------------
 
-    async def write_binlog(self, payload: bytes) -> None:
-        """Validate and durably store one binlog from WriteBinlog; the all-zero probe is accepted
-        and dropped; prewrites are refused unless the pump is online."""
+    def write_binlog(self, payload: bytes, writer: "LoopWriter | None" = None) -> "asyncio.Future[None] | None":
+        """Validate one binlog from WriteBinlog and start storing it (on the running event loop,
+        through ``writer`` if given); await the returned future: it is done once the binlog is
+        durable. The all-zero probe is accepted and dropped (None); prewrites are refused unless
+        the pump is online."""
         b = bl.parse(payload)
         if b.start_ts == 0 and b.commit_ts == 0:
-            return
+            return None
         if b.tp == bl.PREWRITE and self.state != ONLINE:
             raise NotOnline(f"no online: {self.state}")
-        await self.storage.write_async(payload, b.tp, b.start_ts, b.commit_ts)
         self._last_write = time.monotonic()
+        return self.storage.write_async(payload, b.tp, b.start_ts, b.commit_ts, writer)
 
     def _write_fake(self) -> int:
         ts = self.tso.get_ts()

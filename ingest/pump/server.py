@@ -23,6 +23,7 @@ from schemas import binlake_pb2, binlake_pb2_grpc, pump_pb2, pump_pb2_grpc
 
 if TYPE_CHECKING:
     from ingest.pump.pump import Pump
+    from ingest.pump.storage.storage import LoopWriter
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,7 @@ class PumpService(pump_pb2_grpc.PumpServicer):
         self.io = io
         self._succ = pump.metrics.rpc_duration.labels("WriteBinlog", "succ")
         self._fail = pump.metrics.rpc_duration.labels("WriteBinlog", "fail")
+        self._writer: "LoopWriter | None" = None  # batches this server loop's writes (set on first call)
 
     async def WriteBinlog(self, request: pump_pb2.WriteBinlogReq,
                           context: grpc.aio.ServicerContext) -> pump_pb2.WriteBinlogResp:
@@ -52,7 +54,12 @@ class PumpService(pump_pb2_grpc.PumpServicer):
         if request.clusterID != pump.cluster_id:
             await _check_cluster(pump, request.clusterID, context)
         try:
-            await pump.write_binlog(request.payload)
+            writer = self._writer
+            if writer is None:
+                writer = self._writer = pump.storage.loop_writer(asyncio.get_running_loop())
+            durable = pump.write_binlog(request.payload, writer)
+            if durable is not None:
+                await durable
         except MalformedBinlog as exc:
             await self._failed(context, started, grpc.StatusCode.INVALID_ARGUMENT,
                                f"malformed binlog payload: {exc}")

@@ -1,23 +1,28 @@
-"""Range scans as columns: index values → record headers → payload batches, vectorized per chunk.
+"""Range scans as value-log spans: index values → record headers → batches that ship stored bytes.
 
 Per chunk of index entries (key-ts order), the entries of one value-log file are decoded with numpy,
-the file span they cover is read with one ``pread``, and their 16-byte headers are gathered at
-once. Per record only two C-level calls remain (a payload view, its CRC32C); the columns stay numpy
-arrays, and a batch is encoded as ``binlake.v1.RecordBatch`` wire bytes with vectorized varints and
-one copy of the payloads. Entries spread over several files or too far apart fall back to reading
-record by record.
+the file span they cover is read with one ``pread``, and their 16-byte headers are gathered and
+checked (magic, length) at once. Every record's own CRC32C is verified before it can be served,
+for the whole chunk in two C-level passes (``crcspan``); a record that fails is reported and left
+out. A batch does not copy payloads: it
+ships the runs of contiguous frames its own records occupy in the span (payloads with their frame
+headers, as stored — never bytes of a record outside the batch) and, per record, where its payload
+starts in them. Key-ts order follows file order closely (a prewrite is appended before its commit,
+both in ts order up to the concurrency of writers), so a batch is one or a few runs. Columns stay
+numpy arrays; a batch is encoded as ``binlake.v1.RecordBatch`` wire bytes (fixed-width columns).
+Entries spread over several files or too far apart fall back to reading record by record (payloads
+copied back to back).
 """
 from __future__ import annotations
 
-import io
 import logging
 from itertools import islice
 from typing import Callable, Iterable, Iterator
 
-import crc32c
 import numpy as np
 
 from ingest.errors import CorruptRecord
+from ingest.pump.storage.crcspan import bad_records
 from ingest.pump.storage.index import PREWRITE
 from ingest.pump.storage.vlog import HEADER_LEN, RECORD_MAGIC, ValueLog, file_name
 
@@ -27,11 +32,13 @@ VALUE_DTYPE = np.dtype([("fid", "<u4"), ("off", "<u8"), ("tp", "u1"), ("start", 
 HEADER_DTYPE = np.dtype([("magic", "<u4"), ("len", "<u8"), ("crc", "<u4")])
 CHUNK = 4096                # index entries decoded together
 MAX_SPAN = 32 << 20         # a chunk whose records lie further apart is read record by record
-_HEADER_COLS = np.arange(HEADER_LEN, dtype=np.int64)
-_SHIFTS = np.arange(0, 70, 7, dtype=np.uint64)      # the ten 7-bit groups of a 64-bit varint
-_GROUPS = np.arange(10, dtype=np.int64)
-_LIMITS = np.array([1 << (7 * k) for k in range(1, 10)], dtype=np.uint64)  # smallest 2-, 3-, … 10-byte
-_EMPTY_I64 = np.zeros(0, dtype=np.int64)
+SLACK = 64 << 10            # read this far past a chunk's last header
+_EMPTY = np.zeros(0, dtype=np.int64)
+# RecordBatch fields (binlake.proto): (field number, attribute, wire dtype), in field-number order.
+_COLUMNS = ((8, "key_ts", "<i8"), (9, "tp", "<i4"), (10, "start_ts", "<i8"), (11, "commit_ts", "<i8"),
+            (12, "offsets", "<u4"), (13, "lengths", "<u4"))
+_DATA_TAG = bytes([14 << 3 | 2])
+_SCANNED_TO_TAG = bytes([7 << 3])
 
 
 def _varint(value: int) -> bytes:
@@ -44,99 +51,126 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
-def varints(values: np.ndarray) -> bytes:
-    """Protobuf varints of integer ``values`` (negative ones as 10-byte two's complement, like
-    int64/int32 fields), concatenated; vectorized over as many 7-bit groups as the largest needs."""
-    v = np.ascontiguousarray(values, dtype=np.int64).view(np.uint64)
-    if not len(v):
-        return b""
-    extra = np.searchsorted(_LIMITS, v, side="right")  # groups after the first, per value
-    width = int(extra.max()) + 1
-    groups = ((v[:, None] >> _SHIFTS[:width]) & np.uint64(0x7F)).astype(np.uint8)
-    if width == 1:
-        return groups.tobytes()
-    if int(extra.min()) + 1 == width:  # all the same size: no gaps to squeeze out
-        groups[:, :-1] |= 0x80
-        return groups.tobytes()
-    cols = _GROUPS[:width]
-    groups |= (cols < extra[:, None]).view(np.uint8) << 7
-    return groups[cols <= extra[:, None]].tobytes()
-
-
-def _packed(field: int, values: np.ndarray) -> list[bytes]:
-    if not len(values):
-        return []
-    data = varints(values)
-    return [bytes([field << 3 | 2]), _varint(len(data)), data]
-
-
 class ScanColumns:
-    """One batch of scanned records as columns: numpy arrays, and the payloads in record order as a
-    few contiguous buffers (joined once, when encoded)."""
+    """One batch of scanned records: numpy columns, and ``parts``, the buffers whose concatenation
+    is the batch's ``data``; record i's payload is ``data[offsets[i]:offsets[i] + lengths[i]]``.
+    Payload ranges do not overlap; ``data`` may hold frame headers of the batch's records between
+    them."""
 
-    __slots__ = ("key_ts", "tp", "start_ts", "commit_ts", "lengths", "parts")
+    __slots__ = ("key_ts", "tp", "start_ts", "commit_ts", "offsets", "lengths", "parts", "size")
 
     def __init__(self, key_ts: np.ndarray, tp: np.ndarray, start_ts: np.ndarray, commit_ts: np.ndarray,
-                 lengths: np.ndarray, parts: list[bytes | memoryview]) -> None:
+                 offsets: np.ndarray, lengths: np.ndarray, parts: list[bytes | memoryview],
+                 size: int | None = None) -> None:
         self.key_ts = key_ts
         self.tp = tp
         self.start_ts = start_ts
         self.commit_ts = commit_ts
+        self.offsets = offsets
         self.lengths = lengths
         self.parts = parts
+        self.size = sum(map(len, parts)) if size is None else size  # bytes of ``data``
 
     def __len__(self) -> int:
         return len(self.lengths)
 
     @property
-    def size(self) -> int:
-        """Payload bytes."""
-        return sum(map(len, self.parts))
-
-    @property
-    def payloads(self) -> bytes:
-        """The payloads joined, in record order."""
+    def data(self) -> bytes:
+        """The parts joined."""
         return self.parts[0] if len(self.parts) == 1 and isinstance(self.parts[0], bytes) else b"".join(self.parts)
+
+    def payloads(self) -> list[bytes]:
+        """Each record's payload, in record order."""
+        data = self.data
+        return [data[o:o + n] for o, n in zip(self.offsets.tolist(), self.lengths.tolist())]
 
     def encode(self, scanned_to: int) -> bytes:
         """The ``binlake.v1.RecordBatch`` wire bytes (fields in number order, as protobuf writes them)."""
-        out = _packed(1, self.key_ts) + _packed(2, self.tp) + _packed(3, self.start_ts) \
-            + _packed(4, self.commit_ts) + _packed(5, self.lengths)
-        size = self.size
-        if size:
-            out += [b"\x32", _varint(size), *self.parts]
+        out: list[bytes | memoryview] = []
         if scanned_to:
-            out += [b"\x38", _varint(scanned_to & 0xFFFFFFFFFFFFFFFF)]
+            out += [_SCANNED_TO_TAG, _varint(scanned_to & 0xFFFFFFFFFFFFFFFF)]
+        if len(self):
+            for field, name, dtype in _COLUMNS:
+                col = getattr(self, name).astype(dtype, copy=False).tobytes()
+                out += [bytes([field << 3 | 2]), _varint(len(col)), col]
+        if self.size:
+            out += [_DATA_TAG, _varint(self.size), *self.parts]
         return b"".join(out)
 
     @staticmethod
     def concat(pieces: list["ScanColumns"]) -> "ScanColumns":
-        """One batch of several, in order."""
+        """One batch of several, in order (their data back to back)."""
         if len(pieces) == 1:
             return pieces[0]
         if not pieces:
-            return ScanColumns(_EMPTY_I64, _EMPTY_I64, _EMPTY_I64, _EMPTY_I64, _EMPTY_I64, [])
+            return ScanColumns(_EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY, [], 0)
         parts: list[bytes | memoryview] = []
+        offsets = []
+        base = 0
         for p in pieces:
             parts += p.parts
+            offsets.append(p.offsets + base)
+            base += p.size
         return ScanColumns(*(np.concatenate([getattr(p, name) for p in pieces])
-                             for name in ("key_ts", "tp", "start_ts", "commit_ts", "lengths")), parts)
+                             for name in ("key_ts", "tp", "start_ts", "commit_ts")),
+                           np.concatenate(offsets), np.concatenate([p.lengths for p in pieces]), parts, base)
 
-    def slice(self, i: int, j: int, start: int, end: int) -> "ScanColumns":
-        """Records ``[i, j)``, whose payloads are bytes ``[start, end)`` of this batch's (one part)."""
-        assert len(self.parts) == 1
+
+class _Chunk:
+    """The valid records of one chunk of index entries, in key-ts order, over one buffer: record i's
+    payload is ``buf[pos[i]:end[i]]`` and its stored frame (header and payload) ``buf[frame[i]:end[i]]``."""
+
+    __slots__ = ("buf", "key_ts", "tp", "start_ts", "commit_ts", "frame", "pos", "end")
+
+    def __init__(self, buf: bytes, tp: np.ndarray, start_ts: np.ndarray, commit_ts: np.ndarray,
+                 frame: np.ndarray, pos: np.ndarray, end: np.ndarray) -> None:
+        self.buf = buf
+        self.tp = tp.astype(np.int64)
+        self.start_ts = start_ts.astype(np.int64)
+        self.commit_ts = commit_ts.astype(np.int64)
+        self.key_ts = np.where(self.tp == PREWRITE, self.start_ts, self.commit_ts)
+        self.frame = frame
+        self.pos = pos
+        self.end = end
+
+    def __len__(self) -> int:
+        return len(self.pos)
+
+    def take(self, i: int, j: int) -> ScanColumns:
+        """Records ``[i, j)`` as a batch whose data are the runs of contiguous frames they occupy."""
+        fs, fe, pos = self.frame[i:j], self.end[i:j], self.pos[i:j]
+        n = j - i
+        order = None
+        if n > 1 and bool((fs[1:] < fs[:-1]).any()):
+            order = np.argsort(fs, kind="stable")
+            fs, fe, pos = fs[order], fe[order], pos[order]
+        # A run ends where the next frame does not start right at this one's end (a record of
+        # another batch, a corrupt one left out, a gap; also two entries sharing bytes).
+        starts = np.flatnonzero(fs[1:] != fe[:-1]) + 1
+        run_lo = fs[np.concatenate(([0], starts))]
+        run_hi = fe[np.concatenate((starts - 1, [n - 1]))]
+        lengths = run_hi - run_lo
+        base = np.cumsum(lengths) - lengths
+        run = np.zeros(n, dtype=np.int64)
+        run[starts] = 1
+        np.cumsum(run, out=run)
+        offsets = pos - run_lo[run] + base[run]
+        if order is not None:
+            unsorted = np.empty_like(offsets)
+            unsorted[order] = offsets
+            offsets = unsorted
+            fe, pos = self.end[i:j], self.pos[i:j]
+        size = int(lengths.sum())
+        if len(run_lo) == 1 and size == len(self.buf):
+            parts: list[bytes | memoryview] = [self.buf]
+        else:
+            view = memoryview(self.buf)
+            parts = [view[a:b] for a, b in zip(run_lo.tolist(), run_hi.tolist())]
         return ScanColumns(self.key_ts[i:j], self.tp[i:j], self.start_ts[i:j], self.commit_ts[i:j],
-                           self.lengths[i:j], [memoryview(self.parts[0])[start:end]])
+                           offsets, fe - pos, parts, size)
 
 
-def _columns(tps: np.ndarray, starts: np.ndarray, commits: np.ndarray, payloads: bytes,
-             lengths: np.ndarray) -> ScanColumns:
-    tps = tps.astype(np.int64)
-    key_ts = np.where(tps == PREWRITE, starts, commits)
-    return ScanColumns(key_ts, tps, starts, commits, lengths, [payloads])
-
-
-def _record_by_record(vlog: ValueLog, arr: np.ndarray, on_corrupt: Callable[[str], None]) -> ScanColumns:
+def _record_by_record(vlog: ValueLog, arr: np.ndarray, on_corrupt: Callable[[str], None]) -> _Chunk:
     read = vlog.reader().read
     keep: list[int] = []
     parts: list[memoryview | bytes] = []
@@ -149,12 +183,13 @@ def _record_by_record(vlog: ValueLog, arr: np.ndarray, on_corrupt: Callable[[str
         keep.append(i)
     sel = arr[keep]
     lengths = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
-    return _columns(sel["tp"], sel["start"].astype(np.int64), sel["commit"].astype(np.int64),
-                    b"".join(parts), lengths)
+    end = np.cumsum(lengths)
+    pos = end - lengths
+    return _Chunk(b"".join(parts), sel["tp"], sel["start"], sel["commit"], pos, pos, end)
 
 
-def _chunk(vlog: ValueLog, values: list[bytes], on_corrupt: Callable[[str], None]) -> ScanColumns:
-    """Columns of the valid records behind ``values`` (raw index values), in the same order."""
+def _chunk(vlog: ValueLog, values: list[bytes], on_corrupt: Callable[[str], None]) -> _Chunk:
+    """The valid records behind ``values`` (raw index values), in the same order."""
     arr = np.frombuffer(b"".join(values), dtype=VALUE_DTYPE)
     fids = arr["fid"]
     fid = int(fids[0])
@@ -163,47 +198,38 @@ def _chunk(vlog: ValueLog, values: list[bytes], on_corrupt: Callable[[str], None
     lo, hi = int(offs.min()), int(offs.max()) + HEADER_LEN
     if f is None or (fids != fid).any() or hi - lo > MAX_SPAN:
         return _record_by_record(vlog, arr, on_corrupt)
-    span = f.read_span(lo, hi)
+    # Read a little past the last header: its payload usually ends there (no second read).
+    span = f.read_span(lo, min(hi + SLACK, f.size))
     if len(span) < hi - lo:
         return _record_by_record(vlog, arr, on_corrupt)
-    rel = offs - lo
-    headers = np.frombuffer(span, dtype=np.uint8)[rel[:, None] + _HEADER_COLS].view(HEADER_DTYPE).ravel()
-    lengths = headers["len"].astype(np.int64)
-    begins = rel + HEADER_LEN
-    ends = begins + lengths
-    need = int(ends.max())
+    frame = offs - lo
+    # Element k of ``windows`` is the 16 bytes at offset k: one gather fetches every header.
+    windows = np.ndarray((len(span) - HEADER_LEN + 1,), dtype=HEADER_DTYPE, buffer=span, strides=(1,))
+    headers = windows[frame]
+    if (headers["magic"] != RECORD_MAGIC).any() or int(headers["len"].max()) > f.size:
+        return _record_by_record(vlog, arr, on_corrupt)
+    pos = frame + HEADER_LEN
+    end = pos + headers["len"].astype(np.int64)
+    need = int(end.max())
     if need > len(span):
         span = f.read_span(lo, lo + need)
-        if len(span) < need or (headers["magic"] != RECORD_MAGIC).any():
+        if len(span) < need:
             return _record_by_record(vlog, arr, on_corrupt)
-    elif (headers["magic"] != RECORD_MAGIC).any():
-        return _record_by_record(vlog, arr, on_corrupt)
-    # Views into the span, each dropped right after use: thousands of live views per chunk would
-    # feed the cyclic GC, whose full collections then scan the whole heap of the server.
-    view = memoryview(span)
-    b_list, e_list = begins.tolist(), ends.tolist()
-    crcs = np.fromiter(map(crc32c.crc32c, map(view.__getitem__, map(slice, b_list, e_list))),
-                       dtype=np.uint32, count=len(b_list))
-    bad = np.flatnonzero(crcs != headers["crc"])
-    tps, starts, commits = arr["tp"], arr["start"].astype(np.int64), arr["commit"].astype(np.int64)
+    bad = bad_records(span, frame, pos, end, headers["crc"])
     if len(bad):
         for i in bad.tolist():
             on_corrupt(f"{file_name(fid)}: checksum mismatch at offset {int(offs[i])}")
-        good = np.ones(len(b_list), dtype=bool)
+        good = np.ones(len(pos), dtype=bool)
         good[bad] = False
-        b_list, e_list = begins[good].tolist(), ends[good].tolist()
-        tps, starts, commits, lengths = tps[good], starts[good], commits[good], lengths[good]
-    out = io.BytesIO()
-    out.writelines(map(view.__getitem__, map(slice, b_list, e_list)))
-    payloads = out.getvalue()
-    return _columns(tps, starts, commits, payloads, lengths)
+        arr, frame, pos, end = arr[good], frame[good], pos[good], end[good]
+    return _Chunk(span, arr["tp"], arr["start"], arr["commit"], frame, pos, end)
 
 
 def scan_columns(values: Iterable[bytes], vlog: ValueLog, limit: int,
                  on_corrupt: Callable[[str], None]) -> Iterator[ScanColumns]:
-    """Batches of columns for the records behind raw index ``values``; each batch holds at most
-    ``limit`` payload bytes, or one record when a single record is larger; the last batch may be
-    empty. Corrupt records are reported and skipped."""
+    """Batches for the records behind raw index ``values``, in their order; each batch's data holds
+    at most ``limit`` bytes (its records' frames), or one record when a single frame is larger; the
+    last batch may be empty. Corrupt records are reported and skipped."""
     it = iter(values)
     pending: list[ScanColumns] = []
     size = 0
@@ -211,9 +237,9 @@ def scan_columns(values: Iterable[bytes], vlog: ValueLog, limit: int,
         chunk = list(islice(it, CHUNK))
         if not chunk:
             break
-        cols = _chunk(vlog, chunk, on_corrupt)
-        cum = np.cumsum(cols.lengths)
-        n, i, base = len(cols), 0, 0
+        ch = _chunk(vlog, chunk, on_corrupt)
+        cum = np.cumsum(ch.end - ch.frame)
+        n, i, base = len(ch), 0, 0
         while i < n:
             j = int(np.searchsorted(cum, base + limit - size, side="right"))
             if j <= i:
@@ -223,7 +249,7 @@ def scan_columns(values: Iterable[bytes], vlog: ValueLog, limit: int,
                     continue
                 j = i + 1
             end = int(cum[j - 1])
-            pending.append(cols.slice(i, j, base, end) if (i, j) != (0, n) else cols)
+            pending.append(ch.take(i, j))
             size += end - base
             base, i = end, j
             if size >= limit:

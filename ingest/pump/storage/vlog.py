@@ -69,12 +69,18 @@ def file_name(fid: int) -> str:
 
 
 class LogFile:
-    """One value-log file. Appends go through ``append``; reads use ``pread`` on a separate fd."""
+    """One value-log file. Appends go through ``append``; reads use ``pread`` on a separate fd.
 
-    def __init__(self, directory: Path, fid: int, create: bool = False) -> None:
+    With ``dsync`` the file is opened ``O_DSYNC``: every ``pwrite`` returns only once its data is
+    durable (as ``pwrite`` + ``fdatasync``), so a synced append is one system call, and for the
+    writer thread one GIL release instead of two.
+    """
+
+    def __init__(self, directory: Path, fid: int, create: bool = False, dsync: bool = False) -> None:
         self.fid = fid
         self.path = directory / file_name(fid)
-        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
+        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0) | (os.O_DSYNC if dsync else 0)
+        self.dsync = dsync
         self._fd = os.open(self.path, flags, 0o644)
         self.size = os.fstat(self._fd).st_size
         self.max_ts = 0
@@ -90,13 +96,15 @@ class LogFile:
         return self.size - FOOTER_LEN if self.ended else self.size
 
     def append(self, data: bytes, sync: bool) -> int:
-        """Append ``data`` at the end; fdatasync when ``sync``. Return the offset it was written at."""
+        """Append ``data`` at the end; durable on return when ``sync`` (fdatasync unless the file
+        is ``O_DSYNC``). Return the offset it was written at."""
         offset = self.size
-        view = memoryview(data)
-        written = 0
-        while written < len(data):
-            written += os.pwrite(self._fd, view[written:], offset + written)
-        if sync:
+        written = os.pwrite(self._fd, data, offset)
+        if written < len(data):
+            view = memoryview(data)
+            while written < len(data):
+                written += os.pwrite(self._fd, view[written:], offset + written)
+        if sync and not self.dsync:
             os.fdatasync(self._fd)
         self.size += len(data)
         return offset
@@ -210,7 +218,7 @@ class ValueLog:
         for name in sorted(os.listdir(self.dir)):
             if name.endswith(".vlog") and name[:-5].isdigit():
                 fid = int(name[:-5])
-                self.files[fid] = LogFile(self.dir, fid)
+                self.files[fid] = LogFile(self.dir, fid, dsync=sync)
         if not self.files:
             self._create(0)
         current = self.files[max(self.files)]
@@ -230,7 +238,7 @@ class ValueLog:
         return Pointer(cur.fid, cur.size)
 
     def _create(self, fid: int) -> LogFile:
-        f = LogFile(self.dir, fid, create=True)
+        f = LogFile(self.dir, fid, create=True, dsync=self.sync)
         dir_fd = os.open(self.dir, os.O_RDONLY)
         try:
             os.fsync(dir_fd)
@@ -258,21 +266,31 @@ class ValueLog:
 
         Returns a pointer per payload. Nothing is acknowledged before this returns.
         """
+        fid, offsets = self.append_payloads(payloads, max_ts)
+        return [Pointer(fid, offset) for offset in offsets]
+
+    def append_payloads(self, payloads: list[bytes], max_ts: int) -> tuple[int, list[int]]:
+        """``append_batch`` without pointer objects: the file id and the offset of each record."""
+        parts: list[bytes] = []
+        offsets: list[int] = []
+        pos = 0
+        pack, magic, crc, add, mark = HEADER.pack, RECORD_MAGIC, _crc, parts.append, offsets.append
+        for p in payloads:
+            n = len(p)
+            add(pack(magic, n, crc(p)))
+            add(p)
+            mark(pos)
+            pos += HEADER_LEN + n
+        data = b"".join(parts)
         cur = self.current
-        frames = [encode_record(p) for p in payloads]
-        data = b"".join(frames)
         if cur.size > 0 and cur.size + len(data) > self.file_size:
             cur = self._rotate(cur)
         base = cur.append(data, self.sync)
-        cur.max_ts = max(cur.max_ts, max_ts)
-        pointers = []
-        offset = base
-        for frame in frames:
-            pointers.append(Pointer(cur.fid, offset))
-            offset += len(frame)
+        if max_ts > cur.max_ts:
+            cur.max_ts = max_ts
         if cur.size > self.file_size:
             self._rotate(cur)
-        return pointers
+        return cur.fid, [base + o for o in offsets] if base else offsets
 
     def _rotate(self, cur: LogFile) -> LogFile:
         cur.finalize()
