@@ -69,6 +69,14 @@ def _seconds(value: Any) -> float:
     return float(value)
 
 
+def _interval(value: Any) -> float:
+    """Seconds as a number or a Go duration (``"2ms"``); 0 is allowed (off)."""
+    seconds = parse_duration(value) if isinstance(value, str) else _seconds(value) if value else 0.0
+    if isinstance(value, bool) or seconds < 0:
+        raise ConfigError(f"expected a duration like '2ms' or a number of seconds >= 0, got {value!r}")
+    return seconds
+
+
 def _string(value: Any) -> str:
     if not isinstance(value, str):
         raise ConfigError(f"expected a string, got {value!r}")
@@ -138,6 +146,7 @@ PUMP_KEYS: dict[str, Key] = {
     "storage.kv_chan_cap": Key("storage.index_queue_size", _int),
     "storage.slow_write_threshold": Key("storage.slow_write_threshold", _seconds),
     "storage.stop-write-at-available-space": Key("storage.stop_write_at_available_space", parse_bytes),
+    "storage.group-commit-interval": Key("storage.group_commit_interval", _interval),   # binlake's own
     **{f"storage.kv.{k}": Key("", lambda v: v) for k in _KV_KEYS},
 }
 

@@ -24,6 +24,7 @@ def test_tidb_keys_and_sections(tmp_path: Path) -> None:
                  'heartbeat-interval = 5\ngen-binlog-interval = 1\n'
                  '[security]\nssl-ca = "ca.pem"\nssl-cert = "c.pem"\nssl-key = "k.pem"\n'
                  '[storage]\nsync-log = false\nstop-write-at-available-space = "512 MiB"\n'
+                 'group-commit-interval = "5ms"\n'
                  '[storage.kv]\nblock-cache-capacity = 8388608\n')
     o = load_pump_options(f, {})
     assert (o.addr, o.advertise, o.data_dir, o.node_id) == ("127.0.0.1:9000", "pump1:9000", "d", "n1")
@@ -31,6 +32,7 @@ def test_tidb_keys_and_sections(tmp_path: Path) -> None:
     assert (o.gc_retention, o.heartbeat_interval, o.gen_binlog_interval) == (12 * 3600, 5.0, 1.0)
     assert (o.security.ssl_ca, o.security.enabled) == ("ca.pem", True)
     assert (o.storage.sync_log, o.storage.stop_write_at_available_space) == (False, 512 << 20)
+    assert o.storage.group_commit_interval == 0.005
 
 
 def test_flags_override_file(tmp_path: Path) -> None:
