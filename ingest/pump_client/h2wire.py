@@ -13,7 +13,7 @@ Promises:
   ``grpc.StatusCode`` (the server's status, ``DEADLINE_EXCEEDED`` at the deadline, ``UNAVAILABLE``
   when the connection is lost or refuses the stream), as a grpcio call would.
 - Header blocks are encoded with literals only (no dynamic table); responses are decoded with the
-  ``hpack`` library, whose dynamic table sees every block the peer sends.
+  ``hpack`` library, whose dynamic table sees every block the peer sends (``HeaderDecoder``).
 """
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ from urllib.parse import unquote
 import grpc
 from hpack import Decoder
 from hpack.exceptions import HPACKError
+from hpack.table import HeaderTable
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,45 @@ _HTTP_STATUS = {400: grpc.StatusCode.INTERNAL, 401: grpc.StatusCode.UNAUTHENTICA
                 403: grpc.StatusCode.PERMISSION_DENIED, 404: grpc.StatusCode.UNIMPLEMENTED,
                 429: grpc.StatusCode.UNAVAILABLE, 502: grpc.StatusCode.UNAVAILABLE,
                 503: grpc.StatusCode.UNAVAILABLE, 504: grpc.StatusCode.UNAVAILABLE}
+
+
+class _CountingTable(HeaderTable):
+    """hpack's dynamic table, counting insertions (so a decoded block can tell it changed nothing)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.changes = 0
+
+    def add(self, name: bytes, value: bytes) -> None:
+        self.changes += 1
+        super().add(name, value)
+
+
+class HeaderDecoder:
+    """HPACK decoding of one connection's header blocks (``hpack``), memoized: a block that left
+    the dynamic table as it was (no insertion, no size update) decodes the same way until the
+    table changes, so repeated response headers cost a dict lookup; a block that changes the
+    table clears the memo."""
+
+    def __init__(self, memo_size: int = 256) -> None:
+        self._decoder = Decoder()
+        self._table = self._decoder.header_table = _CountingTable()
+        self._memo: dict[bytes, list[tuple[bytes, bytes]]] = {}
+        self._memo_size = memo_size
+
+    def decode(self, block: bytes) -> list[tuple[bytes, bytes]]:
+        """The (name, value) pairs of ``block``; ``HPACKError`` when it is malformed."""
+        known = self._memo.get(block)
+        if known is not None:
+            return known
+        before = (self._table.changes, self._table.maxsize)
+        headers: list[tuple[bytes, bytes]] = self._decoder.decode(block, raw=True)  # type: ignore[assignment]
+        if (self._table.changes, self._table.maxsize) == before:
+            if len(self._memo) < self._memo_size:
+                self._memo[block] = headers
+        else:
+            self._memo.clear()
+        return headers
 
 
 class WireRpcError(grpc.RpcError):
@@ -191,8 +231,7 @@ class H2Connection:
         self._peer_max_streams = MAX_WINDOW
         self._goaway_last: int | None = None
         self._closed: str | None = None
-        self._decoder = Decoder()
-        self._indexed_blocks: dict[bytes, list[tuple[bytes, bytes]]] = {}
+        self._headers = HeaderDecoder()
         self._received = 0                             # connection-level bytes since our last WINDOW_UPDATE
         self._header_stream = 0
         self._header_flags = 0
@@ -439,7 +478,7 @@ class H2Connection:
         block = self._header_parts[0] if len(self._header_parts) == 1 else b"".join(self._header_parts)
         sid, flags = self._header_stream, self._header_flags
         self._header_parts = []
-        headers = self._decode(block)
+        headers = self._headers.decode(block)
         call = self._streams.get(sid)
         if call is None:
             return
@@ -486,19 +525,6 @@ class H2Connection:
         with self._lock:
             self._end_stream_locked(sid, WireRpcError(code, f"HTTP status {http} without a gRPC status"),
                                     reset=True)
-
-    def _decode(self, block: bytes) -> list[tuple[bytes, bytes]]:
-        """HPACK-decode a block; blocks of indexed fields only (they leave the table unchanged) are memoized
-        until a block with literals may have changed the dynamic table."""
-        known = self._indexed_blocks.get(block)
-        if known is not None:
-            return known
-        headers: list[tuple[bytes, bytes]] = self._decoder.decode(block, raw=True)  # type: ignore[assignment]
-        if block and min(block) >= 0x80:
-            self._indexed_blocks[block] = headers
-        else:
-            self._indexed_blocks.clear()
-        return headers
 
     def _on_settings(self, payload: bytes) -> None:
         with self._lock:
