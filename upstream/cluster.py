@@ -136,8 +136,14 @@ class Cluster:
             def install(commit_ts: int) -> None:
                 self.catalog.install(schema.derive(version, commit_ts, plan.dbs, tables), job)
 
+            def check() -> None:
+                if info is None or plan.table_id not in schema.tables:
+                    return
+                rows = (materialize(info, row) for _, _, row in self.kv.scan_table(info.id, self.ts()))
+                ddlmod.check_new_keys(schema.tables[plan.table_id].info, info, rows)
+
             commit_ts = server.committer.commit_ddl(start_ts, job_id, plan.schema_state, stmt.text, primary,
-                                                    value, install)
+                                                    value, install, check)
             return job_id, start_ts, commit_ts
 
     # ---- reads -------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Mapping
 
 from sqlglot import exp
 
@@ -530,7 +530,7 @@ def add_index(t: TableInfo, node: Any, stmt: str) -> TableInfo:
 
 def add_primary_key(t: TableInfo, node: exp.PrimaryKey, clustered: bool | None, stmt: str) -> TableInfo:
     """ADD PRIMARY KEY on a table without one: a NONCLUSTERED primary index (rows keep ``_tidb_rowid``);
-    its columns become NOT NULL. Existing rows are not re-checked for NULLs or duplicates."""
+    its columns become NOT NULL. Existing rows are checked at commit (``check_new_keys``)."""
     if clustered:
         raise UnsupportedSQL("ADD PRIMARY KEY … CLUSTERED (a clustered key can only be created with the table)", stmt)
     if t.pk_is_handle or t.is_common_handle or t.primary_index is not None:
@@ -547,6 +547,42 @@ def add_primary_key(t: TableInfo, node: exp.PrimaryKey, clustered: bool | None, 
                    columns=tuple(IndexColumn(by[n.lower()], 0, ln) for n, ln in parts), unique=True,
                    primary=True, index_type=1)
     return _rebuild(t, cols, list(t.indices) + [ix], max_idx_id=t.max_idx_id + 1)
+
+
+def check_new_keys(old: TableInfo | None, new: TableInfo, rows: Iterable[Mapping[int, Any]]) -> None:
+    """Refuse a change whose new unique or primary index the existing ``rows`` (by column id, as
+    ``new`` sees them) violate, as TiDB's index backfill does: a NULL in a primary key column
+    (``[ddl:1138]``) or two rows with the same non-NULL entry (``[kv:1062]``)."""
+    known = {ix.id for ix in old.indices} if old is not None else set()
+    by_name = {c.name.lower(): c for c in new.columns}
+    specs = []
+    for ix in new.indices:
+        if ix.unique and ix.id not in known:
+            cols = [(by_name[ic.name.lower()], ic.length) for ic in ix.columns]
+            specs.append((ix, cols, set()))
+    if not specs:
+        return
+    for row in rows:
+        for ix, cols, seen in specs:
+            vals = [row.get(c.id) for c, _ in cols]
+            if any(v is None for v in vals):
+                if ix.primary:
+                    raise SQLError("[ddl:1138]Invalid use of NULL value")
+                continue
+            entry = tuple(_index_value(c, length, v) for (c, length), v in zip(cols, vals))
+            if entry in seen:
+                raise SQLError(f"[kv:1062]Duplicate entry '{'-'.join(str(v) for v in vals)}' "
+                               f"for key '{new.name}.{ix.name}'")
+            seen.add(entry)
+
+
+def _index_value(col: ColumnInfo, length: int, v: Any) -> Any:
+    """What a unique index compares: the prefix for prefix indexes, case-folded for ``_ci`` collations."""
+    if isinstance(v, (str, bytes)) and length > 0:
+        v = v[:length]
+    if isinstance(v, str) and col.type.collate.lower().endswith("_ci"):
+        v = v.casefold()
+    return v
 
 
 def drop_primary_key(t: TableInfo, stmt: str) -> TableInfo:

@@ -16,7 +16,7 @@ from typing import Any, Callable, Protocol
 from schemas import binlog_pb2
 from upstream.binlogs import BinlogSink
 from upstream.catalog import Catalog
-from upstream.errors import BinlogWriteFailed, SchemaChanged, ServerCrashed, TxnAborted, UpstreamError
+from upstream.errors import BinlogWriteFailed, SchemaChanged, ServerCrashed, SQLError, TxnAborted, UpstreamError
 from upstream.faults import Faults
 from upstream.kv import MVCCStore, Mutation
 from upstream.txn import Transaction
@@ -81,15 +81,19 @@ class Committer:
                   else BinlogWriteFailed(f"write binlog failed: {binlog_err}", start_ts))
         if self.faults.take_abort():
             abort(TxnAborted(f"txn {start_ts} aborted after prewrite (injected fault)", start_ts))
-        try:
-            with self.core.commit_mutex:
-                check()
+        refused: UpstreamError | None = None
+        with self.core.commit_mutex:
+            try:
+                check()                     # under the mutex: no other commit lands in between
+            except (SchemaChanged, SQLError) as e:
+                refused = e
+            else:
                 commit_ts = self.core.ts()
                 kv.commit(start_ts, commit_ts, keys)
                 if install is not None:
                     install(commit_ts)
-        except SchemaChanged as e:
-            abort(e)
+        if refused is not None:
+            abort(refused)
         if self.faults.take_crash():
             self.faults.crashed.append((start_ts, commit_ts))
             raise ServerCrashed(start_ts, commit_ts)
@@ -117,13 +121,16 @@ class Committer:
         return self._two_phase(txn.start_ts, txn.primary, muts, binlog, check)
 
     def commit_ddl(self, start_ts: int, job_id: int, schema_state: int, query: str, primary: bytes,
-                   value: bytes, install: Callable[[int], None] | None) -> int:
-        """Commit a DDL job's transaction (meta key write + DDL binlog); ``install`` runs at commit."""
+                   value: bytes, install: Callable[[int], None] | None,
+                   check: Callable[[], None] = lambda: None) -> int:
+        """Commit a DDL job's transaction (meta key write + DDL binlog); ``install`` runs at commit.
+        ``check`` runs just before the commit, under the commit mutex; an ``SQLError`` from it rolls
+        the job back (its DDL binlog gets a Rollback)."""
         binlog = binlog_pb2.Binlog(tp=binlog_pb2.Prewrite, start_ts=start_ts, prewrite_key=primary,
                                    ddl_job_id=job_id, ddl_schema_state=schema_state,
                                    ddl_query=query.encode("utf-8"))
         muts = [Mutation(primary, 0, None, None, value)]
-        return self._two_phase(start_ts, primary, muts, binlog, lambda: None, install)
+        return self._two_phase(start_ts, primary, muts, binlog, check, install)
 
 
 def _finish(prewrite: binlog_pb2.Binlog, tp: int, commit_ts: int) -> binlog_pb2.Binlog:

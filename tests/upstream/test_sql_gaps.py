@@ -111,6 +111,24 @@ def test_add_and_drop_nonclustered_primary_key(c: Cluster) -> None:
         c.execute("alter table p add primary key (a) clustered")
 
 
+def test_new_unique_keys_check_the_rows_already_there(c: Cluster) -> None:
+    c.execute("create table k (a int, b varchar(10) collate utf8mb4_general_ci, c int, d int)")
+    c.execute("insert into k values (1, 'x', NULL, 1), (1, 'X', NULL, 2), (2, NULL, 5, 3)")
+    version = c.catalog.current().version
+    with pytest.raises(SQLError, match=r"\[kv:1062\]Duplicate entry '1-X' for key 'k.ub'"):
+        c.execute("alter table k add unique key ub (a, b)")        # 'x' = 'X' under _ci
+    with pytest.raises(SQLError, match=r"Duplicate entry '1' for key 'k.PRIMARY'"):
+        c.execute("alter table k add primary key (a)")
+    with pytest.raises(SQLError, match=r"\[ddl:1138\]Invalid use of NULL value"):
+        c.execute("alter table k add primary key (c)")
+    assert c.catalog.current().version == version                  # no refused job took effect
+    assert c.table("test", "k").indices == ()
+    c.execute("alter table k add unique key uc (c)")                # NULLs never conflict
+    c.execute("update k set a = 3 where d = 2")
+    c.execute("alter table k add unique key ub (a, b)")
+    assert [ix.name for ix in c.table("test", "k").indices] == ["uc", "ub"]
+
+
 def test_job_types_of_new_alters(c: Cluster) -> None:
     c.execute("create table j (a int, b int)")
     types = []
