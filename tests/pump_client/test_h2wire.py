@@ -50,73 +50,58 @@ def server() -> Iterator[tuple[str, Pump, grpc.Server]]:
     srv.stop(0)
 
 
+@pytest.fixture
+def channel(server: tuple[str, Pump, grpc.Server]) -> Iterator[H2WriteChannel]:
+    ch = H2WriteChannel(server[0])
+    yield ch
+    ch.close()
+
+
 def write(channel: H2WriteChannel, payload: bytes, timeout: float = 10.0, cluster: int = 7) -> Any:
     return channel.write(pump_pb2.WriteBinlogReq(clusterID=cluster, payload=payload), timeout).result()
 
 
-def test_unary_calls_match_their_responses_under_concurrency(server: tuple[str, Pump, grpc.Server]) -> None:
-    addr, pump, _ = server
-    channel = H2WriteChannel(addr)
-    try:
-        def one(i: int) -> None:
-            for j in range(40):
-                assert write(channel, f"ok:{i}-{j}".encode(), cluster=i).errmsg == f"echo {i} {i}-{j}"
-        with ThreadPoolExecutor(32) as pool:
-            list(pool.map(one, range(32)))
-        assert pump.calls == 32 * 40
-    finally:
-        channel.close()
+def test_unary_calls_match_their_responses_under_concurrency(server: tuple[str, Pump, grpc.Server],
+                                                             channel: H2WriteChannel) -> None:
+    pump = server[1]
+
+    def one(i: int) -> None:
+        for j in range(40):
+            assert write(channel, f"ok:{i}-{j}".encode(), cluster=i).errmsg == f"echo {i} {i}-{j}"
+    with ThreadPoolExecutor(32) as pool:
+        list(pool.map(one, range(32)))
+    assert pump.calls == 32 * 40
 
 
-def test_large_messages_respect_frame_size_and_flow_control(server: tuple[str, Pump, grpc.Server]) -> None:
-    addr, _, _ = server
-    channel = H2WriteChannel(addr)
-    try:
-        big = bytes(range(256)) * (6 << 12)          # 6 MiB: many 16 KiB frames, past the 64 KiB windows
-        sizes = [len(big), 70_000, 65_535, 1]
-        with ThreadPoolExecutor(4) as pool:
-            got = list(pool.map(lambda n: write(channel, big[:n]).errmsg, sizes))
-        assert got == [str(n) for n in sizes]
-    finally:
-        channel.close()
+def test_large_messages_respect_frame_size_and_flow_control(channel: H2WriteChannel) -> None:
+    big = bytes(range(256)) * (6 << 12)          # 6 MiB: many 16 KiB frames, past the 64 KiB windows
+    sizes = [len(big), 70_000, 65_535, 1]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda n: write(channel, big[:n]).errmsg, sizes))
+    assert got == [str(n) for n in sizes]
 
 
-def test_server_status_and_message_reach_the_caller(server: tuple[str, Pump, grpc.Server]) -> None:
-    addr, _, _ = server
-    channel = H2WriteChannel(addr)
-    try:
-        with pytest.raises(WireRpcError) as info:
-            write(channel, b"fail:")
-        assert info.value.code() is grpc.StatusCode.INVALID_ARGUMENT
-        assert info.value.details() == "cluster id mismatch: 100% wrong, ünïcode"
-        assert isinstance(info.value, grpc.RpcError)
-        assert write(channel, b"ok:after").errmsg == "echo 7 after"      # the connection survives it
-    finally:
-        channel.close()
+def test_server_status_and_message_reach_the_caller(channel: H2WriteChannel) -> None:
+    with pytest.raises(WireRpcError) as info:
+        write(channel, b"fail:")
+    assert info.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert info.value.details() == "cluster id mismatch: 100% wrong, ünïcode"
+    assert isinstance(info.value, grpc.RpcError)
+    assert write(channel, b"ok:after").errmsg == "echo 7 after"      # the connection survives it
 
 
-def test_oversize_message_is_refused_by_the_server(server: tuple[str, Pump, grpc.Server]) -> None:
-    addr, _, _ = server
-    channel = H2WriteChannel(addr)
-    try:
-        with pytest.raises(WireRpcError) as info:
-            write(channel, b"x" * (SERVER_MAX_RECEIVE + 1024))
-        assert info.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
-        assert write(channel, b"ok:still").errmsg == "echo 7 still"
-    finally:
-        channel.close()
+def test_oversize_message_is_refused_by_the_server(channel: H2WriteChannel) -> None:
+    with pytest.raises(WireRpcError) as info:
+        write(channel, b"x" * (SERVER_MAX_RECEIVE + 1024))
+    assert info.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert write(channel, b"ok:still").errmsg == "echo 7 still"
 
 
-def test_deadline_exceeded_then_the_connection_is_still_usable(server: tuple[str, Pump, grpc.Server]) -> None:
-    addr, _, _ = server
-    channel = H2WriteChannel(addr)
-    try:
-        with pytest.raises(WireRpcError) as info:          # the server would answer OK after 3 s
-            write(channel, b"sleep:3", timeout=0.3)
-        assert info.value.code() is grpc.StatusCode.DEADLINE_EXCEEDED
-        assert write(channel, b"ok:next").errmsg == "echo 7 next"
-    finally:
-        channel.close()
+def test_deadline_exceeded_then_the_connection_is_still_usable(channel: H2WriteChannel) -> None:
+    with pytest.raises(WireRpcError) as info:          # the server would answer OK after 3 s
+        write(channel, b"sleep:3", timeout=0.3)
+    assert info.value.code() is grpc.StatusCode.DEADLINE_EXCEEDED
+    assert write(channel, b"ok:next").errmsg == "echo 7 next"
 
 
 def test_callbacks_run_once_also_when_added_late(server: tuple[str, Pump, grpc.Server]) -> None:
@@ -135,22 +120,19 @@ def test_callbacks_run_once_also_when_added_late(server: tuple[str, Pump, grpc.S
         channel.close()
 
 
-def test_lost_server_fails_calls_in_flight_and_later_calls_redial(server: tuple[str, Pump, grpc.Server]) -> None:
-    addr, _, srv = server
-    channel = H2WriteChannel(addr)
-    try:
-        assert write(channel, b"ok:1").errmsg == "echo 7 1"
-        slow = channel.write(pump_pb2.WriteBinlogReq(clusterID=7, payload=b"sleep:5"), 10.0)
-        time.sleep(0.3)
-        srv.stop(0)
-        with pytest.raises(WireRpcError) as info:
-            slow.result(5)
-        assert info.value.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
-        with pytest.raises(WireRpcError) as info:
-            write(channel, b"ok:2")
-        assert info.value.code() is grpc.StatusCode.UNAVAILABLE
-    finally:
-        channel.close()
+def test_lost_server_fails_calls_in_flight_and_later_calls_redial(server: tuple[str, Pump, grpc.Server],
+                                                                  channel: H2WriteChannel) -> None:
+    srv = server[2]
+    assert write(channel, b"ok:1").errmsg == "echo 7 1"
+    slow = channel.write(pump_pb2.WriteBinlogReq(clusterID=7, payload=b"sleep:5"), 10.0)
+    time.sleep(0.3)
+    srv.stop(0)
+    with pytest.raises(WireRpcError) as info:
+        slow.result(5)
+    assert info.value.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
+    with pytest.raises(WireRpcError) as info:
+        write(channel, b"ok:2")
+    assert info.value.code() is grpc.StatusCode.UNAVAILABLE
 
 
 def test_refused_connection_and_closed_channel_are_unavailable() -> None:
