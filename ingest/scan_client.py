@@ -12,6 +12,8 @@ from schemas import binlake_pb2, binlake_pb2_grpc
 
 MAX_MESSAGE = (1 << 31) - 1
 # Larger HTTP/2 frames and stream window for MiB-sized batches (as the pump's server sets).
+# Larger HTTP/2 frames and stream windows for MiB-sized scan batches (a bare grpc stream of 4 MiB
+# messages went from ~0.4-0.6 to ~0.6-0.8 GiB/s on the 2-core VM); the pump's server uses the same.
 HTTP2_OPTIONS = [("grpc.http2.max_frame_size", 1 << 20), ("grpc.http2.lookahead_bytes", 64 << 20)]
 
 

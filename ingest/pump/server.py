@@ -19,6 +19,7 @@ import uvloop
 
 from ingest.errors import DiskFull, MalformedBinlog, NotOnline, StorageClosed
 from ingest.pump.options import PumpOptions
+from ingest.scan_client import HTTP2_OPTIONS
 from schemas import binlake_pb2, binlake_pb2_grpc, pump_pb2, pump_pb2_grpc
 
 if TYPE_CHECKING:
@@ -35,9 +36,6 @@ DEFAULT_BATCH_BYTES = 16 << 20
 MAX_BATCH_BYTES = 64 << 20
 SCAN_AHEAD = 1  # encoded batches a scan may have ready while one is being sent (2 measured the same)
 T = TypeVar("T")
-# Larger HTTP/2 frames and stream windows for MiB-sized scan batches (a bare grpc stream of 4 MiB
-# messages went from ~0.4-0.6 to ~0.6-0.8 GiB/s on the 2-core VM); ScanClient sets the same.
-HTTP2_OPTIONS = [("grpc.http2.max_frame_size", 1 << 20), ("grpc.http2.lookahead_bytes", 64 << 20)]
 _DONE = object()
 
 
