@@ -9,6 +9,10 @@ Promises:
 - ``H2Connection.start_call`` sends one request (HEADERS + DATA, split by the peer's frame size and
   flow-control windows) and returns a ``UnaryCall`` at once when the windows allow it; the result
   arrives on the connection's reader thread, which also runs done-callbacks.
+- Frames are queued under the connection's lock, in stream order, and written by whichever thread
+  finds nobody writing: that thread sends everything queued so far in one ``sendall``, outside the
+  lock, and goes on until the queue is empty. Concurrent callers therefore never wait for another
+  caller's socket write (nor for the GIL it needs after it), and their requests share syscalls.
 - Every call ends exactly once: with the response message, or with ``WireRpcError`` carrying a
   ``grpc.StatusCode`` (the server's status, ``DEADLINE_EXCEEDED`` at the deadline, ``UNAVAILABLE``
   when the connection is lost or refuses the stream), as a grpcio call would.
@@ -219,8 +223,10 @@ class H2Connection:
             raise WireRpcError(grpc.StatusCode.UNAVAILABLE, f"failed to connect to {self.authority}: {exc}") from exc
         self._sock.settimeout(None)
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._lock = threading.Lock()                  # guards sending, the stream table and the windows
+        self._lock = threading.Lock()                  # guards the send queue, the stream table and the windows
         self._window_open = threading.Condition(self._lock)
+        self._out: list[bytes] = []                    # frames queued for the socket, in order
+        self._writing = False                          # a thread is in ``_flush`` (it owns socket writes)
         self._streams: dict[int, UnaryCall] = {}
         self._ended: list[tuple[UnaryCall, Any, WireRpcError | None]] = []   # finished under the lock, settled after
         self._deadlines: list[tuple[float, int]] = []  # heap of (deadline, stream id)
@@ -276,38 +282,76 @@ class H2Connection:
             heapq.heappush(self._deadlines, (call.deadline, sid))
             head = _frame(HEADERS, END_HEADERS, sid, header_block)
             n = len(body)
-            try:
-                if n <= self._send_window and n <= call.send_window and n <= self._peer_max_frame:
-                    self._send_window -= n
-                    call.send_window -= n
-                    self._sock.sendall(head + _frame(DATA, END_STREAM, sid, body))
-                else:
-                    self._sock.sendall(head)
-                    self._send_body(call, body)
-            except OSError as exc:
-                self._fail_all_locked(f"send to {self.authority} failed: {exc}")
+            if n <= self._send_window and n <= call.send_window and n <= self._peer_max_frame:
+                self._send_window -= n
+                call.send_window -= n
+                self._out.append(head + _frame(DATA, END_STREAM, sid, body))
+                pos = n
+            else:
+                self._out.append(head)
+                pos = self._queue_body_locked(call, body, 0)
+        self._flush()
+        while pos < len(body):          # a body larger than the windows: more as they open
+            with self._lock:
+                more = self._wait_window_locked(call)
+                if more:
+                    pos = self._queue_body_locked(call, body, pos)
+            self._flush()               # also a RST_STREAM queued at the deadline
+            if not more:
+                break
         self._settle()
         return call
 
-    def _send_body(self, call: UnaryCall, body: bytes) -> None:
-        """Send ``body`` as DATA frames as the windows open (lock held; waiting releases it)."""
-        sid, pos, n = call.stream_id, 0, len(body)
+    def _queue_body_locked(self, call: UnaryCall, body: bytes, pos: int) -> int:
+        """Queue DATA frames of ``body`` from ``pos`` as far as the windows allow; return the new position."""
+        sid, n = call.stream_id, len(body)
         while pos < n:
-            if call.done() or self._closed is not None:
-                return
             room = min(self._send_window, call.send_window, self._peer_max_frame, n - pos)
             if room <= 0:
-                left = call.deadline - time.monotonic()
-                if left <= 0 or not self._window_open.wait(left):
-                    self._end_stream_locked(sid, WireRpcError(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded"),
-                                            reset=True)
-                    return
-                continue
+                break
             self._send_window -= room
             call.send_window -= room
-            last = pos + room == n
-            self._sock.sendall(_frame(DATA, END_STREAM if last else 0, sid, body[pos:pos + room]))
+            self._out.append(_frame(DATA, END_STREAM if pos + room == n else 0, sid, body[pos:pos + room]))
             pos += room
+        return pos
+
+    def _wait_window_locked(self, call: UnaryCall) -> bool:
+        """Wait until a window opens for ``call``; False (the call ended, or at its deadline it is
+        reset) when the rest of its body must not be sent."""
+        while True:
+            if call.done() or call.stream_id not in self._streams or self._closed is not None:
+                return False
+            if min(self._send_window, call.send_window) > 0:
+                return True
+            left = call.deadline - time.monotonic()
+            if left <= 0 or not self._window_open.wait(left):
+                if call.stream_id in self._streams:
+                    self._end_stream_locked(call.stream_id, WireRpcError(grpc.StatusCode.DEADLINE_EXCEEDED,
+                                                                         "Deadline Exceeded"), reset=True)
+                return False
+
+    def _flush(self) -> None:
+        """Write the queued frames unless another thread is writing (lock NOT held). The writer sends
+        all that is queued in one ``sendall`` outside the lock, and repeats until the queue is empty,
+        so frames queued while it was writing are not left behind."""
+        with self._lock:
+            if self._writing or not self._out:
+                return
+            self._writing = True
+        while True:
+            with self._lock:
+                out, self._out = self._out, []
+                if not out or self._closed is not None:
+                    self._writing = False
+                    return
+            try:
+                self._sock.sendall(out[0] if len(out) == 1 else b"".join(out))
+            except OSError as exc:
+                with self._lock:
+                    self._writing = False
+                    self._out = []
+                    self._fail_all_locked(f"send to {self.authority} failed: {exc}")
+                return
 
     def close(self, reason: str = "connection closed") -> None:
         """Close the socket; calls in flight fail with ``UNAVAILABLE``."""
@@ -333,10 +377,7 @@ class H2Connection:
         if call is None:
             return None
         if reset and self._closed is None:
-            try:
-                self._sock.sendall(_frame(RST_STREAM, 0, sid, (0x8).to_bytes(4, "big")))
-            except OSError:
-                pass
+            self._out.append(_frame(RST_STREAM, 0, sid, (0x8).to_bytes(4, "big")))
         self._window_open.notify_all()
         self._ended.append((call, response, error))
         return call
@@ -354,11 +395,9 @@ class H2Connection:
         self._ended.extend((call, None, error) for call in calls.values())
 
     def _send_locked(self, frame: bytes) -> None:
+        """Queue ``frame``; the caller runs ``_flush`` once it has released the lock."""
         if self._closed is None:
-            try:
-                self._sock.sendall(frame)
-            except OSError as exc:
-                self._fail_all_locked(f"send to {self.authority} failed: {exc}")
+            self._out.append(frame)
 
     def _expire(self) -> float:
         """Fail calls past their deadline; return seconds until the next deadline (at most ``IDLE_POLL``)."""
@@ -380,6 +419,7 @@ class H2Connection:
         try:
             while self._closed is None:
                 wait = self._expire()
+                self._flush()
                 self._settle()
                 if not poller.poll(max(0.0, wait) * 1000):
                     continue
@@ -397,6 +437,7 @@ class H2Connection:
                     self._on_frame(typ, flags, sid, buf[pos + 9:pos + 9 + length])
                     pos += 9 + length
                 buf = buf[pos:]
+                self._flush()
                 self._settle()
         except (OSError, ConnectionError, ValueError, HPACKError) as exc:
             with self._lock:

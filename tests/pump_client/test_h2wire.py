@@ -81,6 +81,20 @@ def test_large_messages_respect_frame_size_and_flow_control(channel: H2WriteChan
     assert got == [str(n) for n in sizes]
 
 
+def test_small_calls_queue_between_the_frames_of_large_ones(channel: H2WriteChannel) -> None:
+    """Frames of many callers share the send queue: large bodies waiting for windows and small calls
+    sent meanwhile all arrive whole, each answered on its own stream."""
+    big = bytes(range(256)) * (1 << 12)          # 1 MiB: past the peer's initial windows
+
+    def one(i: int) -> str:
+        if i % 4 == 0:
+            return write(channel, big[:len(big) - i]).errmsg
+        return write(channel, f"ok:{i}".encode(), cluster=i).errmsg
+    with ThreadPoolExecutor(16) as pool:
+        got = list(pool.map(one, range(64)))
+    assert got == [str(len(big) - i) if i % 4 == 0 else f"echo {i} {i}" for i in range(64)]
+
+
 def test_server_status_and_message_reach_the_caller(channel: H2WriteChannel) -> None:
     with pytest.raises(WireRpcError) as info:
         write(channel, b"fail:")
