@@ -140,7 +140,7 @@ class Cluster:
                 if info is None or plan.table_id not in schema.tables:
                     return
                 rows = (materialize(info, row) for _, _, row in self.kv.scan_table(info.id, self.ts()))
-                ddlmod.check_new_keys(schema.tables[plan.table_id].info, info, rows)
+                ddlmod.check_existing_rows(schema.tables[plan.table_id].info, info, rows)
 
             commit_ts = server.committer.commit_ddl(start_ts, job_id, plan.schema_state, stmt.text, primary,
                                                     value, install, check)

@@ -231,7 +231,7 @@ def coerce(col: ColumnInfo, v: Any) -> Any:
     Python value (see ``transform.values``); raise :class:`SQLError` naming the column when it does not fit."""
     if v is None:
         if not col.nullable:
-            raise SQLError(f"Column '{col.name}' cannot be null")
+            raise SQLError(f"[table:1048]Column '{col.name}' cannot be null")
         return None
     cached = col.__dict__.get("_binlake_coerce", _SLOW)
     if cached is _SLOW:

@@ -438,7 +438,8 @@ def _compatible(old: FieldType, new: FieldType) -> bool:
 
 
 def modify_column(t: TableInfo, old_name: str, cd: exp.ColumnDef, stmt: str) -> TableInfo:
-    """MODIFY/CHANGE COLUMN without data reorganization (same column id; widening only)."""
+    """MODIFY/CHANGE COLUMN without data reorganization (same column id; widening only). A column
+    that becomes NOT NULL is checked against the existing rows at commit (``check_existing_rows``)."""
     i = _col_index(t, old_name)
     old = t.columns[i]
     if cd.name.lower() != old.name.lower() and any(c.name.lower() == cd.name.lower() for c in t.columns):
@@ -458,8 +459,6 @@ def modify_column(t: TableInfo, old_name: str, cd: exp.ColumnDef, stmt: str) -> 
         raise UnsupportedSQL(
             f"MODIFY COLUMN {old.name} from {mt.type_to_str(old.tp, old.type.charset)}({old.type.flen}) to "
             f"{mt.type_to_str(newft.tp, newft.charset)}({newft.flen}) (needs data reorganization)", stmt)
-    if old.nullable and newft.flag & mt.NOT_NULL_FLAG:
-        raise UnsupportedSQL(f"MODIFY COLUMN {old.name} from NULL to NOT NULL", stmt)
     if (old.type.flag & mt.AUTO_INCREMENT_FLAG) != (newft.flag & mt.AUTO_INCREMENT_FLAG):
         raise UnsupportedSQL("MODIFY COLUMN adding or removing AUTO_INCREMENT", stmt)
     new = dataclasses.replace(new, type=newft, origin_default=old.origin_default,
@@ -530,7 +529,7 @@ def add_index(t: TableInfo, node: Any, stmt: str) -> TableInfo:
 
 def add_primary_key(t: TableInfo, node: exp.PrimaryKey, clustered: bool | None, stmt: str) -> TableInfo:
     """ADD PRIMARY KEY on a table without one: a NONCLUSTERED primary index (rows keep ``_tidb_rowid``);
-    its columns become NOT NULL. Existing rows are checked at commit (``check_new_keys``)."""
+    its columns become NOT NULL. Existing rows are checked at commit (``check_existing_rows``)."""
     if clustered:
         raise UnsupportedSQL("ADD PRIMARY KEY … CLUSTERED (a clustered key can only be created with the table)", stmt)
     if t.pk_is_handle or t.is_common_handle or t.primary_index is not None:
@@ -549,20 +548,25 @@ def add_primary_key(t: TableInfo, node: exp.PrimaryKey, clustered: bool | None, 
     return _rebuild(t, cols, list(t.indices) + [ix], max_idx_id=t.max_idx_id + 1)
 
 
-def check_new_keys(old: TableInfo | None, new: TableInfo, rows: Iterable[Mapping[int, Any]]) -> None:
-    """Refuse a change whose new unique or primary index the existing ``rows`` (by column id, as
-    ``new`` sees them) violate, as TiDB's index backfill does: a NULL in a primary key column
-    (``[ddl:1138]``) or two rows with the same non-NULL entry (``[kv:1062]``)."""
+def check_existing_rows(old: TableInfo | None, new: TableInfo, rows: Iterable[Mapping[int, Any]]) -> None:
+    """Refuse a change that the existing ``rows`` (by column id, as ``new`` sees them) violate, as
+    TiDB's checks and index backfill do: a NULL in a column that became NOT NULL, or in a new
+    primary key's column (``[ddl:1138]``), or two rows with the same non-NULL entry of a new unique
+    index (``[kv:1062]``)."""
     known = {ix.id for ix in old.indices} if old is not None else set()
+    was_nullable = {c.id for c in old.columns if c.nullable} if old is not None else set()
+    not_null = [c.id for c in new.columns if c.id in was_nullable and not c.nullable]
     by_name = {c.name.lower(): c for c in new.columns}
     specs = []
     for ix in new.indices:
         if ix.unique and ix.id not in known:
             cols = [(by_name[ic.name.lower()], ic.length) for ic in ix.columns]
             specs.append((ix, cols, set()))
-    if not specs:
+    if not specs and not not_null:
         return
     for row in rows:
+        if any(row.get(cid) is None for cid in not_null):
+            raise SQLError("[ddl:1138]Invalid use of NULL value")
         for ix, cols, seen in specs:
             vals = [row.get(c.id) for c, _ in cols]
             if any(v is None for v in vals):

@@ -115,7 +115,7 @@ class TableWriter:
                 self.catalog.rebase_auto_id(self.table.id, int(v))
         for c in self.table.columns:
             if row[c.id] is None and not c.nullable:
-                raise SQLError(f"Column '{c.name}' cannot be null")
+                raise SQLError(f"[table:1048]Column '{c.name}' cannot be null")
         conflict = self._find_conflict(row)
         affected = 1
         if conflict is not None:

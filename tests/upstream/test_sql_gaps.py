@@ -129,6 +129,25 @@ def test_new_unique_keys_check_the_rows_already_there(c: Cluster) -> None:
     assert [ix.name for ix in c.table("test", "k").indices] == ["uc", "ub"]
 
 
+def test_modify_column_to_not_null_checks_the_rows_already_there(c: Cluster) -> None:
+    c.execute("create table nn (id int primary key, a int, b varchar(5))")
+    c.execute("insert into nn values (1, 1, 'x'), (2, NULL, 'y')")
+    version = c.catalog.current().version
+    with pytest.raises(SQLError, match=r"\[ddl:1138\]Invalid use of NULL value"):
+        c.execute("alter table nn modify column a int not null")
+    assert c.catalog.current().version == version                  # the refused job took no effect
+    assert c.table("test", "nn").columns[1].nullable
+    c.execute("alter table nn modify column b varchar(9) not null")   # no NULL in b
+    c.execute("update nn set a = 0 where id = 2")
+    c.execute("alter table nn modify column a int not null")
+    t = c.table("test", "nn")
+    assert [col.nullable for col in t.columns] == [False, False, False]
+    assert [j.type for j in c.catalog.jobs()][-2:] == [12, 12]
+    with pytest.raises(SQLError, match="1048"):
+        c.execute("insert into nn values (3, NULL, 'z')")
+    assert rows(c, "nn") == [{"id": 1, "a": 1, "b": "x"}, {"id": 2, "a": 0, "b": "y"}]
+
+
 def test_job_types_of_new_alters(c: Cluster) -> None:
     c.execute("create table j (a int, b int)")
     types = []
