@@ -1,20 +1,22 @@
-"""CRC32C of many value-log records at once: every record's own checksum, verified with two
-C-level CRC passes over the span that holds them instead of one call per record.
+"""CRC32C of many value-log records at once: every record's own checksum, verified with one
+C-level CRC pass over a copy of the span that holds them instead of one call per record.
 
 CRC32C is affine over GF(2): for a message M of length L, ``crc(M) = lin(M) ^ K(L)`` where ``lin``
 is linear in the bits of M and ``K(L) = crc(L zero bytes)``. Leading zero bytes add nothing to
-``lin``, and ``t`` trailing zero bytes multiply it by ``x^(8t)`` modulo the CRC polynomial. So for
-the span F = frames of records i (header H_i, payload P_i, stored checksum c_i) and a buffer Y of
-the same length that equals F except that each payload is replaced by zeros ending in a 4-byte
-patch w_i chosen so that ``lin4(w_i) = c_i ^ K(len(P_i))``:
+``lin``, and ``t`` trailing zero bytes multiply it by ``x^(8t)`` modulo the CRC polynomial. Take
+the span F of records i (header H_i, payload P_i, stored checksum c_i) and build G, a copy of F with
+every header, every byte between frames and every long payload (checked on its own) zeroed, and
+the last 4 bytes of each other payload XORed with a patch w_i chosen so that
+``lin4(w_i) = c_i ^ K(len(P_i))``. By linearity (the sum runs over the short payloads)
 
-    crc(F) ^ crc(Y) = XOR over i of (crc(P_i) ^ c_i) · x^(8 · bytes after P_i)   (mod the polynomial)
+    lin(G) = XOR over i of (crc(P_i) ^ c_i) · x^(8 · bytes after P_i)   (mod the polynomial)
 
 All terms vanish when every record matches its checksum. When one record does not, its term is
-non-zero (x is invertible modulo the polynomial), so the spans differ: a single damaged record is
+non-zero (x is invertible modulo the polynomial), so ``lin(G) != 0``: a single damaged record is
 always caught, and damage in several records goes unnoticed only if their terms cancel exactly
-(about 2^-32, the odds of a damaged record passing its own CRC). On any difference the records are
-checked one by one, so the caller learns exactly which ones are bad.
+(about 2^-32, the odds of a damaged record passing its own CRC). ``lin(G)`` is one CRC call seeded
+so that the register starts at zero. On a non-zero result the records are checked one by one, so
+the caller learns exactly which ones are bad.
 """
 from __future__ import annotations
 
@@ -27,6 +29,8 @@ HEADER_LEN = 16
 MAX_BULK_LEN = 1 << 16       # longer payloads are checked one by one (their call overhead is small)
 MAX_KEPT_BUFFER = 16 << 20   # a scratch buffer up to this size is kept for the next call
 _V16 = np.dtype("V16")
+_ZERO16 = np.zeros(1, dtype=_V16)
+_LIN_SEED = 0xFFFFFFFF       # crc32c(data, _LIN_SEED) starts its register at zero: ~lin(data)
 _lock = threading.Lock()
 _tables: tuple[np.ndarray, np.ndarray] | None = None
 _spare: list[bytearray] = []
@@ -120,27 +124,27 @@ def bad_records(buf: bytes, frame: np.ndarray, pos: np.ndarray, end: np.ndarray,
         scratch = bytearray(0)
     if len(scratch) < size:
         scratch = bytearray(size)
-    y = np.frombuffer(scratch, dtype=np.uint8, count=size)
-    y[:] = 0
-    # Headers and anything between frames as stored; payloads as zeros ending in their patch.
-    src = np.ndarray((len(buf) - HEADER_LEN + 1,), dtype=_V16, buffer=buf, strides=(1,))
-    dst = np.ndarray((size - HEADER_LEN + 1,), dtype=_V16, buffer=scratch, strides=(1,))
-    dst[frame - lo] = src[frame]
+    # G: the span with headers, bytes between frames and long payloads (checked one by one below)
+    # zeroed, and each short payload's last 4 bytes XORed with its patch.
+    g = memoryview(scratch)[:size]
+    # numpy copies without holding the GIL (a memoryview assignment holds it)
+    np.copyto(np.frombuffer(g, dtype=np.uint8), np.frombuffer(buf, dtype=np.uint8, count=size, offset=lo))
+    heads = np.ndarray((size - HEADER_LEN + 1,), dtype=_V16, buffer=scratch, strides=(1,))
+    heads[frame - lo] = _ZERO16
     for k in gaps.tolist():
-        a, b = int(end[k]), int(frame[k + 1])
-        scratch[a - lo:b - lo] = buf[a:b]
+        a, b = int(end[k]) - lo, int(frame[k + 1]) - lo
+        g[a:b] = bytes(b - a)
+    for k in long.tolist():
+        a, b = int(pos[k]) - lo, int(end[k]) - lo
+        g[a:b] = bytes(b - a)
     short = lengths < MAX_BULK_LEN
-    if len(long):
-        for k in long.tolist():  # kept as stored, so they cancel out; checked one by one below
-            a, b = int(pos[k]), int(end[k])
-            scratch[a - lo:b - lo] = buf[a:b]
     target = crc[short] ^ zero[lengths[short]]
     patch = inv[0][target & 0xFF] ^ inv[1][(target >> 8) & 0xFF] ^ inv[2][(target >> 16) & 0xFF] ^ inv[3][target >> 24]
     words = np.ndarray((size - 3,), dtype="<u4", buffer=scratch, strides=(1,))
-    at = end[short] - lo - 4
-    words[at] ^= patch
-    same = crc32c.crc32c(memoryview(buf)[lo:hi]) == crc32c.crc32c(memoryview(scratch)[:size])
-    del y, dst, words
+    words[end[short] - lo - 4] ^= patch
+    same = crc32c.crc32c(g, _LIN_SEED) == _LIN_SEED
+    del heads, words
+    g.release()
     if len(scratch) <= MAX_KEPT_BUFFER and len(_spare) < 2:
         _spare.append(scratch)
     if same:

@@ -113,14 +113,14 @@ class Index:
                 yield Entry.unpack(key, value)
 
     def raw_values(self, from_ts: int, to_ts: int) -> Iterator[bytes]:
-        """Yield the raw index values with ``from_ts < key ts <= to_ts``, ascending by key ts
-        (the key ts is the value's start_ts for prewrites, its commit_ts otherwise). A bulk read:
-        the blocks it passes do not displace the block cache (~12 % faster per entry)."""
+        """The raw index values with ``from_ts < key ts <= to_ts``, ascending by key ts (the key ts
+        is the value's start_ts for prewrites, its commit_ts otherwise). A bulk read: the blocks it
+        passes do not displace the block cache (~12 % faster per entry). The LevelDB iterator is
+        returned as it is (no generator frame resumed per entry); it closes once dropped."""
         if to_ts <= from_ts:
-            return
-        with self.db.iterator(start=ts_key(from_ts + 1), stop=ts_key(to_ts + 1), include_key=False,
-                              fill_cache=False) as it:
-            yield from it
+            return iter(())
+        return self.db.iterator(start=ts_key(from_ts + 1), stop=ts_key(to_ts + 1), include_key=False,
+                                fill_cache=False)
 
     def delete_through(self, ts: int, batch: int = 1024) -> int:
         """Delete every ``ts:`` key at or below ``ts``; return how many were deleted."""

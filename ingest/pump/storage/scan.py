@@ -3,8 +3,8 @@
 Per chunk of index entries (key-ts order), the entries of one value-log file are decoded with numpy,
 the file span they cover is read with one ``pread``, and their 16-byte headers are gathered and
 checked (magic, length) at once. Every record's own CRC32C is verified before it can be served,
-for the whole chunk in two C-level passes (``crcspan``); a record that fails is reported and left
-out. A batch does not copy payloads: it
+for the whole chunk in one C-level pass over a copy of the span (``crcspan``); a record that fails
+is reported and left out. A batch does not copy payloads: it
 ships the runs of contiguous frames its own records occupy in the span (payloads with their frame
 headers, as stored — never bytes of a record outside the batch) and, per record, where its payload
 starts in them. Key-ts order follows file order closely (a prewrite is appended before its commit,
