@@ -118,6 +118,55 @@ def test_deadline_exceeded_then_the_connection_is_still_usable(channel: H2WriteC
     assert write(channel, b"ok:next").errmsg == "echo 7 next"
 
 
+def test_a_body_waiting_for_window_is_reset_at_its_deadline() -> None:
+    """A peer that never opens its flow-control window: the client sends what the initial windows
+    allow (65,535 bytes), waits, and at the deadline resets the stream (RST_STREAM CANCEL through the
+    send queue) and fails the call with DEADLINE_EXCEEDED."""
+    import socket
+    listener = socket.create_server(("127.0.0.1", 0))
+    received = bytearray()
+    reset = threading.Event()
+
+    def peer() -> None:
+        conn, _ = listener.accept()
+        conn.sendall(b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")          # empty SETTINGS, nothing else
+        conn.settimeout(10)
+        while not reset.is_set():
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            received.extend(chunk)
+            pos = 24                                                 # after the connection preface
+            while len(received) - pos >= 9:
+                length = int.from_bytes(received[pos:pos + 3], "big")
+                if received[pos + 3] == 3 and int.from_bytes(received[pos + 5:pos + 9], "big") == 1:
+                    reset.set()                                      # RST_STREAM on stream 1
+                pos += 9 + length
+        conn.close()
+
+    thread = threading.Thread(target=peer, daemon=True)
+    thread.start()
+    channel = H2Channel(f"127.0.0.1:{listener.getsockname()[1]}", 1 << 20)
+    try:
+        call = channel.unary(WRITE_BINLOG, b"x" * 100_000, 0.5, pump_pb2.WriteBinlogResp.FromString)
+        with pytest.raises(WireRpcError) as info:
+            call.result(5)
+        assert info.value.code() is grpc.StatusCode.DEADLINE_EXCEEDED
+        assert reset.wait(5), "no RST_STREAM reached the peer"
+        data = 0
+        pos = 24
+        while len(received) - pos >= 9:
+            length = int.from_bytes(received[pos:pos + 3], "big")
+            if received[pos + 3] == 0:
+                data += length
+            pos += 9 + length
+        assert data == 65_535                                        # no byte past the initial window
+    finally:
+        channel.close()
+        listener.close()
+        thread.join(5)
+
+
 def test_callbacks_run_once_also_when_added_late(server: tuple[str, Pump, grpc.Server]) -> None:
     addr, _, _ = server
     channel = H2Channel(addr, 1 << 20)
