@@ -20,8 +20,12 @@ highest count); each phase's figure is its best count, and every count is printe
             own write ceiling.
   emulator  the emulator against the same two real pumps.
 
-Then, unless ``--profile-seconds 0``, a short single-thread cProfile of the emulator path against
-the no-op pumps shows where the emulator's own time goes.
+With ``--profile-seconds N``, a short single-thread cProfile of the emulator path against the
+no-op pumps shows where the emulator's own time goes.
+
+As ``binlake upstream --cpu-affinity`` lets a user do, the emulator (this process) is pinned to
+one CPU and the pumps (no-op and real) to the others (``--no-pin``: the scheduler places
+everything), and the emulator's GC settings are those of ``binlake upstream`` (``--gc-threshold``).
 
     flock /tmp/binlake-bench.lock .venv/bin/python bench/upstream_load.py               # 10 s per phase and thread count
     flock /tmp/binlake-bench.lock .venv/bin/python bench/upstream_load.py --phases noop # the emulator's ceiling only
@@ -60,6 +64,7 @@ from upstream import sql as S  # noqa: E402
 from upstream.cluster import Cluster  # noqa: E402
 from upstream.errors import TxnAborted  # noqa: E402
 from upstream.exprs import Cmp, Col, Lit  # noqa: E402
+from upstream.tuning import DEFAULT_GC_THRESHOLD, pin_process, tune_gc  # noqa: E402
 
 ROWS = 5
 TARGET = 2000.0
@@ -182,6 +187,23 @@ class NoopPumps:
             if p.is_alive():
                 p.kill()
                 p.join(5)
+
+
+class Placement:
+    """This process (the emulator) on ``emulator`` CPUs, the pump processes on ``pumps`` CPUs."""
+
+    def __init__(self, emulator: set[int], pumps: set[int]) -> None:
+        self.emulator, self.pumps = emulator, pumps
+
+    def apply(self, pump_pids: list[int]) -> None:
+        """Pin the pumps' processes (every thread) and this one."""
+        for pid in pump_pids:
+            pin_process(self.pumps, pid)
+        pin_process(self.emulator)
+
+    def __str__(self) -> str:
+        return (f"emulator on CPU {','.join(map(str, sorted(self.emulator)))}, "
+                f"pumps on CPU {','.join(map(str, sorted(self.pumps)))}")
 
 
 # ---- load ---------------------------------------------------------------------------------------
@@ -343,6 +365,11 @@ def main() -> int:
                     help="comma-separated subset of noop, pumps, emulator (default: all three)")
     ap.add_argument("--profile-seconds", type=float, default=0.0,
                     help="single-thread cProfile of the emulator against the no-op pumps (0: none)")
+    ap.add_argument("--pin", action=argparse.BooleanOptionalAction, default=len(os.sched_getaffinity(0)) >= 2,
+                    help="pin the emulator to one CPU and the pumps to the others (default: on with 2+ CPUs)")
+    ap.add_argument("--gc-threshold", type=int, default=DEFAULT_GC_THRESHOLD,
+                    help=f"the emulator's first-generation GC threshold (default {DEFAULT_GC_THRESHOLD}, "
+                         f"as binlake upstream; 0: CPython's default)")
     args = ap.parse_args()
     phases = {p.strip() for p in args.phases.split(",") if p.strip()}
     unknown = phases - {"noop", "pumps", "emulator"}
@@ -353,11 +380,20 @@ def main() -> int:
           f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"date: {datetime.date.today()}  threads: {','.join(map(str, args.threads))}  seconds/phase: {args.seconds:g}  "
           f"rows/txn: {ROWS}", flush=True)
+    cpus = sorted(os.sched_getaffinity(0))
+    if args.pin and len(cpus) < 2:
+        ap.error(f"--pin needs 2 or more CPUs; this process may use {cpus}")
+    placement = Placement({cpus[0]}, set(cpus[1:])) if args.pin else None
+    print(f"placement: {placement or 'none (--no-pin): the scheduler places every process'}; "
+          f"emulator gc-threshold {args.gc_threshold or 'CPython default'}", flush=True)
     ceiling = real = pump_ceiling = None
     if "noop" in phases:
         registry = f"file://{work / 'noop-registry.json'}"
         noop = NoopPumps(registry)
+        if placement:
+            placement.apply([p.pid for p in noop.procs])
         cluster = Cluster(registry=registry, servers=2)
+        tune_gc(args.gc_threshold)
         try:
             load, ceiling = _emulate(cluster, args, "noop      emulator vs 2 no-op pumps, txn")
             if args.profile_seconds > 0:
@@ -371,6 +407,9 @@ def main() -> int:
         pumps = [PumpProcess(data_dir=work / f"pump-{i}", pd_url=cluster.tso_url, registry=registry,
                              node_id=f"pump-{i}", extra_args=["--upstream-status-url", cluster.status_url]).start()
                  for i in (1, 2)]
+        if placement:
+            placement.apply([p.proc.pid for p in pumps if p.proc is not None])
+        tune_gc(args.gc_threshold)
         try:
             if "pumps" in phases:
                 size = prewrite_size(cluster)

@@ -131,6 +131,10 @@ def _upstream_parser(sub: Any) -> None:
     p.add_argument("--seed", type=int, help="workload seed")
     p.add_argument("--workers", type=int, help="workload threads")
     p.add_argument("--log-level", dest="log-level", help="debug, info, warning, error")
+    p.add_argument("--cpu-affinity", dest="cpu-affinity",
+                   help='pin the emulator to these CPUs, e.g. "0" or "0,2" or "1-3" (default: any)')
+    p.add_argument("--gc-threshold", dest="gc-threshold", type=int,
+                   help="first-generation GC threshold (default 50000; 0 = CPython's default)")
     p.set_defaults(run=_run_upstream, upstream_cmd="")
     usub = p.add_subparsers(dest="upstream_cmd")
     q = usub.add_parser("sql", help="run SQL on a running emulator (stdin shell when no SQL is given)")
@@ -157,20 +161,26 @@ def _run_upstream(args: argparse.Namespace) -> int:
 
     from upstream.cluster import Cluster
     from upstream.config import load_options
+    from upstream.tuning import parse_cpus, pin_process, tune_gc
 
     keys = ("tso-addr", "status-addr", "registry", "cluster-id", "servers", "workload", "rate", "duration",
-            "seed", "workers", "log-level")
+            "seed", "workers", "log-level", "cpu-affinity", "gc-threshold")
     try:
         opts = load_options(args.config, {k: getattr(args, k, None) for k in keys})
+        cpus = parse_cpus(opts.cpu_affinity) if opts.cpu_affinity else None
     except (UpstreamError, OSError) as exc:
         print(f"binlake upstream: error: {exc}", file=sys.stderr)
         return 1
     _setup_logging(opts.log_level)
+    if cpus is not None:
+        pin_process(cpus)           # before any thread starts: they all inherit it
+        log.info("pinned to CPU(s) %s", ",".join(map(str, sorted(cpus))))
     cluster = Cluster(registry=opts.registry or None, cluster_id=opts.cluster_id, servers=opts.servers,
                       tso_addr=opts.tso_addr, status_addr=opts.status_addr,
                       clustered_default=opts.clustered_default, ignore_error=opts.ignore_error)
     log.info("PD-compatible TSO at %s, TiDB status API at %s (cluster id %d, %d server(s), registry %s)",
              cluster.tso_url, cluster.status_url, opts.cluster_id, opts.servers, opts.registry or "none")
+    tune_gc(opts.gc_threshold)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda signum, frame: stop.set())

@@ -6,6 +6,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from upstream.errors import UpstreamError
+from upstream.tuning import DEFAULT_GC_THRESHOLD
 
 
 @dataclass
@@ -26,6 +27,8 @@ class UpstreamOptions:
     workers: int = 4
     ddl_interval: float = 5.0                # seconds between workload DDLs (0 = none)
     log_level: str = "info"
+    cpu_affinity: str = ""                   # CPUs to pin the process to ("0", "0,2", "1-3"); "" = any
+    gc_threshold: int = DEFAULT_GC_THRESHOLD # first-generation GC threshold (0 = CPython's default)
 
 
 def load_options(path: str | None, overrides: dict[str, Any]) -> UpstreamOptions:
