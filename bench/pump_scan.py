@@ -17,6 +17,10 @@ each repeat measures in turn:
 
 MiB/s are of record payload (marshalled binlogs) for raw frames and scan, of file bytes for plain.
 
+The pump and this process (the client, and the baseline's reader) are pinned to different CPUs
+before the timed passes, as they would run on different machines (``--no-pin``: the scheduler places
+both; a 2-core VM then moves threads between cores, and each cross-core wake-up is expensive).
+
     .venv/bin/python bench/pump_scan.py                  # 256 MiB fill (the reference run)
     .venv/bin/python bench/pump_scan.py --bytes 32MiB    # a quick run
 """
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import statistics
 import sys
 import time
@@ -40,6 +45,7 @@ from bench._common import (CLUSTER_ID, MiB, BenchError, LocalPump, code_version,
                            vlog_files, wait_watermark)
 from ingest.scan_client import ScanClient  # noqa: E402
 from transform.pull import batch_to_arrow  # noqa: E402
+from upstream.tuning import pin_process  # noqa: E402
 
 RATIO_TARGET = 0.5
 
@@ -97,7 +103,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--payload", type=parse_size, default=1024, help="prewrite_value bytes (default 1024)")
     ap.add_argument("--clients", type=int, default=32, help="WriteBinlog calls in flight while filling")
     ap.add_argument("--repeat", type=int, default=3, help="timed rounds; medians are reported (default 3)")
+    ap.add_argument("--pin", action=argparse.BooleanOptionalAction, default=len(os.sched_getaffinity(0)) >= 2,
+                    help="pin the pump to one CPU and this process to the others (default: on with 2+ CPUs)")
     args = ap.parse_args(argv)
+    cpus = sorted(os.sched_getaffinity(0))
+    if args.pin and len(cpus) < 2:
+        ap.error(f"--pin needs 2 or more CPUs; this process may use {cpus}")
     txns = max(1, args.bytes // args.payload)
 
     print(f"pump_scan  {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}  {machine_line()}, "
@@ -117,6 +128,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  filled in {time.monotonic() - t0:.0f}s ({load.txns / load.elapsed:,.0f} txn/s): "
               f"{len(paths)} value-log file(s), {fmt_size(file_bytes)}; watermark {wm}")
 
+        if args.pin:
+            pin_process({cpus[0]}, pump.pid)
+            pin_process(set(cpus[1:]))
+            print(f"  placement: pump on CPU {cpus[0]}, client and baseline on CPU {','.join(map(str, cpus[1:]))}")
+        else:
+            print("  placement: none (--no-pin)")
         methods: dict[str, Callable[[], tuple[int, int]]] = {
             "plain": lambda: (0, read_plain(paths)),
             "raw": lambda: _raw_frames(paths),

@@ -12,6 +12,7 @@ handle column is rebuilt from the handle, and ids the TableInfo does not know ar
 """
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Callable, Iterator, Mapping, Sequence
@@ -21,7 +22,8 @@ from transform import mysqltypes as mt
 from transform.codec import Duration, EncodedJson, decode_one, encode_datum, skip_one
 from transform.errors import CodecError, ColumnValueError, RowLayoutError, SchemaError
 from transform.schema import ColumnInfo, TableInfo
-from transform.values import Flatten, Unflatten, decimal_scale, make_flatten, make_unflatten, missing_value
+from transform.values import (Flatten, Unflatten, decimal_scale, make_flatten, make_unflatten, missing_value,
+                              pack_time)
 from transform.varint import INT64_MAX as _I64_MAX
 from transform.varint import INT64_MIN as _I64_MIN
 from transform.varint import U64_MASK, encode_uvarint, encode_varint
@@ -109,6 +111,15 @@ def _pair_encoder(col: ColumnInfo, flatten: Flatten) -> Callable[[Any], bytes]:
                 return head + v.payload
             return generic(v)
         return json_value
+    if col.tp == mt.TYPE_DATETIME:
+        head = prefix + b"\x09"
+
+        def datetime_value(v: Any) -> bytes:
+            if type(v) is dt.datetime and v.tzinfo is None:
+                return head + encode_uvarint(pack_time(v.year, v.month, v.day, v.hour, v.minute, v.second,
+                                                       v.microsecond))
+            return generic(v)
+        return datetime_value
     if col.tp in mt.STRING_TYPES and not col.binary:
         head = prefix + b"\x02"
 

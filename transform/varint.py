@@ -22,12 +22,17 @@ _D64 = struct.Struct(">d")
 _Q_FROM_D = struct.Struct(">Q")
 
 
+_ONE_BYTE = [bytes((i,)) for i in range(0x80)]
+
+
 def encode_uvarint(v: int) -> bytes:
     """Go's ``binary.PutUvarint`` of ``v`` (0 ≤ v < 2**64)."""
+    if 0 <= v < 0x80:
+        return _ONE_BYTE[v]
     if v < 0 or v > UINT64_MAX:
         raise CodecError(f"uvarint out of range: {v}")
-    if v < 0x80:
-        return bytes((v,))
+    if v < 0x4000:
+        return bytes(((v & 0x7F) | 0x80, v >> 7))
     out = bytearray()
     while v >= 0x80:
         out.append((v & 0x7F) | 0x80)

@@ -2,21 +2,27 @@
 comparable encodings keep order."""
 from __future__ import annotations
 
+import datetime
 import json
 import struct
 from decimal import Decimal
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.transform import strategies as S
+from tests.transform.tables import col, table
+from transform import mysqltypes as mt
 from transform import jsonbinary, mydecimal
 from transform.codec import (
-    DecimalDatum, Duration, Json, KeyBytes, KeyInt, KeyUint, Uint, decode_datums, encode_datums,
+    DecimalDatum, Duration, Json, KeyBytes, KeyInt, KeyUint, Uint, decode_datums, encode_datum, encode_datums,
 )
+from transform.errors import CodecError
 from transform.mydecimal import EXACT
-from transform.rows import decode_row, encode_row
-from transform.varint import encode_cmp_float, encode_cmp_int, encode_memcmp_bytes
+from transform.rows import decode_row, encode_row, plan_for
+from transform.values import packed_from_value
+from transform.varint import decode_uvarint, encode_cmp_float, encode_cmp_int, encode_memcmp_bytes, encode_uvarint
 
 I64 = st.integers(-(2 ** 63), 2 ** 63 - 1)
 U64 = st.integers(0, 2 ** 64 - 1)
@@ -29,6 +35,10 @@ datums = st.one_of(
         lambda pf: st.integers(-(10 ** pf[0] - 1), 10 ** pf[0] - 1).map(
             lambda u: DecimalDatum(Decimal(u).scaleb(-pf[1], context=EXACT), pf[0], pf[1]))),
 )
+
+
+DATETIME_TABLE = table(50, "dt", [col(1, "id", mt.TYPE_LONGLONG, flag=mt.PRI_KEY_FLAG | mt.NOT_NULL_FLAG),
+                                   col(2, "at", mt.TYPE_DATETIME, decimal=6)], pk_is_handle=True)
 
 
 @given(st.lists(datums, max_size=12))
@@ -160,3 +170,33 @@ def test_decimal_bin_exact_path_matches_the_digit_string_path(pf: tuple[int, int
             assert ("overflows" in str(e)) == (len(ip) > prec - frac)
         else:
             raise AssertionError(f"{value} encoded at ({prec},{frac}) although it does not fit")
+
+
+@given(U64)
+@settings(max_examples=500, deadline=None)
+def test_uvarint_is_go_leb128(v: int) -> None:
+    want = bytearray()
+    x = v
+    while True:                      # Go's binary.PutUvarint, spelled out
+        if x < 0x80:
+            want.append(x)
+            break
+        want.append((x & 0x7F) | 0x80)
+        x >>= 7
+    assert encode_uvarint(v) == bytes(want)
+    assert decode_uvarint(bytes(want), 0) == (v, len(want))
+
+
+@pytest.mark.parametrize("v", [-1, 2 ** 64])
+def test_uvarint_refuses_out_of_range(v: int) -> None:
+    with pytest.raises(CodecError, match="uvarint out of range"):
+        encode_uvarint(v)
+
+
+@given(st.datetimes(min_value=datetime.datetime(1, 1, 1), max_value=datetime.datetime(9999, 12, 31, 23, 59, 59)))
+@settings(max_examples=300, deadline=None)
+def test_datetime_pair_encoder_matches_the_generic_datum(v: datetime.datetime) -> None:
+    plan = plan_for(DATETIME_TABLE)
+    i = next(k for k, c in enumerate(plan.cols) if c.tp == mt.TYPE_DATETIME)
+    col = plan.cols[i]
+    assert plan.pair[i](v) == encode_datum(col.id) + encode_datum(Uint(packed_from_value(v, col.tp)))
