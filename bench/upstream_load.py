@@ -23,9 +23,11 @@ highest count); each phase's figure is its best count, and every count is printe
 With ``--profile-seconds N``, a short single-thread cProfile of the emulator path against the
 no-op pumps shows where the emulator's own time goes.
 
-As ``binlake upstream --cpu-affinity`` lets a user do, the emulator (this process) is pinned to
-one CPU and the pumps (no-op and real) to the others (``--no-pin``: the scheduler places
-everything), and the emulator's GC settings are those of ``binlake upstream`` (``--gc-threshold``).
+As ``binlake upstream --cpu-affinity 0 --pump-client process`` lets a user do, the emulator (this
+process) is pinned to one CPU, and the pumps (no-op and real) and the emulated servers' pump client
+processes to the others (``--no-pin``: the scheduler places everything; ``--pump-client thread``:
+the pump clients in this process). The emulator's GC settings are those of ``binlake upstream``
+(``--gc-threshold``).
 
     flock /tmp/binlake-bench.lock .venv/bin/python bench/upstream_load.py               # 10 s per phase and thread count
     flock /tmp/binlake-bench.lock .venv/bin/python bench/upstream_load.py --phases noop # the emulator's ceiling only
@@ -369,6 +371,9 @@ def main() -> int:
                     help="single-thread cProfile of the emulator against the no-op pumps (0: none)")
     ap.add_argument("--pin", action=argparse.BooleanOptionalAction, default=len(os.sched_getaffinity(0)) >= 2,
                     help="pin the emulator to one CPU and the pumps to the others (default: on with 2+ CPUs)")
+    ap.add_argument("--pump-client", choices=["thread", "process"], default="process",
+                    help="where each emulated server's pump client runs, as binlake upstream --pump-client "
+                         "(default process: a child process per server, on the pumps' CPUs)")
     ap.add_argument("--gc-threshold", type=int, default=DEFAULT_GC_THRESHOLD,
                     help=f"the emulator's first-generation GC threshold (default {DEFAULT_GC_THRESHOLD}, "
                          f"as binlake upstream; 0: CPython's default)")
@@ -387,14 +392,17 @@ def main() -> int:
         ap.error(f"--pin needs 2 or more CPUs; this process may use {cpus}")
     placement = Placement({cpus[0]}, set(cpus[1:])) if args.pin else None
     print(f"placement: {placement or 'none (--no-pin): the scheduler places every process'}; "
-          f"emulator gc-threshold {args.gc_threshold or 'CPython default'}", flush=True)
+          f"pump clients: {args.pump_client}; emulator gc-threshold {args.gc_threshold or 'CPython default'}",
+          flush=True)
+    client = {"pump_client_process": args.pump_client == "process",
+              "pump_client_cpus": placement.pumps if placement else None}
     ceiling = real = pump_ceiling = None
     if "noop" in phases:
         registry = f"file://{work / 'noop-registry.json'}"
         noop = NoopPumps(registry)
         if placement:
             placement.apply([p.pid for p in noop.procs])
-        cluster = Cluster(registry=registry, servers=2)
+        cluster = Cluster(registry=registry, servers=2, **client)
         tune_gc(args.gc_threshold)
         try:
             load, ceiling = _emulate(cluster, args, "noop      emulator vs 2 no-op pumps, txn")
@@ -405,7 +413,7 @@ def main() -> int:
             noop.close()
     if phases & {"pumps", "emulator"}:
         registry = f"file://{work / 'registry.json'}"
-        cluster = Cluster(registry=registry, servers=2)
+        cluster = Cluster(registry=registry, servers=2, **client)
         pumps = [PumpProcess(data_dir=work / f"pump-{i}", pd_url=cluster.tso_url, registry=registry,
                              node_id=f"pump-{i}", extra_args=["--upstream-status-url", cluster.status_url]).start()
                  for i in (1, 2)]

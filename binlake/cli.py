@@ -135,6 +135,8 @@ def _upstream_parser(sub: Any) -> None:
                    help='pin the emulator to these CPUs, e.g. "0" or "0,2" or "1-3" (default: any)')
     p.add_argument("--gc-threshold", dest="gc-threshold", type=int,
                    help="first-generation GC threshold (default 50000; 0 = CPython's default)")
+    p.add_argument("--pump-client", dest="pump-client", choices=["thread", "process"],
+                   help="where each server's pump client runs (default thread: in this process)")
     p.set_defaults(run=_run_upstream, upstream_cmd="")
     usub = p.add_subparsers(dest="upstream_cmd")
     q = usub.add_parser("sql", help="run SQL on a running emulator (stdin shell when no SQL is given)")
@@ -164,7 +166,7 @@ def _run_upstream(args: argparse.Namespace) -> int:
     from upstream.tuning import parse_cpus, pin_process, tune_gc
 
     keys = ("tso-addr", "status-addr", "registry", "cluster-id", "servers", "workload", "rate", "duration",
-            "seed", "workers", "log-level", "cpu-affinity", "gc-threshold")
+            "seed", "workers", "log-level", "cpu-affinity", "gc-threshold", "pump-client")
     try:
         opts = load_options(args.config, {k: getattr(args, k, None) for k in keys})
         cpus = parse_cpus(opts.cpu_affinity) if opts.cpu_affinity else None
@@ -172,12 +174,15 @@ def _run_upstream(args: argparse.Namespace) -> int:
         print(f"binlake upstream: error: {exc}", file=sys.stderr)
         return 1
     _setup_logging(opts.log_level)
+    client_cpus = None
     if cpus is not None:
+        client_cpus = (os.sched_getaffinity(0) - cpus) or None   # pump client processes: the CPUs left
         pin_process(cpus)           # before any thread starts: they all inherit it
         log.info("pinned to CPU(s) %s", ",".join(map(str, sorted(cpus))))
     cluster = Cluster(registry=opts.registry or None, cluster_id=opts.cluster_id, servers=opts.servers,
                       tso_addr=opts.tso_addr, status_addr=opts.status_addr,
-                      clustered_default=opts.clustered_default, ignore_error=opts.ignore_error)
+                      clustered_default=opts.clustered_default, ignore_error=opts.ignore_error,
+                      pump_client_process=opts.pump_client == "process", pump_client_cpus=client_cpus)
     log.info("PD-compatible TSO at %s, TiDB status API at %s (cluster id %d, %d server(s), registry %s)",
              cluster.tso_url, cluster.status_url, opts.cluster_id, opts.servers, opts.registry or "none")
     tune_gc(opts.gc_threshold)

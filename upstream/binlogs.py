@@ -16,6 +16,7 @@ from typing import Any, Callable
 from ingest.errors import IngestError
 from ingest.pump_client import PumpsClient
 from ingest.pump_client.client import PendingPrewrite as _ClientPending
+from ingest.pump_client.process import ProcessPumpsClient
 from schemas import binlog_pb2
 from upstream.errors import BinlogWriteFailed
 from upstream.faults import Faults
@@ -28,7 +29,7 @@ class BinlogSink:
 
     def __init__(self, registry: str | None, cluster_id: int, faults: Faults, ignore_error: bool = False,
                  client_options: dict[str, Any] | None = None,
-                 factory: Callable[[], PumpsClient] | None = None) -> None:
+                 factory: Callable[[], PumpsClient | ProcessPumpsClient] | None = None) -> None:
         self.registry = registry
         self.cluster_id = cluster_id
         self.faults = faults
@@ -36,7 +37,7 @@ class BinlogSink:
         self.skipped = False
         self._options = dict(client_options or {})
         self._factory = factory
-        self._client: PumpsClient | None = None
+        self._client: PumpsClient | ProcessPumpsClient | None = None
         self._lock = threading.Lock()
         self._delayed: set[Future[str | None]] = set()
 
@@ -45,8 +46,8 @@ class BinlogSink:
         """True when binlogs are written (a registry is configured and not skipped after an error)."""
         return self.registry is not None and not self.skipped
 
-    def client(self) -> PumpsClient:
-        """The PumpsClient, created on first use."""
+    def client(self) -> PumpsClient | ProcessPumpsClient:
+        """The pump client, created on first use (by ``factory`` when one was given)."""
         with self._lock:
             if self._client is None:
                 if self._factory is not None:
@@ -140,7 +141,7 @@ class BinlogSink:
 class PendingPrewrite:
     """A prewrite binlog in flight from ``BinlogSink.start_prewrite``."""
 
-    def __init__(self, sink: BinlogSink, binlog: binlog_pb2.Binlog, pending: _ClientPending | None,
+    def __init__(self, sink: BinlogSink, binlog: binlog_pb2.Binlog, pending: _ClientPending | Any | None,
                  error: IngestError | None = None) -> None:
         self._sink = sink
         self._binlog = binlog

@@ -42,7 +42,8 @@ class Cluster:
                  tso_addr: str | None = "127.0.0.1:0", status_addr: str | None = "127.0.0.1:0",
                  clustered_default: bool = False, ignore_error: bool = False,
                  pump_client_options: dict[str, Any] | None = None, first_id: int = 100,
-                 drop_column_delete_only_binlog: bool = True) -> None:
+                 drop_column_delete_only_binlog: bool = True, pump_client_process: bool = False,
+                 pump_client_cpus: set[int] | None = None) -> None:
         self.cluster_id = cluster_id
         self.clustered_default = clustered_default
         self.drop_column_delete_only_binlog = drop_column_delete_only_binlog
@@ -58,7 +59,8 @@ class Cluster:
             self.tso_server, port = serve_tso(tso_addr, cluster_id, self.oracle)
             self.tso_url = f"http://{tso_addr.rsplit(':', 1)[0]}:{port}"
         self._bootstrap()
-        self.servers = [TiDBServer(self, i, registry, ignore_error, pump_client_options) for i in range(servers)]
+        self.servers = [TiDBServer(self, i, registry, ignore_error, pump_client_options, pump_client_process,
+                                   pump_client_cpus) for i in range(servers)]
         self.status = None
         self.status_url = ""
         if status_addr is not None:

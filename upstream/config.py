@@ -9,6 +9,9 @@ from upstream.errors import UpstreamError
 from upstream.tuning import DEFAULT_GC_THRESHOLD
 
 
+PUMP_CLIENT_MODES = ("thread", "process")
+
+
 @dataclass
 class UpstreamOptions:
     """Options of ``binlake upstream``."""
@@ -29,6 +32,7 @@ class UpstreamOptions:
     log_level: str = "info"
     cpu_affinity: str = ""                   # CPUs to pin the process to ("0", "0,2", "1-3"); "" = any
     gc_threshold: int = DEFAULT_GC_THRESHOLD # first-generation GC threshold (0 = CPython's default)
+    pump_client: str = "thread"              # "thread": in this process; "process": a child per server
 
 
 def load_options(path: str | None, overrides: dict[str, Any]) -> UpstreamOptions:
@@ -47,4 +51,7 @@ def load_options(path: str | None, overrides: dict[str, Any]) -> UpstreamOptions
         name = k.replace("-", "_")
         if v is not None and name in known:
             values[name] = v
-    return UpstreamOptions(**values)
+    opts = UpstreamOptions(**values)
+    if opts.pump_client not in PUMP_CLIENT_MODES:
+        raise UpstreamError(f"pump-client {opts.pump_client!r}: expected one of {', '.join(PUMP_CLIENT_MODES)}")
+    return opts

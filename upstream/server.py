@@ -1,9 +1,10 @@
-"""One emulated TiDB server: its own PumpsClient (binlog sink), fault switches and committer, over the
-cluster's shared catalog, KV and TSO."""
+"""One emulated TiDB server: its own PumpsClient (binlog sink; in this process, or in a child process
+with ``client_process``), fault switches and committer, over the cluster's shared catalog, KV and TSO."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ingest.pump_client.process import ProcessPumpsClient
 from upstream.binlogs import BinlogSink
 from upstream.faults import Faults
 from upstream.session import Result, Session
@@ -18,11 +19,19 @@ class TiDBServer:
     """A TiDB stand-in in the cluster (``index`` is its position in ``Cluster.servers``)."""
 
     def __init__(self, cluster: "Cluster", index: int, registry: str | None, ignore_error: bool = False,
-                 client_options: dict[str, Any] | None = None) -> None:
+                 client_options: dict[str, Any] | None = None, client_process: bool = False,
+                 client_cpus: set[int] | None = None) -> None:
         self.cluster = cluster
         self.index = index
         self.faults = Faults()
-        self.binlog = BinlogSink(registry, cluster.cluster_id, self.faults, ignore_error, client_options)
+        factory = None
+        if client_process and registry is not None:
+            options = dict(client_options or {})
+            cluster_id = cluster.cluster_id
+
+            def factory() -> ProcessPumpsClient:
+                return ProcessPumpsClient(registry, cluster_id, cpus=client_cpus, **options)
+        self.binlog = BinlogSink(registry, cluster.cluster_id, self.faults, ignore_error, client_options, factory)
         self.committer = Committer(cluster, self.binlog, self.faults)
 
     def begin(self) -> Transaction:

@@ -81,3 +81,14 @@ def test_cli_runs_a_workload_pinned() -> None:
     assert r.returncode == 0, r.stderr
     assert f"pinned to CPU(s) {cpu}" in r.stderr
     assert "workload done:" in r.stderr
+
+
+def test_config_refuses_an_unknown_pump_client_mode(tmp_path: Path) -> None:
+    from upstream.config import load_options
+    from upstream.errors import UpstreamError
+
+    conf = tmp_path / "upstream.toml"
+    conf.write_text('pump-client = "fork"\ncpu-affinity = "0"\n')
+    with pytest.raises(UpstreamError, match="pump-client 'fork': expected one of thread, process"):
+        load_options(str(conf), {})
+    assert load_options(str(conf), {"pump-client": "process"}).pump_client == "process"
