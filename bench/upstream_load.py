@@ -25,9 +25,10 @@ no-op pumps shows where the emulator's own time goes.
 
 As ``binlake upstream --cpu-affinity 0 --pump-client process`` lets a user do, the emulator (this
 process) is pinned to one CPU, and the pumps (no-op and real) and the emulated servers' pump client
-processes to the others (``--no-pin``: the scheduler places everything; ``--pump-client thread``:
-the pump clients in this process). The emulator's GC settings are those of ``binlake upstream``
-(``--gc-threshold``).
+processes to the others (``--no-pin``: the scheduler places everything). The pump clients run in
+child processes against the no-op pumps (``--pump-client thread``: in this process), and in this
+process against the real pumps, which need the other CPU themselves on a 2-core machine. The
+emulator's GC settings are those of ``binlake upstream`` (``--gc-threshold``).
 
     flock /tmp/binlake-bench.lock .venv/bin/python bench/upstream_load.py               # 10 s per phase and thread count
     flock /tmp/binlake-bench.lock .venv/bin/python bench/upstream_load.py --phases noop # the emulator's ceiling only
@@ -372,8 +373,9 @@ def main() -> int:
     ap.add_argument("--pin", action=argparse.BooleanOptionalAction, default=len(os.sched_getaffinity(0)) >= 2,
                     help="pin the emulator to one CPU and the pumps to the others (default: on with 2+ CPUs)")
     ap.add_argument("--pump-client", choices=["thread", "process"], default="process",
-                    help="where each emulated server's pump client runs, as binlake upstream --pump-client "
-                         "(default process: a child process per server, on the pumps' CPUs)")
+                    help="where each emulated server's pump client runs against the no-op pumps, as binlake "
+                         "upstream --pump-client (default process: a child process per server, on the pumps' "
+                         "CPUs); against real pumps it runs in this process, since the pumps need those CPUs")
     ap.add_argument("--gc-threshold", type=int, default=DEFAULT_GC_THRESHOLD,
                     help=f"the emulator's first-generation GC threshold (default {DEFAULT_GC_THRESHOLD}, "
                          f"as binlake upstream; 0: CPython's default)")
@@ -392,7 +394,8 @@ def main() -> int:
         ap.error(f"--pin needs 2 or more CPUs; this process may use {cpus}")
     placement = Placement({cpus[0]}, set(cpus[1:])) if args.pin else None
     print(f"placement: {placement or 'none (--no-pin): the scheduler places every process'}; "
-          f"pump clients: {args.pump_client}; emulator gc-threshold {args.gc_threshold or 'CPython default'}",
+          f"pump clients: {args.pump_client} with no-op pumps, thread with real pumps; "
+          f"emulator gc-threshold {args.gc_threshold or 'CPython default'}",
           flush=True)
     client = {"pump_client_process": args.pump_client == "process",
               "pump_client_cpus": placement.pumps if placement else None}
@@ -413,7 +416,7 @@ def main() -> int:
             noop.close()
     if phases & {"pumps", "emulator"}:
         registry = f"file://{work / 'registry.json'}"
-        cluster = Cluster(registry=registry, servers=2, **client)
+        cluster = Cluster(registry=registry, servers=2)
         pumps = [PumpProcess(data_dir=work / f"pump-{i}", pd_url=cluster.tso_url, registry=registry,
                              node_id=f"pump-{i}", extra_args=["--upstream-status-url", cluster.status_url]).start()
                  for i in (1, 2)]
