@@ -11,17 +11,22 @@ import logging
 import threading
 import time
 from concurrent.futures import Future
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from ingest.errors import IngestError
 from ingest.pump_client import PumpsClient
-from ingest.pump_client.client import PendingPrewrite as _ClientPending
 from ingest.pump_client.process import ProcessPumpsClient
 from schemas import binlog_pb2
 from upstream.errors import BinlogWriteFailed
 from upstream.faults import Faults
 
 log = logging.getLogger(__name__)
+
+
+class _Pending(Protocol):
+    """A prewrite in flight in either pump client."""
+
+    def result(self) -> str | None: ...
 
 
 class BinlogSink:
@@ -141,7 +146,7 @@ class BinlogSink:
 class PendingPrewrite:
     """A prewrite binlog in flight from ``BinlogSink.start_prewrite``."""
 
-    def __init__(self, sink: BinlogSink, binlog: binlog_pb2.Binlog, pending: _ClientPending | Any | None,
+    def __init__(self, sink: BinlogSink, binlog: binlog_pb2.Binlog, pending: _Pending | None,
                  error: IngestError | None = None) -> None:
         self._sink = sink
         self._binlog = binlog

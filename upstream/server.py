@@ -2,6 +2,7 @@
 with ``client_process``), fault switches and committer, over the cluster's shared catalog, KV and TSO."""
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ingest.pump_client.process import ProcessPumpsClient
@@ -26,11 +27,8 @@ class TiDBServer:
         self.faults = Faults()
         factory = None
         if client_process and registry is not None:
-            options = dict(client_options or {})
-            cluster_id = cluster.cluster_id
-
-            def factory() -> ProcessPumpsClient:
-                return ProcessPumpsClient(registry, cluster_id, cpus=client_cpus, **options)
+            factory = partial(ProcessPumpsClient, registry, cluster.cluster_id, cpus=client_cpus,
+                              **(client_options or {}))
         self.binlog = BinlogSink(registry, cluster.cluster_id, self.faults, ignore_error, client_options, factory)
         self.committer = Committer(cluster, self.binlog, self.faults)
 

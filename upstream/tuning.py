@@ -3,8 +3,8 @@
 The emulator is one CPython process: its threads take turns on one GIL and never run Python code in
 parallel. Spread over several cores by the scheduler, every GIL hand-off and every wake-up of a
 connection's reader thread becomes a cross-core wake-up, which is expensive on virtual machines
-(measured on a 2-core Firecracker VM: a WriteBinlog prewrite + commit pair cost the emulator 145-165
-µs of CPU pinned to one core, 220-250 µs unpinned). Pinning the process to one core keeps those
+(measured on a 2-core Firecracker VM: a WriteBinlog prewrite + commit pair cost the emulator 144-167
+µs of CPU pinned to one core, 218-248 µs unpinned). Pinning the process to one core keeps those
 hand-offs local; the other cores stay free for the pumps.
 
 A transaction allocates thousands of short-lived containers, and CPython's default first-generation
