@@ -103,12 +103,13 @@ def _error_payload(exc: BaseException) -> bytes:
 
 
 def _error_from(payload: bytes) -> Exception:
-    """The exception the child reported, as its own class where that is one of ours (or ValueError)."""
+    """The exception the child reported: its own class where that is one of ours or ValueError (a
+    refused request), otherwise ``PumpClientError`` naming it."""
     name, _, message = payload.decode("utf-8", "replace").partition("\x00")
     cls = getattr(E, name, None)
     if isinstance(cls, type) and issubclass(cls, E.IngestError):
         return cls(message)
-    if name in ("ValueError", "TypeError"):
+    if name == "ValueError":
         return ValueError(message)
     return E.PumpClientError(f"{name}: {message}")
 
@@ -242,21 +243,23 @@ class ProcessPumpsClient:
         self._reader.start()
 
     def _wait_ready(self, timeout: float) -> None:
-        got: list[tuple[int, bytes]] = []
+        """Read the child's first message: READY, or the error its PumpsClient raised."""
         self._sock.settimeout(timeout)
         try:
-            head = self._recv_exactly(_HEAD.size)
-            length, kind, _ = _HEAD.unpack(head)
-            got.append((kind, self._recv_exactly(length)))
+            length, kind, _ = _HEAD.unpack(self._recv_exactly(_HEAD.size))
+            payload = self._recv_exactly(length)
         except (OSError, EOFError) as exc:
-            self._stop_child()
+            self._abandon()
             raise E.PumpClientClosed(f"pump client process did not start: {exc!r}") from exc
-        finally:
-            self._sock.settimeout(None)
-        kind, payload = got[0]
+        self._sock.settimeout(None)
         if kind != _READY:
-            self._stop_child()
+            self._abandon()
             raise _error_from(payload)
+
+    def _abandon(self) -> None:
+        """A child that never became ready: stop it and close our end."""
+        self._stop_child()
+        self._sock.close()
 
     def _recv_exactly(self, n: int) -> bytes:
         buf = b""
