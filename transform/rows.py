@@ -63,6 +63,14 @@ class _Plan:
         self.extra_handle = table.has_extra_handle
         self.n_prefix = len(self.common) if table.is_common_handle else 1
         self.pair: list[Callable[[Any], bytes]] = [_pair_encoder(c, f) for c, f in zip(self.cols, self.flatten)]
+        self.names = [c.name for c in self.cols]
+        self.ids = [c.id for c in self.cols]
+        self.writable = [i for i, c in enumerate(self.cols)
+                         if not c.virtual_generated
+                         and c.state not in (mt.STATE_DELETE_ONLY, mt.STATE_DELETE_REORGANIZATION)]
+        # A NULL is written as ``id, 00`` on insert only when the column has a default (TiDB's CanSkip).
+        self.null_pair = [encode_datum(c.id) + b"\x00" if c.default is not None or c.origin_default is not None
+                          else None for c in self.cols]
 
     def missing(self, i: int) -> Any:
         if i not in self._missing:
@@ -329,24 +337,26 @@ def _flat(plan: _Plan, i: int, value: Any) -> Any:
         raise e.at(plan.cols[i].id)
 
 
-def _pairs(plan: _Plan, image: Mapping[str, Any], cols: Sequence[int], out: bytearray) -> None:
+def _pairs(plan: _Plan, image: Mapping[Any, Any], keys: Sequence[Any], cols: Sequence[int], out: bytearray) -> None:
     pair = plan.pair
     all_cols = plan.cols
     for i in cols:
-        c = all_cols[i]
-        v = image.get(c.name, _ABSENT)
+        v = image.get(keys[i], _ABSENT)
         if v is None:
-            out += encode_datum(c.id) + b"\x00"
+            out += encode_datum(all_cols[i].id) + b"\x00"
         elif v is _ABSENT:
+            c = all_cols[i]
             raise ColumnValueError(f"column {c.name} missing from the row image", None, c.id)
         else:
             out += pair[i](v)
 
 
-def encode_row(table: TableInfo, kind: str, before: Mapping[str, Any] | None,
-               after: Mapping[str, Any] | None, handle: Any = None, *, new_collation: bool = True) -> bytes:
+def encode_row(table: TableInfo, kind: str, before: Mapping[Any, Any] | None,
+               after: Mapping[Any, Any] | None, handle: Any = None, *, new_collation: bool = True,
+               by_id: bool = False) -> bytes:
     """Encode one row change exactly as TiDB writes it into a binlog (the inverse of decode_row).
 
+    - images are keyed by column name, or by column id with ``by_id=True``;
     - ``handle``: the ``_tidb_rowid`` for tables without an int PK handle (required there); for
       int-PK tables it defaults to the PK value; for clustered tables it may be a sequence of
       handle datums (otherwise built from the PK values and the collation, see ``new_collation``).
@@ -357,15 +367,14 @@ def encode_row(table: TableInfo, kind: str, before: Mapping[str, Any] | None,
     plan = plan_for(table)
     out = bytearray()
     cols = plan.cols
-    writable = [i for i, c in enumerate(cols)
-                if not c.virtual_generated
-                and c.state not in (mt.STATE_DELETE_ONLY, mt.STATE_DELETE_REORGANIZATION)]
+    keys = plan.ids if by_id else plan.names
+    writable = plan.writable
     if kind == INSERT:
         if after is None:
             raise ValueError("an insert needs an after image")
         skip = set()
         if plan.pk_index >= 0:
-            h = handle if handle is not None else after.get(cols[plan.pk_index].name)
+            h = handle if handle is not None else after.get(keys[plan.pk_index])
             if not isinstance(h, int):
                 raise ColumnValueError("insert into a pk-is-handle table needs an int handle")
             out += encode_datum(h - (1 << 64) if h > (1 << 63) - 1 else h)
@@ -380,7 +389,7 @@ def encode_row(table: TableInfo, kind: str, before: Mapping[str, Any] | None,
                     out += encode_datum(d)
             for (c, ic), i in zip(plan.common, plan.common_index):
                 if handle is None:
-                    d = _flat(plan, i, after[c.name])
+                    d = _flat(plan, i, after[keys[i]])
                     if c.tp == mt.TYPE_DURATION:
                         d = Duration(d)
                     out += encode_datum(_sort_key(c, d, new_collation))
@@ -388,15 +397,14 @@ def encode_row(table: TableInfo, kind: str, before: Mapping[str, Any] | None,
                     skip.add(i)
         body = bytearray()
         pair = plan.pair
+        null_pair = plan.null_pair
         for i in writable:
-            c = cols[i]
             if i in skip:
                 continue
-            v = after.get(c.name, _ABSENT)
+            v = after.get(keys[i], _ABSENT)
             if v is None:
-                if c.default is None and c.origin_default is None:
-                    continue
-                body += encode_datum(c.id) + b"\x00"
+                if null_pair[i] is not None:
+                    body += null_pair[i]
             elif v is not _ABSENT:
                 body += pair[i](v)
         out += body or b"\x00"
@@ -405,7 +413,7 @@ def encode_row(table: TableInfo, kind: str, before: Mapping[str, Any] | None,
         if before is None or after is None:
             raise ValueError("an update needs before and after images")
         for image, h in ((before, handle), (after, handle)):
-            _pairs(plan, image, writable, out)
+            _pairs(plan, image, keys, writable, out)
             if plan.extra_handle:
                 if not isinstance(h, int):
                     raise ColumnValueError("update of a _tidb_rowid table needs handle=<int>")
@@ -414,7 +422,7 @@ def encode_row(table: TableInfo, kind: str, before: Mapping[str, Any] | None,
     if kind == DELETE:
         if before is None:
             raise ValueError("a delete needs a before image")
-        _pairs(plan, before, range(len(cols)), out)
+        _pairs(plan, before, keys, range(len(cols)), out)
         if plan.extra_handle:
             if not isinstance(handle, int):
                 raise ColumnValueError("delete from a _tidb_rowid table needs handle=<int>")

@@ -164,6 +164,8 @@ def _round_micro(value: dt.datetime, fsp: int) -> dt.datetime:
         return value
     unit = 10 ** (6 - fsp)
     micro = value.microsecond
+    if not micro % unit:
+        return value
     rounded = (micro + unit // 2) // unit * unit
     return value.replace(microsecond=0) + dt.timedelta(microseconds=rounded)
 

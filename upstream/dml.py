@@ -25,13 +25,10 @@ from upstream.sql import Delete, Insert, Update
 from upstream.txn import Transaction
 
 
-class TableWriter:
-    """Row operations on one table inside one transaction."""
+class _Shape:
+    """What row operations need to know about one TableInfo (computed once: TableInfo is frozen)."""
 
-    def __init__(self, txn: Transaction, table: TableInfo, catalog: Catalog) -> None:
-        self.txn = txn
-        self.table = table
-        self.catalog = catalog
+    def __init__(self, table: TableInfo) -> None:
         self.pk_col = table.pk_handle_column
         self.common = [c for c, _ in table.common_handle_columns]
         pidx = table.primary_index
@@ -41,6 +38,30 @@ class TableWriter:
         by_name = {c.name.lower(): c for c in table.columns}
         self.uniques = [(ix.name, [by_name[ic.name.lower()] for ic in ix.columns]) for ix in table.indices
                         if ix.unique and not ix.primary and ix.state == mt.STATE_PUBLIC]
+        self.not_null = [c for c in table.columns if not c.nullable]
+
+
+def _shape(table: TableInfo) -> _Shape:
+    shape = table.__dict__.get("_binlake_dml_shape")
+    if shape is None:
+        shape = table.__dict__["_binlake_dml_shape"] = _Shape(table)
+    return shape
+
+
+class TableWriter:
+    """Row operations on one table inside one transaction."""
+
+    def __init__(self, txn: Transaction, table: TableInfo, catalog: Catalog) -> None:
+        self.txn = txn
+        self.table = table
+        self.catalog = catalog
+        shape = _shape(table)
+        self.pk_col = shape.pk_col
+        self.common = shape.common
+        self.nonclustered_pk = shape.nonclustered_pk
+        self.auto_col = shape.auto_col
+        self.uniques = shape.uniques
+        self.not_null = shape.not_null
 
     # ---- handles -----------------------------------------------------------------------------
 
@@ -113,8 +134,8 @@ class TableWriter:
                 row[self.auto_col.id] = self.catalog.alloc_auto_ids(self.table.id)
             else:
                 self.catalog.rebase_auto_id(self.table.id, int(v))
-        for c in self.table.columns:
-            if row[c.id] is None and not c.nullable:
+        for c in self.not_null:
+            if row[c.id] is None:
                 raise SQLError(f"[table:1048]Column '{c.name}' cannot be null")
         conflict = self._find_conflict(row)
         affected = 1

@@ -46,11 +46,6 @@ class _Absent:
 _ABSENT = _Absent()
 
 
-def image(table: TableInfo, row: Row) -> dict[str, Any]:
-    """A row keyed by column name (what ``encode_row`` takes)."""
-    return {c.name: row.get(c.id) for c in table.columns}
-
-
 @dataclass
 class RowOp:
     """One row change of the transaction."""
@@ -138,9 +133,7 @@ class Transaction:
                 tm.table_id = op.table.id
                 muts[op.table.id] = tm
             h = op.handle if op.table.has_extra_handle else None
-            before = image(op.table, op.before) if op.before is not None else None
-            after = image(op.table, op.after) if op.after is not None else None
-            data = trows.encode_row(op.table, op.kind, before, after, h)
+            data = trows.encode_row(op.table, op.kind, op.before, op.after, h, by_id=True)
             if op.kind == trows.INSERT:
                 tm.inserted_rows.append(data)
             elif op.kind == trows.UPDATE:

@@ -136,6 +136,24 @@ def test_rows_round_trip_rowid(a: dict, b: dict, h: int) -> None:
     assert (r.before, r.handle) == (b, h)
 
 
+def _by_id(table, image: dict | None) -> dict | None:
+    return None if image is None else {c.id: image[c.name] for c in table.columns if c.name in image}
+
+
+@given(st.sampled_from([PK, ROWID]), I64, st.data())
+@settings(max_examples=150, deadline=None)
+def test_images_keyed_by_column_id_encode_the_same(table, h: int, data: st.DataObject) -> None:
+    a, b = data.draw(S.rows_for(table)), data.draw(S.rows_for(table))
+    handle = None
+    if table is PK:
+        b["id"] = a["id"]
+    else:
+        handle = h
+    for kind, before, after in (("insert", None, a), ("update", a, b), ("delete", b, None)):
+        by_name = encode_row(table, kind, before, after, handle)
+        assert encode_row(table, kind, _by_id(table, before), _by_id(table, after), handle, by_id=True) == by_name
+
+
 @given(S.rows_for(UPK, null_rate=False))
 def test_unsigned_pk_handle(a: dict) -> None:
     raw = encode_row(UPK, "insert", None, a)
