@@ -6,9 +6,12 @@ of new keys, or 3 UPDATEs by primary key + a 2-row INSERT, through the full path
 encoding, KV 2PC with locks, PumpsClient prewrite in parallel with the KV prewrite, commit ts,
 asynchronous commit binlog):
 
-The emulator phases run once per client thread count of ``--threads`` (default 1,4,8,32: on one
-GIL, more client threads cost more CPU per transaction in hand-offs, so the peak is often not at the
-highest count); each phase's figure is its best count, and every count is printed.
+The emulator phases run once per client setting of ``--clients`` (default 1x16,2x16,32x1):
+THREADSxIN_FLIGHT is that many client threads (sessions), each keeping up to IN_FLIGHT commits under
+way with ``Session.commit_async`` (as a pipelining client does; a commit finishes on the pump
+client's answer thread), or, with IN_FLIGHT 1, waiting for every COMMIT. On one GIL, every thread
+that waits costs a hand-off per transaction, so a few pipelining threads make more transactions per
+CPU second than many waiting ones. Each phase's figure is its best setting; every setting is printed.
 
   noop      the emulator against two no-op pumps: separate processes registered as online pumps
             that answer every WriteBinlog with success at once and store nothing. They speak
@@ -16,8 +19,8 @@ highest count); each phase's figure is its best count, and every count is printe
             needs about 300 µs), so this figure is the emulator's own ceiling on this machine.
   pumps     raw ``PumpWriter`` prewrite + commit pairs against two real ``binlake pump`` processes
             (sync-log = true; prewrite payload of the emulator's size, timestamps from the same
-            TSO), at the highest thread count (group commits need concurrent writers): the pumps'
-            own write ceiling.
+            TSO), with as many writer threads as the largest setting has commits under way
+            (group commits need concurrent writers): the pumps' own write ceiling.
   emulator  the emulator against the same two real pumps.
 
 With ``--profile-seconds N``, a short single-thread cProfile of the emulator path against the
@@ -30,9 +33,9 @@ child processes against the no-op pumps (``--pump-client thread``: in this proce
 process against the real pumps, which need the other CPU themselves on a 2-core machine. The
 emulator's GC settings are those of ``binlake upstream`` (``--gc-threshold``).
 
-    flock /tmp/binlake-bench.lock .venv/bin/python bench/upstream_load.py               # 10 s per phase and thread count
-    flock /tmp/binlake-bench.lock .venv/bin/python bench/upstream_load.py --phases noop # the emulator's ceiling only
-    flock /tmp/binlake-bench.lock .venv/bin/python bench/upstream_load.py --threads 32  # one thread count
+    flock /tmp/binlake-bench.lock .venv/bin/python bench/upstream_load.py                # 10 s per phase and setting
+    flock /tmp/binlake-bench.lock .venv/bin/python bench/upstream_load.py --phases noop  # the emulator's ceiling only
+    flock /tmp/binlake-bench.lock .venv/bin/python bench/upstream_load.py --clients 32x1 # one setting
 """
 from __future__ import annotations
 
@@ -40,6 +43,7 @@ import argparse
 import asyncio
 import cProfile
 import datetime
+import functools
 import io
 import itertools
 import multiprocessing as mp
@@ -53,9 +57,10 @@ import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import Future
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -71,6 +76,7 @@ from upstream.tuning import DEFAULT_GC_THRESHOLD, pin_process, tune_gc  # noqa: 
 
 ROWS = 5
 TARGET = 2000.0
+DEFAULT_CLIENTS = "1x16,2x16,32x1"
 
 
 # ---- no-op pumps: HTTP/2 gRPC framing answered directly -------------------------------------------
@@ -255,41 +261,83 @@ class Load:
         cluster.execute(TABLE_SQL.format(name="bench"))
         self.keygen = itertools.count(1)    # next() is atomic: keys are unique across threads and runs
 
-    def worker(self, i: int, stop_at: float, counts: list[int], aborts: list[int], single: bool = False) -> None:
+    def _statements(self, rng: random.Random, keys: list[int], busy: set[int],
+                    values: Iterator[list[object]]) -> tuple[list[S.Statement], list[int], list[int]]:
+        """One transaction's statements, the new keys it inserts and the existing keys it updates
+        (never one in ``busy``: a transaction still committing)."""
+        stmts: list[S.Statement] = []
+        picked: list[int] = []
+        if len(keys) >= 6 and rng.random() < 0.5:
+            picked = [k for k in rng.sample(keys, 6) if k not in busy][:3]
+            for k in picked:
+                stmts.append(S.Update(None, "bench", [("d", Lit(rng.randrange(10**9)))], Cmp("=", Col("id"), Lit(k))))
+        fresh = [next(self.keygen) for _ in range(ROWS - len(picked))]
+        stmts.append(S.Insert(None, "bench", None, [[k, *next(values)] for k in fresh]))
+        return stmts, fresh, picked
+
+    def worker(self, i: int, stop_at: float, counts: list[int], aborts: list[int], single: bool = False,
+               in_flight: int = 1, errors: list[BaseException] | None = None) -> None:
+        """Run transactions until ``stop_at``: each COMMIT waits (``in_flight`` 1), or up to
+        ``in_flight`` commits are under way at once (``Session.commit_async``), all finished on return."""
         rng = random.Random(i)
         session = self.cluster.server(i % len(self.cluster.servers)).session()
+        slot = 0 if single else i
         keys: list[int] = []
+        busy: set[int] = set()
+        lock = threading.Lock()
         # Column values are drawn ahead (the load generator is a client's work, not the emulator's).
         values = itertools.cycle([row(rng, 0)[1:] for _ in range(997)])
-        while time.monotonic() < stop_at:
-            stmts: list[S.Statement] = []
-            if len(keys) >= 3 and rng.random() < 0.5:
-                for k in rng.sample(keys, 3):
-                    stmts.append(S.Update(None, "bench", [("d", Lit(rng.randrange(10**9)))], Cmp("=", Col("id"), Lit(k))))
-                new = 2
-            else:
-                new = ROWS
-            fresh = [next(self.keygen) for _ in range(new)]
-            stmts.append(S.Insert(None, "bench", None, [[k, *next(values)] for k in fresh]))
+        room = threading.Semaphore(in_flight)
+
+        def settled(fresh: list[int], picked: list[int], fut: Future[int | None]) -> None:
+            exc = fut.exception()
+            with lock:
+                busy.difference_update(picked)
+                if exc is None:
+                    keys.extend(fresh)
+                    if len(keys) > 1000:
+                        del keys[:500]
+                    counts[slot] += 1
+                elif isinstance(exc, TxnAborted):
+                    aborts[slot] += 1
+                elif errors is not None:
+                    errors.append(exc)
+            room.release()
+
+        while time.monotonic() < stop_at and not errors:
+            room.acquire()
+            with lock:
+                stmts, fresh, picked = self._statements(rng, keys, busy, values)
+                busy.update(picked)
             try:
                 session.run(S.Begin())
                 for s in stmts:
                     session.run(s)
+                if in_flight > 1:
+                    session.commit_async().add_done_callback(functools.partial(settled, fresh, picked))
+                    continue
                 session.run(S.Commit())
-                keys.extend(fresh)
-                if len(keys) > 1000:
-                    del keys[:500]
-                counts[0 if single else i] += 1
-            except TxnAborted:
+            except TxnAborted as e:
                 session.txn = None
-                aborts[0 if single else i] += 1
+                fut: Future[int | None] = Future()
+                fut.set_exception(e)
+                settled(fresh, picked, fut)
+                continue
+            done: Future[int | None] = Future()
+            done.set_result(None)
+            settled(fresh, picked, done)
+        for _ in range(in_flight):      # every commit of this worker has finished
+            room.acquire()
 
-    def run(self, seconds: float, threads: int) -> tuple[float, int, float]:
-        """(committed txn/s, aborts, CPU seconds of this process per committed txn) with ``threads`` clients."""
+    def run(self, seconds: float, threads: int, in_flight: int = 1) -> tuple[float, int, float]:
+        """(committed txn/s, aborts, CPU seconds of this process per committed txn) with ``threads``
+        clients keeping up to ``in_flight`` commits each under way."""
         counts = [0] * threads
         aborts = [0] * threads
+        errors: list[BaseException] = []
         stop = time.monotonic() + seconds
-        ts = [threading.Thread(target=self.worker, args=(i, stop, counts, aborts)) for i in range(threads)]
+        ts = [threading.Thread(target=self.worker, args=(i, stop, counts, aborts, False, in_flight, errors))
+              for i in range(threads)]
         c0 = _cpu()
         t0 = time.monotonic()
         for t in ts:
@@ -297,6 +345,8 @@ class Load:
         for t in ts:
             t.join()
         elapsed = time.monotonic() - t0
+        if errors:
+            raise errors[0]
         done = max(1, sum(counts))
         return sum(counts) / elapsed, sum(aborts), (_cpu() - c0) / done
 
@@ -318,16 +368,16 @@ def prewrite_size(cluster: Cluster) -> int:
 
 
 def _emulate(cluster: Cluster, args: argparse.Namespace, label: str) -> tuple[Load, float]:
-    """Run the load once per thread count; return the best committed txn/s."""
+    """Run the load once per client setting; return the best committed txn/s."""
     load = Load(cluster)
     best = 0.0
-    for threads in args.threads:
-        load.run(min(1.0, args.seconds / 5), threads)   # warm-up: channels, caches
+    for threads, depth in args.clients:
+        load.run(min(1.0, args.seconds / 5), threads, depth)   # warm-up: channels, caches
         cluster.flush(60)
-        tps, aborts, cpu = load.run(args.seconds, threads)
+        tps, aborts, cpu = load.run(args.seconds, threads, depth)
         t0 = time.monotonic()
         cluster.flush(120)
-        print(f"{label:<46} {threads:>3} threads: {tps:8.0f} /s   (aborts {aborts}; {cpu * 1e3:.2f} ms CPU "
+        print(f"{label:<46} {threads:>3}x{depth:<3} {tps:8.0f} /s   (aborts {aborts}; {cpu * 1e3:.2f} ms CPU "
               f"of this process per txn; commit binlogs drained {time.monotonic() - t0:.1f}s after)", flush=True)
         best = max(best, tps)
     return load, best
@@ -349,23 +399,30 @@ def _profile(load: Load, seconds: float) -> None:
     print("\n".join(line for line in out.getvalue().splitlines() if line.strip())[:6000])
 
 
-def _counts(text: str) -> list[int]:
-    """``"1,4,32"`` -> [1, 4, 32] (positive ints)."""
-    try:
-        out = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a comma-separated list of thread counts: {text!r}") from None
-    if not out or min(out) < 1:
-        raise argparse.ArgumentTypeError(f"thread counts must be positive: {text!r}")
+def _clients(text: str) -> list[tuple[int, int]]:
+    """``"1x16,32x1"`` -> [(1, 16), (32, 1)]: client threads x commits each keeps under way."""
+    out = []
+    for part in (p.strip() for p in text.split(",")):
+        threads, sep, depth = part.partition("x")
+        try:
+            pair = (int(threads), int(depth) if sep else 1)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not THREADSxIN_FLIGHT: {part!r} in {text!r}") from None
+        if min(pair) < 1:
+            raise argparse.ArgumentTypeError(f"threads and commits in flight must be positive: {part!r}")
+        out.append(pair)
+    if not out:
+        raise argparse.ArgumentTypeError("no client settings given")
     return out
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=10.0, help="seconds per phase")
-    ap.add_argument("--threads", type=_counts, default=_counts("1,4,8,32"),
-                    help="comma-separated client thread counts of the emulator phases (default 1,4,8,32); "
-                         "the pumps phase runs at the highest")
+    ap.add_argument("--clients", type=_clients, default=_clients(DEFAULT_CLIENTS),
+                    help=f"comma-separated client settings THREADSxIN_FLIGHT of the emulator phases (default "
+                         f"{DEFAULT_CLIENTS}): each thread keeps up to IN_FLIGHT commits under way (1: every "
+                         f"COMMIT waits); the pumps phase runs with the largest total")
     ap.add_argument("--phases", default="noop,pumps,emulator",
                     help="comma-separated subset of noop, pumps, emulator (default: all three)")
     ap.add_argument("--profile-seconds", type=float, default=0.0,
@@ -387,7 +444,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="upstream-bench-"))
     print(f"machine: {platform.platform()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
           f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"date: {datetime.date.today()}  threads: {','.join(map(str, args.threads))}  seconds/phase: {args.seconds:g}  "
+    print(f"date: {datetime.date.today()}  clients: {','.join(f'{t}x{d}' for t, d in args.clients)}  seconds/phase: {args.seconds:g}  "
           f"rows/txn: {ROWS}", flush=True)
     cpus = sorted(os.sched_getaffinity(0))
     if args.pin and len(cpus) < 2:
@@ -426,8 +483,9 @@ def main() -> int:
         try:
             if "pumps" in phases:
                 size = prewrite_size(cluster)
-                pump_ceiling = baseline(pumps, cluster, max(args.threads), args.seconds, size)
-                print(f"{'pumps     raw PumpWriter prewrite+commit pairs':<46} {max(args.threads):>3} threads: {pump_ceiling:8.0f} /s   "
+                writers = max(t * d for t, d in args.clients)
+                pump_ceiling = baseline(pumps, cluster, writers, args.seconds, size)
+                print(f"{'pumps     raw PumpWriter prewrite+commit pairs':<46} {writers:>3} threads: {pump_ceiling:8.0f} /s   "
                       f"(prewrite_value {size} bytes)", flush=True)
             if "emulator" in phases:
                 _, real = _emulate(cluster, args, "emulator  emulator vs 2 real pumps, txn")
@@ -437,7 +495,7 @@ def main() -> int:
                 p.kill()
     print()
     if ceiling is not None:
-        print(f"emulator's own ceiling (no-op pumps, best thread count): {ceiling:.0f} txn/s; target {TARGET:.0f}: "
+        print(f"emulator's own ceiling (no-op pumps, best client setting): {ceiling:.0f} txn/s; target {TARGET:.0f}: "
               f"{'met' if ceiling >= TARGET else 'NOT met'}")
     if real is not None and pump_ceiling:
         print(f"real pumps: emulator / pumps' own ceiling = {real / pump_ceiling:.2f}")

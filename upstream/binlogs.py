@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from concurrent.futures import Future
+from concurrent.futures import Executor, Future
 from typing import Any, Callable, Protocol
 
 from ingest.errors import IngestError
@@ -152,14 +152,46 @@ class PendingPrewrite:
         self._binlog = binlog
         self._pending = pending
         self._error = error
+        self._lock = threading.Lock()
+        self._outcome: tuple[bool, BaseException | None] | None = None
 
     def result(self) -> bool:
-        """Wait: True when a pump stored it; ``BinlogWriteFailed`` (or False with ignore-error) otherwise."""
+        """Wait: True when a pump stored it; ``BinlogWriteFailed`` (or False with ignore-error) otherwise.
+        May be called again: later calls give the same outcome."""
+        with self._lock:
+            if self._outcome is None:
+                self._outcome = self._wait()
+            stored, err = self._outcome
+        if err is not None:
+            raise err
+        return stored
+
+    def _wait(self) -> tuple[bool, BaseException | None]:
         try:
             if self._error is not None:
                 raise self._error
             assert self._pending is not None
             self._pending.result()
-            return True
+            return True, None
         except IngestError as e:
-            return self._sink._failed(self._binlog, e)
+            try:
+                return self._sink._failed(self._binlog, e), None
+            except BinlogWriteFailed as failed:
+                return False, failed
+
+    def add_done_callback(self, fn: Callable[[], None], pool: Executor) -> None:
+        """Call ``fn()`` once ``result()`` no longer blocks: on the pump client's answer thread when it
+        has one (the process client), else after ``result()`` has run in ``pool`` (the in-process
+        client waits and retries in the caller's thread)."""
+        hook = getattr(self._pending, "add_done_callback", None)
+        if self._error is None and hook is not None:
+            hook(fn)
+            return
+
+        def wait_then_call() -> None:
+            try:
+                self.result()
+            except BinlogWriteFailed:
+                pass        # fn() sees it through result()
+            fn()
+        pool.submit(wait_then_call)

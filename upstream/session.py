@@ -3,6 +3,7 @@ variables, DDL with implicit commit, and TiDB's automatic retry of autocommit st
 write conflict or a schema change."""
 from __future__ import annotations
 
+from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -100,6 +101,18 @@ class Session:
         if txn is None:
             return None
         return self.server.committer.commit_dml(txn)
+
+    def commit_async(self) -> Future[int | None]:
+        """COMMIT the open transaction without waiting for it (as a pipelining client would): the
+        session is free for its next transaction at once, and the Future gives this one's commit ts
+        (None when it wrote nothing or none was open) or raises its commit error. Transactions in
+        flight together that write the same key conflict: the later one fails with WriteConflict."""
+        txn, self.txn = self.txn, None
+        if txn is None:
+            done: Future[int | None] = Future()
+            done.set_result(None)
+            return done
+        return self.server.committer.commit_dml_async(txn)
 
     def close(self) -> int | None:
         """End the session: an open transaction is rolled back (nothing was prewritten)."""

@@ -5,12 +5,14 @@ key) is written in parallel with the KV prewrite; only when both succeed is a co
 the TSO and the KV commit applied; then the commit binlog is sent without waiting. Any failure after
 a stored prewrite binlog sends a Rollback binlog. DDL: the job's transaction carries a DDL binlog
 (``ddl_job_id``, ``ddl_schema_state``, ``ddl_query``); its primary key is the job's history meta key.
+``commit_dml_async`` runs the same steps without blocking its caller: the part after the prewrites
+runs when the prewrite binlog's answer arrives.
 """
 from __future__ import annotations
 
 import logging
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, Protocol
 
 from schemas import binlog_pb2
@@ -34,6 +36,22 @@ class ClusterCore(Protocol):
     def ts(self) -> int: ...
 
 
+class _Prewritten:
+    """A transaction between its prewrites and its commit: the KV prewrite's error, if any, and the
+    prewrite binlog in flight (None when binlogs are off)."""
+
+    __slots__ = ("start_ts", "primary", "muts", "binlog", "fut", "kv_err")
+
+    def __init__(self, start_ts: int, primary: bytes, muts: list[Mutation], binlog: binlog_pb2.Binlog,
+                 fut: Any, kv_err: UpstreamError | None) -> None:
+        self.start_ts = start_ts
+        self.primary = primary
+        self.muts = muts
+        self.binlog = binlog
+        self.fut = fut
+        self.kv_err = kv_err
+
+
 class Committer:
     """Runs 2PC for one server (its binlog sink, faults and prewrite thread pool)."""
 
@@ -47,35 +65,40 @@ class Committer:
         """Stop the prewrite pool."""
         self._pool.shutdown(wait=True)
 
-    def _two_phase(self, start_ts: int, primary: bytes, muts: list[Mutation], binlog: binlog_pb2.Binlog,
-                   check: Callable[[], None], install: Callable[[int], None] | None = None) -> int:
-        kv = self.core.kv
+    def _prewrite(self, start_ts: int, primary: bytes, muts: list[Mutation], binlog: binlog_pb2.Binlog) -> _Prewritten:
+        """Send the prewrite binlog, then prewrite in KV while it is in flight."""
         fut: Any = None
         if self.sink.enabled:
             fut = self._pool.submit(self.sink.prewrite, binlog) if self.faults.pump_delay > 0 \
                 else self.sink.start_prewrite(binlog)
         kv_err: UpstreamError | None = None
         try:
-            kv.prewrite(start_ts, primary, muts)
+            self.core.kv.prewrite(start_ts, primary, muts)
         except UpstreamError as e:
             kv_err = e
+        return _Prewritten(start_ts, primary, muts, binlog, fut, kv_err)
+
+    def _commit(self, p: _Prewritten, check: Callable[[], None], install: Callable[[int], None] | None) -> int:
+        """The rest of 2PC once the prewrite binlog's answer is in (or will not block): commit or roll back."""
+        kv = self.core.kv
+        start_ts, primary, binlog = p.start_ts, p.primary, p.binlog
         binlog_stored = False
         binlog_err: BaseException | None = None
-        if fut is not None:
+        if p.fut is not None:
             try:
-                binlog_stored = bool(fut.result())
+                binlog_stored = bool(p.fut.result())
             except BaseException as e:  # noqa: BLE001 - reported below
                 binlog_err = e
-        keys = [m.key for m in muts]
+        keys = [m.key for m in p.muts]
 
         def abort(err: BaseException) -> None:
-            kv.rollback(start_ts, [] if kv_err is not None else keys, primary)
+            kv.rollback(start_ts, [] if p.kv_err is not None else keys, primary)
             if binlog_stored:
                 self.sink.finish(_finish(binlog, binlog_pb2.Rollback, 0))
             raise err
 
-        if kv_err is not None:
-            abort(kv_err)
+        if p.kv_err is not None:
+            abort(p.kv_err)
         if binlog_err is not None:
             abort(binlog_err if isinstance(binlog_err, UpstreamError)
                   else BinlogWriteFailed(f"write binlog failed: {binlog_err}", start_ts))
@@ -101,15 +124,12 @@ class Committer:
             self.sink.finish(_finish(binlog, binlog_pb2.Commit, commit_ts))
         return commit_ts
 
-    def commit_dml(self, txn: Transaction) -> int | None:
-        """Commit a DML transaction; return its commit ts (None when it wrote nothing)."""
-        if not txn.writes:
-            return None
+    def _dml(self, txn: Transaction) -> tuple[_Prewritten, Callable[[], None]]:
+        """Prewrite a DML transaction; also the schema check its commit must pass."""
         assert txn.primary is not None
         binlog = binlog_pb2.Binlog(tp=binlog_pb2.Prewrite, start_ts=txn.start_ts, prewrite_key=txn.primary)
         if self.sink.enabled:
             binlog.prewrite_value = txn.prewrite_value().SerializeToString()
-        muts = list(txn.writes.values())
         schema = txn.schema
 
         def check() -> None:
@@ -118,7 +138,40 @@ class Committer:
                 if current.tables.get(tid) is not schema.tables.get(tid):
                     raise SchemaChanged(f"[domain:8028]Information schema is changed during the execution of "
                                         f"the statement (table {tid}, txn {txn.start_ts})", txn.start_ts)
-        return self._two_phase(txn.start_ts, txn.primary, muts, binlog, check)
+        return self._prewrite(txn.start_ts, txn.primary, list(txn.writes.values()), binlog), check
+
+    def commit_dml(self, txn: Transaction) -> int | None:
+        """Commit a DML transaction; return its commit ts (None when it wrote nothing)."""
+        if not txn.writes:
+            return None
+        p, check = self._dml(txn)
+        return self._commit(p, check, None)
+
+    def commit_dml_async(self, txn: Transaction) -> Future[int | None]:
+        """Start committing a DML transaction and return at once (after the KV prewrite).
+
+        The commit finishes when the pump answers the prewrite binlog, on the pump client's answer
+        thread (or a pool thread), with ``commit_dml``'s rules and errors; the Future gives the
+        commit ts (None when the transaction wrote nothing) or raises the commit's error.
+        """
+        out: Future[int | None] = Future()
+        if not txn.writes:
+            out.set_result(None)
+            return out
+        p, check = self._dml(txn)
+
+        def finish() -> None:
+            try:
+                out.set_result(self._commit(p, check, None))
+            except BaseException as e:  # noqa: BLE001 - handed to the Future's owner
+                out.set_exception(e)
+        if p.fut is None:
+            finish()
+        elif isinstance(p.fut, Future):
+            p.fut.add_done_callback(lambda _f: finish())
+        else:
+            p.fut.add_done_callback(finish, self._pool)
+        return out
 
     def commit_ddl(self, start_ts: int, job_id: int, schema_state: int, query: str, primary: bytes,
                    value: bytes, install: Callable[[int], None] | None,
@@ -130,7 +183,7 @@ class Committer:
                                    ddl_job_id=job_id, ddl_schema_state=schema_state,
                                    ddl_query=query.encode("utf-8"))
         muts = [Mutation(primary, 0, None, None, value)]
-        return self._two_phase(start_ts, primary, muts, binlog, check, install)
+        return self._commit(self._prewrite(start_ts, primary, muts, binlog), check, install)
 
 
 def _finish(prewrite: binlog_pb2.Binlog, tp: int, commit_ts: int) -> binlog_pb2.Binlog:

@@ -183,10 +183,14 @@ def _child_main(sock: socket.socket, registry: str, cluster_id: int, options: di
 
 # ---- the parent -----------------------------------------------------------------------------------
 
-class _Answer:
-    """One request's answer: ``result(timeout)`` waits for it (Future-like, with ``done``)."""
+_CALLBACKS = threading.Lock()   # orders add_done_callback against _settle, for every answer
 
-    __slots__ = ("_waiter", "_value", "_error", "_done")
+
+class _Answer:
+    """One request's answer: ``result(timeout)`` waits for it (Future-like, with ``done`` and
+    ``add_done_callback``)."""
+
+    __slots__ = ("_waiter", "_value", "_error", "_done", "_callbacks")
 
     def __init__(self) -> None:
         self._waiter = threading.Lock()
@@ -194,6 +198,7 @@ class _Answer:
         self._value: str | None = None
         self._error: BaseException | None = None
         self._done = False
+        self._callbacks: list[Callable[[], None]] | None = None
 
     def done(self) -> bool:
         return self._done
@@ -207,10 +212,32 @@ class _Answer:
             raise self._error
         return self._value
 
+    def add_done_callback(self, fn: Callable[[], None]) -> None:
+        """Call ``fn()`` once the answer is in: now if it is, else on the thread that settles it
+        (the client's answer reader: ``fn`` must not wait for other answers)."""
+        with _CALLBACKS:
+            if not self._done:
+                if self._callbacks is None:
+                    self._callbacks = []
+                self._callbacks.append(fn)
+                return
+        _call(fn)
+
     def _settle(self, value: str | None, error: BaseException | None) -> None:
         self._value, self._error = value, error
-        self._done = True
+        with _CALLBACKS:
+            self._done = True
+            callbacks, self._callbacks = self._callbacks, None
         self._waiter.release()
+        for fn in callbacks or ():
+            _call(fn)
+
+
+def _call(fn: Callable[[], None]) -> None:
+    try:
+        fn()
+    except Exception:  # noqa: BLE001 - a callback's failure must not stop the answer reader
+        log.exception("pump client answer callback failed")
 
 
 class ProcessPumpsClient:

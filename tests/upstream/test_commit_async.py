@@ -1,0 +1,139 @@
+"""``Session.commit_async``: many commits of one session under way at once, against real pumps, with
+either pump client. Each commit finishes when its prewrite binlog is answered and writes exactly the
+binlogs a waiting COMMIT writes; its errors (write conflict, injected abort) come through the Future
+and leave a Rollback, never a commit."""
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import Future
+from typing import Callable, Iterator
+
+import pytest
+
+from binlake.local import PumpProcess
+from ingest.pump_client.process import _Answer
+from tests.upstream.binlogs import SchemaTracker, committed, decoded_changes, wait_watermarks
+from tests.upstream.conftest import CLIENT_OPTIONS
+from tests.upstream.test_binlog_integration import history
+from upstream import sql as S
+from upstream.cluster import Cluster
+from upstream.errors import TxnAborted, WriteConflict
+from upstream.exprs import Cmp, Col, Lit
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(params=["thread", "process"])
+def cluster(request: pytest.FixtureRequest, registry_uri: str) -> Iterator[Cluster]:
+    """Two emulated servers with in-process or child-process pump clients (overrides conftest's)."""
+    c = Cluster(registry=registry_uri, servers=2, pump_client_options=CLIENT_OPTIONS,
+                pump_client_process=request.param == "process")
+    yield c
+    c.close()
+
+
+def test_pipelined_commits_write_what_waiting_commits_write(cluster: Cluster,
+                                                            pumps: Callable[..., PumpProcess]) -> None:
+    p1, p2 = pumps("pump-1"), pumps("pump-2")
+    cluster.execute("create table t (id int primary key, v varchar(20))")
+    session = cluster.server(0).session()
+    futures: list[tuple[int, Future[int | None]]] = []
+    for k in range(1, 41):
+        session.run(S.Begin())
+        session.run(S.Insert(None, "t", None, [[k, f"v{k}"]]))
+        futures.append((k, session.commit_async()))      # the session is free at once
+    assert session.txn is None
+    commit_ts = {k: f.result(30) for k, f in futures}
+    assert len(set(commit_ts.values())) == 40 and all(isinstance(ts, int) for ts in commit_ts.values())
+    # one more that updates rows the pipelined ones wrote, waiting as usual
+    last = session.execute("update t set v = 'x' where id = 3")[0].commit_ts
+    assert last > max(commit_ts.values())
+    assert cluster.flush(30)
+    wait_watermarks([p1, p2], cluster.cluster_id, last)
+
+    txns = [t for t in committed([p1, p2], cluster.cluster_id) if not t.prewrite.ddl_job_id]
+    assert [t.commit_ts for t in txns] == sorted([*commit_ts.values(), last])
+    tracker = SchemaTracker(history(cluster))
+    rows = {}
+    for t in txns[:-1]:
+        (tid, kind, ch), = decoded_changes(t, tracker)
+        assert kind == "insert" and commit_ts[ch.after["id"]] == t.commit_ts
+        rows[ch.after["id"]] = ch.after
+    assert rows == {k: {"id": k, "v": f"v{k}"} for k in range(1, 41)}
+    (_, kind, ch), = decoded_changes(txns[-1], tracker)
+    assert (kind, ch.before, ch.after) == ("update", {"id": 3, "v": "v3"}, {"id": 3, "v": "x"})
+    assert cluster.snapshot()["test.t"][2] == {"id": 3, "v": "x"}
+
+
+def test_errors_come_through_the_future_and_leave_no_commit(cluster: Cluster,
+                                                            pumps: Callable[..., PumpProcess]) -> None:
+    p1 = pumps("pump-1")
+    cluster.execute("create table t (id int primary key, v int)")
+    first, second = cluster.server(0).session(), cluster.server(1).session()
+    # two transactions under way together that write the same key: the later one's KV prewrite
+    # meets the first one's lock (or its newer commit) and fails
+    first.run(S.Begin())
+    first.run(S.Insert(None, "t", None, [[1, 10]]))
+    second.run(S.Begin())
+    second.run(S.Insert(None, "t", None, [[1, 20]]))
+    won = first.commit_async()
+    lost = second.commit_async()
+    with pytest.raises(WriteConflict):
+        lost.result(30)
+    kept = won.result(30)
+    # an injected abort after both prewrites
+    cluster.server(0).faults.abort_after_prewrite()
+    first.run(S.Begin())
+    first.run(S.Update(None, "t", [("v", Lit(11))], Cmp("=", Col("id"), Lit(1))))
+    with pytest.raises(TxnAborted):
+        first.commit_async().result(30)
+    # nothing written, nothing open: no commit ts
+    first.run(S.Begin())
+    first.run(S.Update(None, "t", [("v", Lit(10))], Cmp("=", Col("id"), Lit(1))))   # same value: no change
+    assert first.commit_async().result(5) is None
+    assert first.commit_async().result(5) is None
+
+    last = first.execute("insert into t values (2, 2)")[0].commit_ts
+    assert cluster.flush(30)
+    wait_watermarks([p1], cluster.cluster_id, last)
+    dml = [t for t in committed([p1], cluster.cluster_id) if not t.prewrite.ddl_job_id]
+    assert [t.commit_ts for t in dml] == [kept, last]
+    assert cluster.snapshot()["test.t"] == [{"id": 1, "v": 10}, {"id": 2, "v": 2}]
+
+
+def test_a_slow_pump_delays_the_commit_not_the_session(cluster: Cluster, pumps: Callable[..., PumpProcess]) -> None:
+    p1 = pumps("pump-1")
+    cluster.execute("create table t (id int primary key)")
+    srv = cluster.server(0)
+    srv.faults.pump_delay = 0.5           # every binlog write waits first (in the committer's pool)
+    session = srv.session()
+    session.run(S.Begin())
+    session.run(S.Insert(None, "t", None, [[1]]))
+    fut = session.commit_async()
+    assert not fut.done()
+    ts = fut.result(30)
+    srv.faults.pump_delay = 0
+    assert cluster.flush(30)
+    wait_watermarks([p1], cluster.cluster_id, ts)
+    assert [t.commit_ts for t in committed([p1], cluster.cluster_id) if not t.prewrite.ddl_job_id] == [ts]
+
+
+def test_answer_callbacks_run_once_whenever_they_are_added(caplog: pytest.LogCaptureFixture) -> None:
+    calls: list[str] = []
+    early, late = _Answer(), _Answer()
+    early.add_done_callback(lambda: calls.append("early"))
+    early.add_done_callback(lambda: 1 / 0)              # a failing callback is logged, not raised
+    early.add_done_callback(lambda: calls.append("early-2"))
+    assert calls == []
+    with caplog.at_level(logging.ERROR, logger="ingest.pump_client.process"):
+        t = threading.Thread(target=early._settle, args=("pump-1", None))
+        t.start()
+        t.join()
+    assert calls == ["early", "early-2"] and early.result() == "pump-1"
+    assert "answer callback failed" in caplog.text
+    late._settle(None, RuntimeError("refused"))
+    late.add_done_callback(lambda: calls.append("late"))
+    assert calls[-1] == "late"
+    with pytest.raises(RuntimeError, match="refused"):
+        late.result()
