@@ -6,7 +6,7 @@ of new keys, or 3 UPDATEs by primary key + a 2-row INSERT, through the full path
 encoding, KV 2PC with locks, PumpsClient prewrite in parallel with the KV prewrite, commit ts,
 asynchronous commit binlog):
 
-The emulator phases run once per client setting of ``--clients`` (default 1x16,2x16,32x1):
+The emulator phases run once per client setting of ``--clients`` (default 1x32,4x8,32x1):
 THREADSxIN_FLIGHT is that many client threads (sessions), each keeping up to IN_FLIGHT commits under
 way with ``Session.commit_async`` (as a pipelining client does; a commit finishes on the pump
 client's answer thread), or, with IN_FLIGHT 1, waiting for every COMMIT. On one GIL, every thread
@@ -76,7 +76,7 @@ from upstream.tuning import DEFAULT_GC_THRESHOLD, pin_process, tune_gc  # noqa: 
 
 ROWS = 5
 TARGET = 2000.0
-DEFAULT_CLIENTS = "1x16,2x16,32x1"
+DEFAULT_CLIENTS = "1x32,4x8,32x1"
 
 
 # ---- no-op pumps: HTTP/2 gRPC framing answered directly -------------------------------------------
