@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+import time
 from typing import Any
 
 from transform import mysqltypes as mt
@@ -190,8 +191,13 @@ class Cluster:
         return self.servers[server].execute(script, db)
 
     def flush(self, timeout: float | None = 30.0) -> bool:
-        """Wait until every server's asynchronous commit binlogs are written."""
-        return all(s.binlog.flush(timeout) for s in self.servers)
+        """Wait until every server's commits under way (``Session.commit_async``) have finished and
+        its asynchronous commit binlogs are written; False if ``timeout`` ran out first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+
+        def left() -> float | None:
+            return None if deadline is None else max(0.0, deadline - time.monotonic())
+        return all(s.committer.flush(left()) and s.binlog.flush(left()) for s in self.servers)
 
     def close(self) -> None:
         """Stop the status API and TSO, close every server's pump client."""

@@ -50,6 +50,6 @@ class TiDBServer:
             s.close()
 
     def close(self) -> None:
-        """Flush pending commit binlogs and close the pump client."""
+        """Let commits under way finish, flush pending commit binlogs and close the pump client."""
         self.committer.close()
         self.binlog.close()

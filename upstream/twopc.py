@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, Callable, Protocol
 
 from schemas import binlog_pb2
@@ -60,10 +60,24 @@ class Committer:
         self.sink = sink
         self.faults = faults
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="binlog-prewrite")
+        self._lock = threading.Lock()
+        self._under_way: set[Future[int | None]] = set()
 
-    def close(self) -> None:
-        """Stop the prewrite pool."""
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every commit started by ``commit_dml_async`` so far has finished (committed or
+        failed); False if ``timeout`` ran out first."""
+        with self._lock:
+            pending = list(self._under_way)
+        return not wait(pending, timeout).not_done
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Let commits under way finish (up to ``timeout``), then stop the prewrite pool."""
+        self.flush(timeout)
         self._pool.shutdown(wait=True)
+
+    def _forget(self, fut: Future[int | None]) -> None:
+        with self._lock:
+            self._under_way.discard(fut)
 
     def _prewrite(self, start_ts: int, primary: bytes, muts: list[Mutation], binlog: binlog_pb2.Binlog) -> _Prewritten:
         """Send the prewrite binlog, then prewrite in KV while it is in flight."""
@@ -159,6 +173,9 @@ class Committer:
             out.set_result(None)
             return out
         p, check = self._dml(txn)
+        with self._lock:
+            self._under_way.add(out)
+        out.add_done_callback(self._forget)
 
         def finish() -> None:
             try:

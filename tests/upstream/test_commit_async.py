@@ -102,7 +102,7 @@ def test_errors_come_through_the_future_and_leave_no_commit(cluster: Cluster,
     assert cluster.snapshot()["test.t"] == [{"id": 1, "v": 10}, {"id": 2, "v": 2}]
 
 
-def test_a_slow_pump_delays_the_commit_not_the_session(cluster: Cluster, pumps: Callable[..., PumpProcess]) -> None:
+def test_a_slow_pump_delays_the_commit_not_the_session_and_flush_waits_for_it(cluster: Cluster, pumps: Callable[..., PumpProcess]) -> None:
     p1 = pumps("pump-1")
     cluster.execute("create table t (id int primary key)")
     srv = cluster.server(0)
@@ -112,9 +112,10 @@ def test_a_slow_pump_delays_the_commit_not_the_session(cluster: Cluster, pumps: 
     session.run(S.Insert(None, "t", None, [[1]]))
     fut = session.commit_async()
     assert not fut.done()
-    ts = fut.result(30)
+    assert cluster.flush(30)              # waits for commits under way, then for their commit binlogs
+    assert fut.done()
+    ts = fut.result()
     srv.faults.pump_delay = 0
-    assert cluster.flush(30)
     wait_watermarks([p1], cluster.cluster_id, ts)
     assert [t.commit_ts for t in committed([p1], cluster.cluster_id) if not t.prewrite.ddl_job_id] == [ts]
 
