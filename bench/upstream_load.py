@@ -2,7 +2,8 @@
 emulator's own ceiling) and against two real pumps, beside the real pumps' own write ceiling.
 
 Phases (2 emulated TiDB servers, transactions of 5 row changes: a 5-row INSERT
-of new keys, or 3 UPDATEs by primary key + a 2-row INSERT, through the full path: session, row
+of new keys, or up to 3 UPDATEs by primary key (of keys no commit under way holds) + an INSERT of
+the rest, through the full path: session, row
 encoding, KV 2PC with locks, PumpsClient prewrite in parallel with the KV prewrite, commit ts,
 asynchronous commit binlog):
 
@@ -278,10 +279,12 @@ class Load:
     def worker(self, i: int, stop_at: float, counts: list[int], aborts: list[int], single: bool = False,
                in_flight: int = 1, errors: list[BaseException] | None = None) -> None:
         """Run transactions until ``stop_at``: each COMMIT waits (``in_flight`` 1), or up to
-        ``in_flight`` commits are under way at once (``Session.commit_async``), all finished on return."""
+        ``in_flight`` commits are under way at once (``Session.commit_async``), all finished on return.
+        Aborts are counted; another error stops the worker and goes to ``errors`` (raised when None)."""
         rng = random.Random(i)
         session = self.cluster.server(i % len(self.cluster.servers)).session()
         slot = 0 if single else i
+        failures: list[BaseException] = [] if errors is None else errors
         keys: list[int] = []
         busy: set[int] = set()
         lock = threading.Lock()
@@ -300,15 +303,16 @@ class Load:
                     counts[slot] += 1
                 elif isinstance(exc, TxnAborted):
                     aborts[slot] += 1
-                elif errors is not None:
-                    errors.append(exc)
+                else:
+                    failures.append(exc)
             room.release()
 
-        while time.monotonic() < stop_at and not errors:
+        while time.monotonic() < stop_at and not failures:
             room.acquire()
             with lock:
                 stmts, fresh, picked = self._statements(rng, keys, busy, values)
                 busy.update(picked)
+            outcome: Future[int | None] = Future()
             try:
                 session.run(S.Begin())
                 for s in stmts:
@@ -316,18 +320,15 @@ class Load:
                 if in_flight > 1:
                     session.commit_async().add_done_callback(functools.partial(settled, fresh, picked))
                     continue
-                session.run(S.Commit())
-            except TxnAborted as e:
+                outcome.set_result(session.run(S.Commit()).commit_ts)
+            except BaseException as e:  # noqa: BLE001 - counted or reported by settled()
                 session.txn = None
-                fut: Future[int | None] = Future()
-                fut.set_exception(e)
-                settled(fresh, picked, fut)
-                continue
-            done: Future[int | None] = Future()
-            done.set_result(None)
-            settled(fresh, picked, done)
+                outcome.set_exception(e)
+            settled(fresh, picked, outcome)
         for _ in range(in_flight):      # every commit of this worker has finished
             room.acquire()
+        if errors is None and failures:
+            raise failures[0]
 
     def run(self, seconds: float, threads: int, in_flight: int = 1) -> tuple[float, int, float]:
         """(committed txn/s, aborts, CPU seconds of this process per committed txn) with ``threads``

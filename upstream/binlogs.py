@@ -13,7 +13,7 @@ import time
 from concurrent.futures import Executor, Future
 from typing import Any, Callable, Protocol
 
-from ingest.errors import IngestError
+from ingest.errors import IngestError, PumpClientClosed
 from ingest.pump_client import PumpsClient
 from ingest.pump_client.process import ProcessPumpsClient
 from schemas import binlog_pb2
@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 
 
 class _Pending(Protocol):
-    """A prewrite in flight in either pump client."""
+    """A prewrite in flight in either pump client (the process client's also has ``when_answered``)."""
 
     def result(self) -> str | None: ...
 
@@ -43,6 +43,7 @@ class BinlogSink:
         self._options = dict(client_options or {})
         self._factory = factory
         self._client: PumpsClient | ProcessPumpsClient | None = None
+        self._closed = False
         self._lock = threading.Lock()
         self._delayed: set[Future[str | None]] = set()
 
@@ -52,8 +53,11 @@ class BinlogSink:
         return self.registry is not None and not self.skipped
 
     def client(self) -> PumpsClient | ProcessPumpsClient:
-        """The pump client, created on first use (by ``factory`` when one was given)."""
+        """The pump client, created on first use (by ``factory`` when one was given);
+        ``PumpClientClosed`` after ``close``."""
         with self._lock:
+            if self._closed:
+                raise PumpClientClosed("the server's binlog writer is closed")
             if self._client is None:
                 if self._factory is not None:
                     self._client = self._factory()
@@ -98,11 +102,18 @@ class BinlogSink:
         raise BinlogWriteFailed(f"[global:2]write binlog failed: {e}", binlog.start_ts) from e
 
     def finish(self, binlog: binlog_pb2.Binlog) -> Future[str | None] | None:
-        """Send a commit/rollback binlog asynchronously (to the pump holding its prewrite)."""
+        """Send a commit/rollback binlog asynchronously (to the pump holding its prewrite). Never
+        raises for a binlog it cannot send: after ``close`` it logs and returns None, and the pump
+        resolves the transaction from the upstream's MVCC answer, as after a TiDB crash."""
         if not self.enabled:
             return None
-        if self.faults.pump_delay > 0:
+        try:
             client = self.client()
+        except PumpClientClosed as e:
+            log.warning("%s binlog of txn %d not sent: %s", binlog_pb2.BinlogType.Name(binlog.tp),
+                        binlog.start_ts, e)
+            return None
+        if self.faults.pump_delay > 0:
             fut: Future[str | None] = Future()
 
             def later() -> None:
@@ -118,7 +129,7 @@ class BinlogSink:
                 self._delayed.add(fut)
             threading.Thread(target=later, daemon=True).start()
             return fut
-        return self.client().write_commit_async(binlog)
+        return client.write_commit_async(binlog)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait for every commit binlog sent so far."""
@@ -139,6 +150,7 @@ class BinlogSink:
         self.flush(5.0)
         with self._lock:
             client, self._client = self._client, None
+            self._closed = True
         if client is not None:
             client.close()
 
@@ -156,8 +168,9 @@ class PendingPrewrite:
         self._outcome: tuple[bool, BaseException | None] | None = None
 
     def result(self) -> bool:
-        """Wait: True when a pump stored it; ``BinlogWriteFailed`` (or False with ignore-error) otherwise.
-        May be called again: later calls give the same outcome."""
+        """Wait: True when a pump stored it; ``BinlogWriteFailed`` (or False with ignore-error) otherwise,
+        or whatever else the pump client raised. May be called again: later calls give the same outcome
+        without asking the client again."""
         with self._lock:
             if self._outcome is None:
                 self._outcome = self._wait()
@@ -178,20 +191,27 @@ class PendingPrewrite:
                 return self._sink._failed(self._binlog, e), None
             except BinlogWriteFailed as failed:
                 return False, failed
+        except BaseException as e:  # noqa: BLE001 - kept as the outcome; result() raises it
+            return False, e
 
-    def add_done_callback(self, fn: Callable[[], None], pool: Executor) -> None:
-        """Call ``fn()`` once ``result()`` no longer blocks: on the pump client's answer thread when it
-        has one (the process client), else after ``result()`` has run in ``pool`` (the in-process
-        client waits and retries in the caller's thread)."""
-        hook = getattr(self._pending, "add_done_callback", None)
-        if self._error is None and hook is not None:
-            hook(fn)
+    def when_answered(self, fn: Callable[[], None], pool: Executor) -> None:
+        """Call ``fn()`` once ``result()`` no longer blocks, whatever the outcome: at once when it is
+        known, on the pump client's answer thread when the client has one (the process client's
+        ``when_answered``), else after ``result()`` has run in ``pool`` (the in-process client waits
+        and retries in the thread that asks)."""
+        if self._error is not None:
+            fn()
+            return
+        when_answered = getattr(self._pending, "when_answered", None)
+        if when_answered is not None:
+            when_answered(fn)
             return
 
         def wait_then_call() -> None:
             try:
                 self.result()
-            except BinlogWriteFailed:
-                pass        # fn() sees it through result()
-            fn()
+            except BaseException:  # noqa: BLE001 - fn() sees it through result()
+                pass
+            finally:
+                fn()
         pool.submit(wait_then_call)

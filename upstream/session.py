@@ -106,7 +106,9 @@ class Session:
         """COMMIT the open transaction without waiting for it (as a pipelining client would): the
         session is free for its next transaction at once, and the Future gives this one's commit ts
         (None when it wrote nothing or none was open) or raises its commit error. Transactions in
-        flight together that write the same key conflict: the later one fails with WriteConflict."""
+        flight together that write the same key conflict: the later one fails with WriteConflict.
+        The Future's done-callbacks run where the pump's answer arrives (``Committer.commit_dml_async``):
+        they must not block, commit, or wait for another commit."""
         txn, self.txn = self.txn, None
         if txn is None:
             done: Future[int | None] = Future()

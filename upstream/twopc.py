@@ -25,6 +25,10 @@ from upstream.txn import Transaction
 
 log = logging.getLogger(__name__)
 
+# Closing a server waits this long for commits under way: longer than the pump client's own give-up
+# time for a prewrite (its write timeout, 15 s by default, plus retries to other pumps).
+CLOSE_TIMEOUT = 60.0
+
 
 class ClusterCore(Protocol):
     """What the committer needs from the cluster."""
@@ -70,9 +74,13 @@ class Committer:
             pending = list(self._under_way)
         return not wait(pending, timeout).not_done
 
-    def close(self, timeout: float = 5.0) -> None:
+    def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
         """Let commits under way finish (up to ``timeout``), then stop the prewrite pool."""
-        self.flush(timeout)
+        if not self.flush(timeout):
+            with self._lock:
+                left = len(self._under_way)
+            log.warning("closing with %d commit(s) still waiting for their prewrite binlog's answer; "
+                        "they will fail", left)
         self._pool.shutdown(wait=True)
 
     def _forget(self, fut: Future[int | None]) -> None:
@@ -162,20 +170,30 @@ class Committer:
         return self._commit(p, check, None)
 
     def commit_dml_async(self, txn: Transaction) -> Future[int | None]:
-        """Start committing a DML transaction and return at once (after the KV prewrite).
+        """Start committing a DML transaction; return once the KV prewrite is done and the prewrite
+        binlog is on its way.
 
-        The commit finishes when the pump answers the prewrite binlog, on the pump client's answer
-        thread (or a pool thread), with ``commit_dml``'s rules and errors; the Future gives the
-        commit ts (None when the transaction wrote nothing) or raises the commit's error.
+        The rest of the commit runs when the pump's answer is in: on the process pump client's answer
+        thread, on a pool thread for the in-process client (or for a slow-pump delay), or before
+        returning when the answer is already known or binlogs are off. Same steps, rules and errors
+        as ``commit_dml``; the Future gives the commit ts (None when the transaction wrote nothing) or
+        raises the commit's error, and cannot be cancelled. Its done-callbacks run on that same thread,
+        so they must not block (nor commit, nor wait for another commit). Injected faults
+        (``Faults``) hit commits in the order their answers arrive.
         """
         out: Future[int | None] = Future()
+        out.set_running_or_notify_cancel()      # under way from here: cancel() answers False
         if not txn.writes:
             out.set_result(None)
             return out
-        p, check = self._dml(txn)
         with self._lock:
             self._under_way.add(out)
         out.add_done_callback(self._forget)
+        try:
+            p, check = self._dml(txn)
+        except BaseException as e:  # noqa: BLE001 - nothing was prewritten; handed to the Future's owner
+            out.set_exception(e)
+            return out
 
         def finish() -> None:
             try:
@@ -187,7 +205,7 @@ class Committer:
         elif isinstance(p.fut, Future):
             p.fut.add_done_callback(lambda _f: finish())
         else:
-            p.fut.add_done_callback(finish, self._pool)
+            p.fut.when_answered(finish, self._pool)
         return out
 
     def commit_ddl(self, start_ts: int, job_id: int, schema_state: int, query: str, primary: bytes,

@@ -183,12 +183,12 @@ def _child_main(sock: socket.socket, registry: str, cluster_id: int, options: di
 
 # ---- the parent -----------------------------------------------------------------------------------
 
-_CALLBACKS = threading.Lock()   # orders add_done_callback against _settle, for every answer
+_CALLBACKS = threading.Lock()   # orders when_answered against _settle, for every answer
 
 
 class _Answer:
-    """One request's answer: ``result(timeout)`` waits for it (Future-like, with ``done`` and
-    ``add_done_callback``)."""
+    """One request's answer: ``result(timeout)`` waits for it (Future-like, with ``done``), and
+    ``when_answered(fn)`` calls ``fn()`` once it is in."""
 
     __slots__ = ("_waiter", "_value", "_error", "_done", "_callbacks")
 
@@ -212,9 +212,10 @@ class _Answer:
             raise self._error
         return self._value
 
-    def add_done_callback(self, fn: Callable[[], None]) -> None:
-        """Call ``fn()`` once the answer is in: now if it is, else on the thread that settles it
-        (the client's answer reader: ``fn`` must not wait for other answers)."""
+    def when_answered(self, fn: Callable[[], None]) -> None:
+        """Call ``fn()`` (no arguments) once the answer is in: now if it is, else on the thread that
+        settles it, the client's answer reader, so ``fn`` must not block: in particular it must not
+        wait for another answer of this client."""
         with _CALLBACKS:
             if not self._done:
                 if self._callbacks is None:

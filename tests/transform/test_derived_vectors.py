@@ -315,6 +315,7 @@ def test_row_h_clustered_varchar() -> None:
     off = h("02 06 61 62 63 | 08 04 08 02")
     assert encode_row(t, "insert", None, {"a": "abc", "b": 1}) == on
     assert encode_row(t, "insert", None, {"a": "abc", "b": 1}, new_collation=False) == off
+    assert encode_row(t, "insert", None, {1: "abc", 2: 1}, by_id=True) == on     # images keyed by column id
     for x in (on, off):
         r = decode_row(t, "insert", x)
         assert r.after == {"a": "abc", "b": 1} and r.handle == ("abc",)
@@ -326,5 +327,6 @@ def test_row_i_clustered_int_datetime() -> None:
     x = h("08 02 09 80 80 80 80 80 C0 80 D1 19 | 00")
     after = {"a": 1, "b": dt.datetime(2019, 1, 1), "c": None}
     assert encode_row(t, "insert", None, after) == x
+    assert encode_row(t, "insert", None, {1: 1, 2: dt.datetime(2019, 1, 1), 3: None}, by_id=True) == x
     r = decode_row(t, "insert", x)
     assert r.after == after and r.handle == (1, dt.datetime(2019, 1, 1))

@@ -7,11 +7,13 @@ from __future__ import annotations
 import logging
 import threading
 from concurrent.futures import Future
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
 from binlake.local import PumpProcess
+from ingest import binlog as bl
+from schemas import binlog_pb2
 from ingest.pump_client.process import _Answer
 from tests.upstream.binlogs import SchemaTracker, committed, decoded_changes, wait_watermarks
 from tests.upstream.conftest import CLIENT_OPTIONS
@@ -39,12 +41,18 @@ def test_pipelined_commits_write_what_waiting_commits_write(cluster: Cluster,
     cluster.execute("create table t (id int primary key, v varchar(20))")
     session = cluster.server(0).session()
     futures: list[tuple[int, Future[int | None]]] = []
+    finished_on: set[str] = set()
     for k in range(1, 41):
         session.run(S.Begin())
         session.run(S.Insert(None, "t", None, [[k, f"v{k}"]]))
-        futures.append((k, session.commit_async()))      # the session is free at once
+        fut = session.commit_async()                      # the session is free at once
+        assert not fut.cancel()                           # under way: it cannot be called off
+        fut.add_done_callback(lambda _f: finished_on.add(threading.current_thread().name))
+        futures.append((k, fut))
     assert session.txn is None
     commit_ts = {k: f.result(30) for k, f in futures}
+    # the commits finished where the pump's answers arrived, not (all) in this thread
+    assert finished_on - {threading.current_thread().name}
     assert len(set(commit_ts.values())) == 40 and all(isinstance(ts, int) for ts in commit_ts.values())
     # one more that updates rows the pipelined ones wrote, waiting as usual
     last = session.execute("update t set v = 'x' where id = 3")[0].commit_ts
@@ -66,11 +74,21 @@ def test_pipelined_commits_write_what_waiting_commits_write(cluster: Cluster,
     assert cluster.snapshot()["test.t"][2] == {"id": 3, "v": "x"}
 
 
-def test_errors_come_through_the_future_and_leave_no_commit(cluster: Cluster,
-                                                            pumps: Callable[..., PumpProcess]) -> None:
+def _recording(finish: Callable[[binlog_pb2.Binlog], Any], sent: list[tuple[int, int]]) -> Callable[..., Any]:
+    def record(binlog: binlog_pb2.Binlog) -> Any:
+        sent.append((binlog.tp, binlog.start_ts))
+        return finish(binlog)
+    return record
+
+
+def test_errors_come_through_the_future_and_leave_no_commit(cluster: Cluster, pumps: Callable[..., PumpProcess],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     p1 = pumps("pump-1")
     cluster.execute("create table t (id int primary key, v int)")
     first, second = cluster.server(0).session(), cluster.server(1).session()
+    sent: list[tuple[int, int]] = []               # (type, start ts) of every commit/rollback binlog
+    for srv in cluster.servers:
+        monkeypatch.setattr(srv.binlog, "finish", _recording(srv.binlog.finish, sent))
     # two transactions under way together that write the same key: the later one's KV prewrite
     # meets the first one's lock (or its newer commit) and fails
     first.run(S.Begin())
@@ -78,6 +96,8 @@ def test_errors_come_through_the_future_and_leave_no_commit(cluster: Cluster,
     second.run(S.Begin())
     second.run(S.Insert(None, "t", None, [[1, 20]]))
     won = first.commit_async()
+    assert second.txn is not None
+    rolled_back = [second.txn.start_ts]
     lost = second.commit_async()
     with pytest.raises(WriteConflict):
         lost.result(30)
@@ -86,8 +106,10 @@ def test_errors_come_through_the_future_and_leave_no_commit(cluster: Cluster,
     cluster.server(0).faults.abort_after_prewrite()
     first.run(S.Begin())
     first.run(S.Update(None, "t", [("v", Lit(11))], Cmp("=", Col("id"), Lit(1))))
+    rolled_back.append(first.txn.start_ts)
     with pytest.raises(TxnAborted):
         first.commit_async().result(30)
+    assert list(cluster.kv.iter_locks()) == []
     # nothing written, nothing open: no commit ts
     first.run(S.Begin())
     first.run(S.Update(None, "t", [("v", Lit(10))], Cmp("=", Col("id"), Lit(1))))   # same value: no change
@@ -100,6 +122,9 @@ def test_errors_come_through_the_future_and_leave_no_commit(cluster: Cluster,
     dml = [t for t in committed([p1], cluster.cluster_id) if not t.prewrite.ddl_job_id]
     assert [t.commit_ts for t in dml] == [kept, last]
     assert cluster.snapshot()["test.t"] == [{"id": 1, "v": 10}, {"id": 2, "v": 2}]
+    # each failed commit sent a Rollback binlog for its stored prewrite, and nothing else
+    assert sorted(ts for tp, ts in sent if tp == bl.ROLLBACK) == sorted(rolled_back)
+    assert not {ts for tp, ts in sent if tp == bl.COMMIT} & set(rolled_back)
 
 
 def test_a_slow_pump_delays_the_commit_not_the_session_and_flush_waits_for_it(cluster: Cluster, pumps: Callable[..., PumpProcess]) -> None:
@@ -123,9 +148,9 @@ def test_a_slow_pump_delays_the_commit_not_the_session_and_flush_waits_for_it(cl
 def test_answer_callbacks_run_once_whenever_they_are_added(caplog: pytest.LogCaptureFixture) -> None:
     calls: list[str] = []
     early, late = _Answer(), _Answer()
-    early.add_done_callback(lambda: calls.append("early"))
-    early.add_done_callback(lambda: 1 / 0)              # a failing callback is logged, not raised
-    early.add_done_callback(lambda: calls.append("early-2"))
+    early.when_answered(lambda: calls.append("early"))
+    early.when_answered(lambda: 1 / 0)              # a failing callback is logged, not raised
+    early.when_answered(lambda: calls.append("early-2"))
     assert calls == []
     with caplog.at_level(logging.ERROR, logger="ingest.pump_client.process"):
         t = threading.Thread(target=early._settle, args=("pump-1", None))
@@ -134,7 +159,7 @@ def test_answer_callbacks_run_once_whenever_they_are_added(caplog: pytest.LogCap
     assert calls == ["early", "early-2"] and early.result() == "pump-1"
     assert "answer callback failed" in caplog.text
     late._settle(None, RuntimeError("refused"))
-    late.add_done_callback(lambda: calls.append("late"))
+    late.when_answered(lambda: calls.append("late"))
     assert calls[-1] == "late"
     with pytest.raises(RuntimeError, match="refused"):
         late.result()
