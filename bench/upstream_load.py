@@ -445,7 +445,8 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="upstream-bench-"))
     print(f"machine: {platform.platform()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
           f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"date: {datetime.date.today()}  clients: {','.join(f'{t}x{d}' for t, d in args.clients)}  seconds/phase: {args.seconds:g}  "
+    settings = ",".join(f"{t}x{d}" for t, d in args.clients)
+    print(f"date: {datetime.date.today()}  clients: {settings}  seconds/phase: {args.seconds:g}  "
           f"rows/txn: {ROWS}", flush=True)
     cpus = sorted(os.sched_getaffinity(0))
     if args.pin and len(cpus) < 2:
@@ -486,7 +487,8 @@ def main() -> int:
                 size = prewrite_size(cluster)
                 writers = max(t * d for t, d in args.clients)
                 pump_ceiling = baseline(pumps, cluster, writers, args.seconds, size)
-                print(f"{'pumps     raw PumpWriter prewrite+commit pairs':<46} {writers:>3} threads: {pump_ceiling:8.0f} /s   "
+                print(f"{'pumps     raw PumpWriter prewrite+commit pairs':<46} {writers:>3} threads: "
+                      f"{pump_ceiling:8.0f} /s   "
                       f"(prewrite_value {size} bytes)", flush=True)
             if "emulator" in phases:
                 _, real = _emulate(cluster, args, "emulator  emulator vs 2 real pumps, txn")

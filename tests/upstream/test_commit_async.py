@@ -127,7 +127,8 @@ def test_errors_come_through_the_future_and_leave_no_commit(cluster: Cluster, pu
     assert not {ts for tp, ts in sent if tp == bl.COMMIT} & set(rolled_back)
 
 
-def test_a_slow_pump_delays_the_commit_not_the_session_and_flush_waits_for_it(cluster: Cluster, pumps: Callable[..., PumpProcess]) -> None:
+def test_a_slow_pump_delays_the_commit_not_the_session_and_flush_waits_for_it(
+        cluster: Cluster, pumps: Callable[..., PumpProcess]) -> None:
     p1 = pumps("pump-1")
     cluster.execute("create table t (id int primary key)")
     srv = cluster.server(0)
