@@ -13,6 +13,24 @@ from transform.schema import Job, TableInfo
 from tests.waiting import wait_for
 
 
+# TiDB's classic binlog example: the table, then (server index, statement) in order, and the row
+# changes TiDB writes for them.
+CLASSIC_TABLE = "create table test (id int, name varchar(24), primary key (id))"
+CLASSIC_STATEMENTS = [(0, 'insert into test values (1, "a"), (2, "b")'),
+                      (1, "update test set name = 'c' where id = 1"),
+                      (0, "update test set name = 'd' where id = 2"),
+                      (1, "delete from test where id = 2"),
+                      (0, "insert into test values (2, 'c')")]
+CLASSIC_CHANGES = [
+    ("insert", None, {"id": 1, "name": "a"}),
+    ("insert", None, {"id": 2, "name": "b"}),
+    ("update", {"id": 1, "name": "a"}, {"id": 1, "name": "c"}),
+    ("update", {"id": 2, "name": "b"}, {"id": 2, "name": "d"}),
+    ("delete", {"id": 2, "name": "d"}, None),
+    ("insert", None, {"id": 2, "name": "c"}),
+]
+
+
 @dataclass
 class Txn:
     """A committed transaction as the pumps hold it."""

@@ -11,7 +11,8 @@ from binlake.local import PumpProcess
 from schemas import binlog_pb2
 from transform.schema import Job
 from upstream.cluster import Cluster
-from tests.upstream.binlogs import SchemaTracker, committed, decoded_changes, wait_watermarks
+from tests.upstream.binlogs import (CLASSIC_CHANGES, CLASSIC_STATEMENTS, CLASSIC_TABLE, SchemaTracker, committed,
+                                    decoded_changes, wait_watermarks)
 
 pytestmark = pytest.mark.integration
 
@@ -23,15 +24,9 @@ def history(cluster: Cluster) -> list[Job]:
 
 def test_classic_example_binlogs(cluster: Cluster, pumps: Callable[..., PumpProcess]) -> None:
     p1, p2 = pumps("pump-1"), pumps("pump-2")
-    s0, s1 = cluster.server(0), cluster.server(1)
-    r = s0.execute("create table test (id int, name varchar(24), primary key (id))")
+    r = cluster.server(0).execute(CLASSIC_TABLE)
     create_job = r[0].ddl_job_id
-    stmts = [(s0, 'insert into test values (1, "a"), (2, "b")'),
-             (s1, "update test set name = 'c' where id = 1"),
-             (s0, "update test set name = 'd' where id = 2"),
-             (s1, "delete from test where id = 2"),
-             (s0, "insert into test values (2, 'c')")]
-    commit_ts = [srv.execute(sql)[0].commit_ts for srv, sql in stmts]
+    commit_ts = [cluster.server(srv).execute(sql)[0].commit_ts for srv, sql in CLASSIC_STATEMENTS]
     assert cluster.flush(30)
     wait_watermarks([p1, p2], cluster.cluster_id, commit_ts[-1])
     txns = committed([p1, p2], cluster.cluster_id)
@@ -58,14 +53,7 @@ def test_classic_example_binlogs(cluster: Cluster, pumps: Callable[..., PumpProc
         for tid, kind, ch in decoded_changes(t, tracker):
             assert tid == table_id
             got.append((kind, ch.before, ch.after))
-    assert got == [
-        ("insert", None, {"id": 1, "name": "a"}),
-        ("insert", None, {"id": 2, "name": "b"}),
-        ("update", {"id": 1, "name": "a"}, {"id": 1, "name": "c"}),
-        ("update", {"id": 2, "name": "b"}, {"id": 2, "name": "d"}),
-        ("delete", {"id": 2, "name": "d"}, None),
-        ("insert", None, {"id": 2, "name": "c"}),
-    ]
+    assert got == CLASSIC_CHANGES
     # the primary key of the first insert txn is the record key of its first row (table, handle 1)
     from upstream.keys import int_record_key
     assert dml[0].prewrite.prewrite_key == int_record_key(table_id, 1)

@@ -14,7 +14,8 @@ from typing import Iterator
 import pytest
 
 from binlake.local import PumpProcess, free_port
-from tests.upstream.binlogs import SchemaTracker, committed, decoded_changes, wait_watermarks
+from tests.upstream.binlogs import (CLASSIC_CHANGES, CLASSIC_STATEMENTS, CLASSIC_TABLE, SchemaTracker, committed,
+                                    decoded_changes, wait_watermarks)
 from tests.waiting import wait_for
 from transform.schema import Job
 from upstream.client import StatusClient
@@ -64,13 +65,10 @@ def test_classic_example_through_the_emulator_process(tmp_path: Path,
              for node in ("pump-1", "pump-2")]
     try:
         client = StatusClient(status_url)
-        create = client.sql("create table test (id int, name varchar(24), primary key (id))")
-        assert "error" not in create or not create["error"], create
-        scripts = [(0, 'insert into test values (1, "a"), (2, "b")'),
-                   (1, "update test set name = 'c' where id = 1"),
-                   (0, "update test set name = 'd' where id = 2"),
-                   (1, "delete from test where id = 2"),
-                   (0, "begin; insert into test values (2, 'c'); commit")]
+        create = client.sql(CLASSIC_TABLE)
+        assert not create.get("error"), create
+        # the last statement inside BEGIN … COMMIT: a session's explicit transaction over HTTP
+        scripts = [*CLASSIC_STATEMENTS[:-1], (CLASSIC_STATEMENTS[-1][0], f"begin; {CLASSIC_STATEMENTS[-1][1]}; commit")]
         commit_ts = []
         for server, script in scripts:
             answer = client.sql(script, server=server)
@@ -84,14 +82,7 @@ def test_classic_example_through_the_emulator_process(tmp_path: Path,
         with urllib.request.urlopen(f"{status_url}/ddl/history", timeout=10) as r:
             tracker = SchemaTracker([Job.from_json(j) for j in json.loads(r.read())])
         got = [(kind, ch.before, ch.after) for t in txns for _, kind, ch in decoded_changes(t, tracker)]
-        assert got == [
-            ("insert", None, {"id": 1, "name": "a"}),
-            ("insert", None, {"id": 2, "name": "b"}),
-            ("update", {"id": 1, "name": "a"}, {"id": 1, "name": "c"}),
-            ("update", {"id": 2, "name": "b"}, {"id": 2, "name": "d"}),
-            ("delete", {"id": 2, "name": "d"}, None),
-            ("insert", None, {"id": 2, "name": "c"}),
-        ]
+        assert got == CLASSIC_CHANGES
         assert client.snapshot(commit_ts[2])["test.test"] == [{"id": 1, "name": "c"}, {"id": 2, "name": "d"}]
         assert client.snapshot()["test.test"] == [{"id": 1, "name": "c"}, {"id": 2, "name": "c"}]
     finally:
