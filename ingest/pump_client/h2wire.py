@@ -114,8 +114,37 @@ class WireRpcError(grpc.RpcError):
         return self._details
 
 
-def _frame(typ: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
+def frame(typ: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
     return len(payload).to_bytes(3, "big") + bytes((typ, flags)) + stream.to_bytes(4, "big") + payload
+
+
+def rst_error(code: int) -> WireRpcError:
+    """The error of a stream the server reset with HTTP/2 error ``code``."""
+    return WireRpcError(_RST_STATUS.get(code, grpc.StatusCode.INTERNAL),
+                        f"stream reset by the server (HTTP/2 error 0x{code:x})")
+
+
+def http_error(http_status: bytes | None) -> WireRpcError:
+    """The error of a response that carries HTTP status ``http_status`` and no gRPC status."""
+    http = int(http_status or b"0")
+    return WireRpcError(_HTTP_STATUS.get(http, grpc.StatusCode.UNKNOWN), f"HTTP status {http} without a gRPC status")
+
+
+def trailers_error(headers: list[tuple[bytes, bytes]], http_status: bytes | None) -> WireRpcError | None:
+    """None when the trailers (or a trailers-only response) carry ``grpc-status: 0``; the call's error
+    otherwise (from ``http_status`` when there is no grpc-status)."""
+    status = message = None
+    for name, value in headers:
+        if name == b"grpc-status":
+            status = value
+        elif name == b"grpc-message":
+            message = value
+    if status is None:
+        return http_error(http_status)
+    code = _STATUS_BY_NUMBER.get(int(status), grpc.StatusCode.UNKNOWN)
+    if code is grpc.StatusCode.OK:
+        return None
+    return WireRpcError(code, unquote(message.decode("utf-8", "replace")) if message else "")
 
 
 def _hpack_string(value: bytes) -> bytes:
@@ -245,8 +274,8 @@ class H2Connection:
         settings = (S_ENABLE_PUSH.to_bytes(2, "big") + (0).to_bytes(4, "big")
                     + S_INITIAL_WINDOW_SIZE.to_bytes(2, "big") + RECV_WINDOW.to_bytes(4, "big"))
         try:
-            self._sock.sendall(PREFACE + _frame(SETTINGS, 0, 0, settings)
-                               + _frame(WINDOW_UPDATE, 0, 0, (RECV_WINDOW - 65535).to_bytes(4, "big")))
+            self._sock.sendall(PREFACE + frame(SETTINGS, 0, 0, settings)
+                               + frame(WINDOW_UPDATE, 0, 0, (RECV_WINDOW - 65535).to_bytes(4, "big")))
         except OSError as exc:
             self._sock.close()
             raise WireRpcError(grpc.StatusCode.UNAVAILABLE, f"failed to talk to {self.authority}: {exc}") from exc
@@ -280,12 +309,12 @@ class H2Connection:
             call.send_window = self._peer_initial_window
             self._streams[sid] = call
             heapq.heappush(self._deadlines, (call.deadline, sid))
-            head = _frame(HEADERS, END_HEADERS, sid, header_block)
+            head = frame(HEADERS, END_HEADERS, sid, header_block)
             n = len(body)
             if n <= self._send_window and n <= call.send_window and n <= self._peer_max_frame:
                 self._send_window -= n
                 call.send_window -= n
-                self._out.append(head + _frame(DATA, END_STREAM, sid, body))
+                self._out.append(head + frame(DATA, END_STREAM, sid, body))
                 pos = n
             else:
                 self._out.append(head)
@@ -311,7 +340,7 @@ class H2Connection:
                 break
             self._send_window -= room
             call.send_window -= room
-            self._out.append(_frame(DATA, END_STREAM if pos + room == n else 0, sid, body[pos:pos + room]))
+            self._out.append(frame(DATA, END_STREAM if pos + room == n else 0, sid, body[pos:pos + room]))
             pos += room
         return pos
 
@@ -377,7 +406,7 @@ class H2Connection:
         if call is None:
             return None
         if reset and self._closed is None:
-            self._out.append(_frame(RST_STREAM, 0, sid, (0x8).to_bytes(4, "big")))
+            self._out.append(frame(RST_STREAM, 0, sid, (0x8).to_bytes(4, "big")))
         self._window_open.notify_all()
         self._ended.append((call, response, error))
         return call
@@ -469,17 +498,15 @@ class H2Connection:
             if flags & END_HEADERS:
                 self._on_header_block()
         elif typ == RST_STREAM:
-            code = int.from_bytes(payload[:4], "big")
             with self._lock:
-                self._end_stream_locked(sid, WireRpcError(_RST_STATUS.get(code, grpc.StatusCode.INTERNAL),
-                                                          f"stream reset by the server (HTTP/2 error 0x{code:x})"))
+                self._end_stream_locked(sid, rst_error(int.from_bytes(payload[:4], "big")))
         elif typ == SETTINGS:
             if not flags & ACK:
                 self._on_settings(payload)
         elif typ == PING:
             if not flags & ACK:
                 with self._lock:
-                    self._send_locked(_frame(PING, ACK, 0, payload))
+                    self._send_locked(frame(PING, ACK, 0, payload))
         elif typ == GOAWAY:
             self._on_goaway(payload)
         elif typ == WINDOW_UPDATE:
@@ -498,7 +525,7 @@ class H2Connection:
         self._received += len(payload)
         if self._received >= RECV_WINDOW // 2:
             with self._lock:
-                self._send_locked(_frame(WINDOW_UPDATE, 0, 0, self._received.to_bytes(4, "big")))
+                self._send_locked(frame(WINDOW_UPDATE, 0, 0, self._received.to_bytes(4, "big")))
             self._received = 0
         if flags & PADDED:
             payload = payload[1:len(payload) - payload[0]]
@@ -523,26 +550,17 @@ class H2Connection:
         call = self._streams.get(sid)
         if call is None:
             return
-        status = message = None
         for name, value in headers:
             if name == b":status":
                 call.http_status = value
-            elif name == b"grpc-status":
-                status = value
-            elif name == b"grpc-message":
-                message = value
         if not flags & END_STREAM:
             if call.http_status != b"200":
                 self._finish_http_error(sid, call)
             return
-        if status is None:
-            self._finish_http_error(sid, call)
-            return
-        code = _STATUS_BY_NUMBER.get(int(status), grpc.StatusCode.UNKNOWN)
+        error = trailers_error(headers, call.http_status)
         with self._lock:
-            if code is not grpc.StatusCode.OK:
-                details = unquote(message.decode("utf-8", "replace")) if message else ""
-                self._end_stream_locked(sid, WireRpcError(code, details))
+            if error is not None:
+                self._end_stream_locked(sid, error)
                 return
             data = call.data
             if len(data) < 5 or int.from_bytes(data[1:5], "big") != len(data) - 5:
@@ -561,11 +579,8 @@ class H2Connection:
                 self._end_stream_locked(sid, None, response)
 
     def _finish_http_error(self, sid: int, call: UnaryCall) -> None:
-        http = int(call.http_status or b"0")
-        code = _HTTP_STATUS.get(http, grpc.StatusCode.UNKNOWN)
         with self._lock:
-            self._end_stream_locked(sid, WireRpcError(code, f"HTTP status {http} without a gRPC status"),
-                                    reset=True)
+            self._end_stream_locked(sid, http_error(call.http_status), reset=True)
 
     def _on_settings(self, payload: bytes) -> None:
         with self._lock:
@@ -581,7 +596,7 @@ class H2Connection:
                     self._peer_max_frame = value
                 elif ident == S_MAX_CONCURRENT_STREAMS:
                     self._peer_max_streams = value
-            self._send_locked(_frame(SETTINGS, ACK, 0))
+            self._send_locked(frame(SETTINGS, ACK, 0))
             self._window_open.notify_all()
 
     def _on_goaway(self, payload: bytes) -> None:

@@ -17,9 +17,9 @@ from binlake.local import PumpProcess, free_port, http
 from ingest import binlog as bl
 from ingest.registry import load_registry
 from ingest.registry.base import DRAINER, PUMP, NodeStatus
-from ingest.scan_client import ScanClient
+from ingest.scan_client import ScanBatch, ScanClient
 from ingest.scan_client import records as scan_records
-from schemas import binlog_pb2, cistern_pb2, cistern_pb2_grpc, pump_pb2, pump_pb2_grpc
+from schemas import binlake_pb2, binlog_pb2, cistern_pb2, cistern_pb2_grpc, pump_pb2, pump_pb2_grpc
 from tests.ingest.helpers import MVCCHandler, commit, prewrite, writer
 from tests.waiting import wait_for
 
@@ -148,6 +148,46 @@ def test_range_scan_lookup_and_watermark(pumps: Start, tso: Any, ts: Callable[[]
         assert wm.cluster_id == tso.cluster_id and wm.oldest_unresolved_ts == 0
         beyond = list(client.scan(wm.max_commit_ts, wm.max_commit_ts + 10**12))
         assert all(r.key_ts <= client.watermark().max_commit_ts for r in beyond)
+    w.close()
+
+
+def test_scans_over_the_wire_read_what_grpcio_reads(pumps: Start, tso: Any, ts: Callable[[], int]) -> None:
+    """ScanClient reads Scan and LookupPrewrites with ``ingest.h2stream`` (no TLS): the batches equal
+    grpcio's, for one batch and for many, and a lookup request larger than HTTP/2's first window."""
+    p = pumps()
+    w = writer(p, tso.cluster_id)
+    starts = []
+    for i in range(40):
+        s = ts()
+        w.write(prewrite(s, bytes([i]) * (100 * i)))
+        w.write(commit(s, ts()))
+        starts.append(s)
+    last = ts()
+    w.write(commit(starts[0], last))  # a second commit of one start ts: both are stored
+    wait_watermark(p, tso.cluster_id, last - 1)
+
+    def shape(batches: Any) -> list[Any]:
+        return [(b.key_ts.tolist(), b.tp.tolist(), b.start_ts.tolist(), b.commit_ts.tolist(), b.payloads(),
+                 b.scanned_to) for b in batches]
+
+    lookup = [starts[3], *range(1, 20_000), starts[30]]   # ~100 KB of request
+    with ScanClient(p.addr, tso.cluster_id) as client, grpc.insecure_channel(p.addr) as ch:
+        scan = ch.unary_stream("/binlake.v1.PumpScan/Scan", request_serializer=binlake_pb2.ScanRequest.SerializeToString,
+                               response_deserializer=ScanBatch)
+        find = ch.unary_stream("/binlake.v1.PumpScan/LookupPrewrites",
+                               request_serializer=binlake_pb2.LookupRequest.SerializeToString,
+                               response_deserializer=ScanBatch)
+        for limit, at_least in ((0, 1), (5000, 10)):
+            wire = shape(client.scan_batches(0, 0, limit))
+            assert len(wire) >= at_least and sum(len(b[0]) for b in wire) == 81
+            assert wire == shape(scan(binlake_pb2.ScanRequest(cluster_id=tso.cluster_id, max_batch_bytes=limit)))
+        found = [(r.start_ts, r.payload) for r in client.lookup_prewrites(lookup)]
+        assert [s for s, _ in found] == [starts[3], starts[30]]
+        assert found == [(r.start_ts, r.payload) for b in find(binlake_pb2.LookupRequest(
+            cluster_id=tso.cluster_id, start_ts=lookup)) for r in scan_records(b)]
+    with ScanClient(p.addr, tso.cluster_id + 1) as stranger, pytest.raises(grpc.RpcError) as err:
+        list(stranger.scan(0))
+    assert err.value.code() is grpc.StatusCode.FAILED_PRECONDITION and "mismatch" in err.value.details()
     w.close()
 
 
