@@ -147,6 +147,7 @@ PUMP_KEYS: dict[str, Key] = {
     "storage.slow_write_threshold": Key("storage.slow_write_threshold", _seconds),
     "storage.stop-write-at-available-space": Key("storage.stop_write_at_available_space", parse_bytes),
     "storage.group-commit-interval": Key("storage.group_commit_interval", _interval),   # binlake's own
+    "storage.scan-cache-entries": Key("storage.scan_cache_entries", _int),              # binlake's own
     **{f"storage.kv.{k}": Key("", lambda v: v) for k in _KV_KEYS},
 }
 

@@ -34,6 +34,8 @@ class PumpMetrics:
                                      "bytes skipped as corrupt while scanning the value log", registry=r)
         self.corrupt_records = Counter("binlog_pump_storage_corrupt_records_total",
                                        "corrupt regions skipped while scanning the value log", registry=r)
+        self.scans = Counter("binlake_pump_scan_total", "range scans, by where their index entries came from "
+                             "(memory: the recent-entries cache; leveldb)", ["source"], registry=r)
         self.resolved = Counter("binlog_pump_storage_resolved_prewrites_total",
                                 "prewrites resolved through the upstream", ["result"], registry=r)
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from ingest.errors import MalformedBatch
-from ingest.pump.storage.scan import ScanColumns, _Chunk, scan_columns
+from ingest.pump.storage.scan import ScanColumns, _Chunk, scan_columns, value_chunks
 from ingest.pump.storage.vlog import HEADER_LEN, ValueLog
 from ingest.scan_client import ScanBatch, records
 from schemas import binlake_pb2
@@ -148,7 +148,7 @@ def test_scan_columns_batches_and_order(tmp_path, limit: int) -> None:
     rng = np.random.default_rng(limit)
     shuffled = [values[i] for i in rng.permutation(len(values))]
     want = [payloads[int.from_bytes(v[13:21], "little") - 1] for v in shuffled]
-    batches = list(scan_columns(shuffled, vlog, limit, pytest.fail))
+    batches = list(scan_columns(value_chunks(shuffled), vlog, limit, pytest.fail))
     got = [p for b in batches for p in b.payloads()]
     assert got == want
     assert [k for b in batches for k in b.key_ts.tolist()] == [int.from_bytes(v[13:21], "little") for v in shuffled]
@@ -167,7 +167,7 @@ def test_scan_columns_skips_and_reports_a_corrupt_record(tmp_path) -> None:
     raw[at + 5] ^= 0xFF  # the third record's payload no longer matches its CRC32C
     path.write_bytes(bytes(raw))
     reported: list[str] = []
-    batches = list(scan_columns(values, vlog, 1 << 20, reported.append))
+    batches = list(scan_columns(value_chunks(values), vlog, 1 << 20, reported.append))
     assert [p for b in batches for p in b.payloads()] == [b"a" * 50, b"b" * 60, b"d" * 80]
     assert len(reported) == 1 and "checksum mismatch" in reported[0]
     data = b"".join(b.data for b in batches)

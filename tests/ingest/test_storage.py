@@ -140,7 +140,7 @@ def test_slow_indexer_switches_to_chasing_with_bounded_queue(tmp_path: Path) -> 
 
     def slow_put(entries, head, sync=False):  # noqa: ANN001 - test double of one method
         release.wait()
-        original(entries, head, sync)
+        return original(entries, head, sync)
 
     s.index.put_entries = slow_put  # type: ignore[method-assign]
     wait_for(lambda: not s._chasing)  # recovery done

@@ -13,6 +13,7 @@ import struct
 from pathlib import Path
 from typing import Iterable, Iterator, NamedTuple
 
+import numpy as np
 import plyvel
 
 from ingest.pump.storage.vlog import Pointer
@@ -24,10 +25,16 @@ HANDLE_POINTER_KEY = b"!binlog!handlePointer"
 HEAD_POINTER_KEY = b"!binlog!headPointer"
 
 _VALUE = struct.Struct("<IQBqq")
+VALUE_DTYPE = np.dtype([("fid", "<u4"), ("off", "<u8"), ("tp", "u1"), ("start", "<i8"), ("commit", "<i8")])  # _VALUE
 _U64 = struct.Struct("<Q")
 
 # binlog.BinlogType values
 PREWRITE, COMMIT, ROLLBACK = 0, 1, 2
+
+
+def value_key_ts(values: np.ndarray) -> np.ndarray:
+    """The key ts of raw index values (``VALUE_DTYPE``): start_ts for prewrites, commit_ts otherwise."""
+    return np.where(values["tp"] == PREWRITE, values["start"], values["commit"]).astype(np.int64)
 
 
 def ts_key(ts: int) -> bytes:
@@ -86,13 +93,25 @@ class Index:
         """True once ``close`` was called."""
         return bool(self.db.closed)
 
-    def put_entries(self, entries: Iterable[Entry], head: Pointer | None, sync: bool = False) -> None:
-        """Write index entries and the new head pointer in one atomic batch."""
+    def put_entries(self, entries: Iterable[Entry], head: Pointer | None, sync: bool = False) -> list[bytes]:
+        """Write index entries and the new head pointer in one atomic batch; return their values."""
+        packed = []
         with self.db.write_batch(transaction=True, sync=sync) as wb:
             for e in entries:
-                wb.put(ts_key(e.key_ts), e.pack())
+                value = e.pack()
+                wb.put(ts_key(e.key_ts), value)
+                packed.append(value)
             if head is not None:
                 wb.put(HEAD_POINTER_KEY, head.pack())
+        return packed
+
+    def newest_values(self, count: int) -> tuple[list[bytes], bool]:
+        """The raw values of the ``count`` largest keys, largest first, and whether smaller keys exist."""
+        if count <= 0:
+            return [], False
+        with self.db.iterator(prefix=TS_PREFIX, reverse=True, include_key=False) as it:
+            values = [v for _, v in zip(range(count + 1), it)]
+        return values[:count], len(values) > count
 
     def get(self, ts: int) -> Entry | None:
         """Return the entry keyed by ``ts``, or None."""

@@ -23,12 +23,11 @@ import numpy as np
 
 from ingest.errors import CorruptRecord
 from ingest.pump.storage.crcspan import bad_records
-from ingest.pump.storage.index import PREWRITE
+from ingest.pump.storage.index import PREWRITE, VALUE_DTYPE
 from ingest.pump.storage.vlog import HEADER_LEN, RECORD_MAGIC, ValueLog, file_name
 
 log = logging.getLogger(__name__)
 
-VALUE_DTYPE = np.dtype([("fid", "<u4"), ("off", "<u8"), ("tp", "u1"), ("start", "<i8"), ("commit", "<i8")])
 HEADER_DTYPE = np.dtype([("magic", "<u4"), ("len", "<u8"), ("crc", "<u4")])
 CHUNK = 4096                # index entries decoded together
 MAX_SPAN = 32 << 20         # a chunk whose records lie further apart is read record by record
@@ -188,9 +187,8 @@ def _record_by_record(vlog: ValueLog, arr: np.ndarray, on_corrupt: Callable[[str
     return _Chunk(b"".join(parts), sel["tp"], sel["start"], sel["commit"], pos, pos, end)
 
 
-def _chunk(vlog: ValueLog, values: list[bytes], on_corrupt: Callable[[str], None]) -> _Chunk:
-    """The valid records behind ``values`` (raw index values), in the same order."""
-    arr = np.frombuffer(b"".join(values), dtype=VALUE_DTYPE)
+def _chunk(vlog: ValueLog, arr: np.ndarray, on_corrupt: Callable[[str], None]) -> _Chunk:
+    """The valid records behind ``arr`` (raw index values, ``VALUE_DTYPE``), in the same order."""
     fids = arr["fid"]
     fid = int(fids[0])
     f = vlog.files.get(fid)
@@ -225,19 +223,31 @@ def _chunk(vlog: ValueLog, values: list[bytes], on_corrupt: Callable[[str], None
     return _Chunk(span, arr["tp"], arr["start"], arr["commit"], frame, pos, end)
 
 
-def scan_columns(values: Iterable[bytes], vlog: ValueLog, limit: int,
-                 on_corrupt: Callable[[str], None]) -> Iterator[ScanColumns]:
-    """Batches for the records behind raw index ``values``, in their order; each batch's data holds
-    at most ``limit`` bytes (its records' frames), or one record when a single frame is larger; the
-    last batch may be empty. Corrupt records are reported and skipped."""
+def value_chunks(values: Iterable[bytes]) -> Iterator[np.ndarray]:
+    """Raw index values (bytes each, e.g. from LevelDB) as arrays of up to CHUNK entries."""
     it = iter(values)
+    while chunk := list(islice(it, CHUNK)):
+        yield np.frombuffer(b"".join(chunk), dtype=VALUE_DTYPE)
+
+
+def array_chunks(values: np.ndarray) -> Iterator[np.ndarray]:
+    """An array of raw index values in pieces of up to CHUNK entries."""
+    for i in range(0, len(values), CHUNK):
+        yield values[i:i + CHUNK]
+
+
+def scan_columns(chunks: Iterable[np.ndarray], vlog: ValueLog, limit: int,
+                 on_corrupt: Callable[[str], None]) -> Iterator[ScanColumns]:
+    """Batches for the records behind the raw index values of ``chunks`` (``VALUE_DTYPE`` arrays),
+    in their order; each batch's data holds at most ``limit`` bytes (its records' frames), or one
+    record when a single frame is larger; the last batch may be empty. Corrupt records are reported
+    and skipped."""
     pending: list[ScanColumns] = []
     size = 0
-    while True:
-        chunk = list(islice(it, CHUNK))
-        if not chunk:
-            break
-        ch = _chunk(vlog, chunk, on_corrupt)
+    for values in chunks:
+        if not len(values):
+            continue
+        ch = _chunk(vlog, values, on_corrupt)
         cum = np.cumsum(ch.end - ch.frame)
         n, i, base = len(ch), 0, 0
         while i < n:

@@ -28,7 +28,8 @@ from ingest import binlog as bl
 from ingest.errors import DiskFull, MalformedBinlog, StorageClosed, StorageLocked
 from ingest.pump.metrics import PumpMetrics
 from ingest.pump.storage.index import (GC_TS_KEY, HANDLE_POINTER_KEY, MAX_COMMIT_TS_KEY, PREWRITE, Entry, Index)
-from ingest.pump.storage.scan import ScanColumns, scan_columns
+from ingest.pump.storage.recent import DEFAULT_CAPACITY, RecentEntries
+from ingest.pump.storage.scan import ScanColumns, array_chunks, scan_columns, value_chunks
 from ingest.pump.storage.sorter import Sorter
 from ingest.pump.storage.vlog import DEFAULT_FILE_SIZE, ZERO, Pointer, ValueLog
 from ingest.tso import compose_ts
@@ -58,6 +59,8 @@ class StorageOptions:
     # group commit, ~20 % less pump CPU per call). A lone writer is never held. 0 disables.
     group_commit_interval: float = 0.002
     stop_write_at_available_space: int = 10 << 30
+    # binlake: the newest index entries kept in memory for range scans (29 bytes each; 0 disables).
+    scan_cache_entries: int = DEFAULT_CAPACITY
 
 
 _STOP = object()
@@ -243,6 +246,8 @@ class Storage:
                         dropped, self.vlog.truncated_at)
         self.gc_ts = self.index.get_u64(GC_TS_KEY)
         self._max_commit_ts = self.index.get_u64(MAX_COMMIT_TS_KEY)
+        self.recent = RecentEntries(self.options.scan_cache_entries)
+        self.recent.load(*self.index.newest_values(self.recent.capacity))
         self._wm_cond = threading.Condition()
         self._emitted: Entry | None = None
         # Every record before the handle pointer (the last commit the sorter passed) is resolved;
@@ -446,7 +451,7 @@ class Storage:
             return
         while True:
             try:
-                self.index.put_entries(entries, head=entries[-1].pointer)
+                packed = self.index.put_entries(entries, head=entries[-1].pointer)
                 break
             except Exception as exc:  # noqa: BLE001 - TiDB retries KV writes forever (e.g. disk full)
                 self.metrics.error_count.labels("batch_write_kv").inc()
@@ -454,6 +459,7 @@ class Storage:
                 if self._closed:
                     raise
                 time.sleep(1)
+        self.recent.add(packed)  # before the sorter: the watermark never passes an entry not in it
         self.sorter.push(entries)
 
     def _chase(self) -> None:
@@ -558,7 +564,15 @@ class Storage:
         payloads), each holding at most ``limit`` payload bytes (at least one record)."""
         wm = self._max_commit_ts
         to = wm if to_ts <= 0 else min(to_ts, wm)
-        return scan_columns(self.index.raw_values(max(from_ts, 0), to), self.vlog, limit, self._skip_corrupt)
+        from_ts = max(from_ts, 0)
+        recent = self.recent.select(from_ts, to) if to > from_ts else None
+        if recent is not None:
+            self.metrics.scans.labels("memory").inc()
+            chunks = array_chunks(recent)
+        else:
+            self.metrics.scans.labels("leveldb").inc()
+            chunks = value_chunks(self.index.raw_values(from_ts, to))
+        return scan_columns(chunks, self.vlog, limit, self._skip_corrupt)
 
     def lookup_prewrites(self, start_ts: Iterable[int]) -> Iterator[tuple[Entry, bytes]]:
         """Yield the stored prewrite of each given start ts that this pump holds (no pointers)."""
@@ -568,7 +582,7 @@ class Storage:
         """``lookup_prewrites`` as column batches of at most ``limit`` payload bytes."""
         values = (v for v in map(self.index.raw_get, start_ts)
                   if v is not None and Entry.unpack_value(v)[2] == PREWRITE)
-        return scan_columns(values, self.vlog, limit, self._skip_corrupt)
+        return scan_columns(value_chunks(values), self.vlog, limit, self._skip_corrupt)
 
     def _skip_corrupt(self, message: str) -> None:
         self.metrics.error_count.labels("read_value").inc()
@@ -633,6 +647,7 @@ class Storage:
         purge = gc_ts - GC_MARGIN_TS
         if purge <= 0:
             return True
+        self.recent.raise_floor(purge)
         files = self.vlog.purge_before(purge)
         keys = self.index.delete_through(purge)
         log.info("gc to ts %d: deleted %d value log files and %d index keys", purge, len(files), keys)
