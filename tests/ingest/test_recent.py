@@ -45,7 +45,7 @@ def test_select_equals_leveldb_through_writes_rewrites_eviction_gc_and_reopen(tm
             index.delete_through(purge)
         elif op < 0.92:                                 # a restart: the cache starts from LevelDB
             cache = RecentEntries(cache.capacity, cache.block)
-            cache.load(*index.newest_values(cache.capacity))
+            cache.load(index.newest_values())
         for _ in range(5):
             a = rng.randint(0, top + 5)
             b = rng.randint(a, top + 10)

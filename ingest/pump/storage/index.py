@@ -105,13 +105,10 @@ class Index:
                 wb.put(HEAD_POINTER_KEY, head.pack())
         return packed
 
-    def newest_values(self, count: int) -> tuple[list[bytes], bool]:
-        """The raw values of the ``count`` largest keys, largest first, and whether smaller keys exist."""
-        if count <= 0:
-            return [], False
+    def newest_values(self) -> Iterator[bytes]:
+        """The raw index values, largest key ts first."""
         with self.db.iterator(prefix=TS_PREFIX, reverse=True, include_key=False) as it:
-            values = [v for _, v in zip(range(count + 1), it)]
-        return values[:count], len(values) > count
+            yield from it
 
     def get(self, ts: int) -> Entry | None:
         """Return the entry keyed by ``ts``, or None."""

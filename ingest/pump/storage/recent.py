@@ -17,6 +17,7 @@ per key (the last one written wins, as LevelDB's put does). Every LevelDB entry 
 from __future__ import annotations
 
 import threading
+from itertools import islice
 from typing import Iterable
 
 import numpy as np
@@ -46,16 +47,25 @@ class RecentEntries:
     def __len__(self) -> int:
         return sum(self._fills)
 
-    def load(self, newest_first: Iterable[bytes], more_below: bool) -> None:
-        """Start from LevelDB's newest raw values (``newest_first``, at most ``capacity``);
-        ``more_below`` tells whether LevelDB holds older keys than those."""
+    def load(self, newest_first: Iterable[bytes]) -> None:
+        """Start from LevelDB's raw values, largest key ts first (``Index.newest_values``): the
+        first ``capacity`` are kept, in ascending order; if there are more, the floor goes just
+        below the smallest kept key."""
         if not self.capacity:
             return
-        raw = b"".join(newest_first)
-        values = np.frombuffer(raw, dtype=VALUE_DTYPE)[::-1]
-        if len(values) and more_below:
-            self._floor = int(value_key_ts(values).min()) - 1
-        self._add(values)
+        it = iter(newest_first)
+        pieces: list[np.ndarray] = []
+        kept = 0
+        while kept < self.capacity:
+            chunk = list(islice(it, min(self.block, self.capacity - kept)))
+            if not chunk:
+                break
+            pieces.append(np.frombuffer(b"".join(chunk), dtype=VALUE_DTYPE))
+            kept += len(chunk)
+        if pieces and next(it, None) is not None:
+            self._floor = int(value_key_ts(pieces[-1]).min()) - 1
+        for piece in reversed(pieces):
+            self._add(piece[::-1])
 
     def add(self, packed: list[bytes]) -> None:
         """Add newly indexed raw values, in the order they were written."""

@@ -247,7 +247,7 @@ class Storage:
         self.gc_ts = self.index.get_u64(GC_TS_KEY)
         self._max_commit_ts = self.index.get_u64(MAX_COMMIT_TS_KEY)
         self.recent = RecentEntries(self.options.scan_cache_entries)
-        self.recent.load(*self.index.newest_values(self.recent.capacity))
+        self.recent.load(self.index.newest_values())
         self._wm_cond = threading.Condition()
         self._emitted: Entry | None = None
         # Every record before the handle pointer (the last commit the sorter passed) is resolved;
