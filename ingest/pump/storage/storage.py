@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
+import numpy as np
+
 from ingest import binlog as bl
 from ingest.errors import DiskFull, MalformedBinlog, StorageClosed, StorageLocked
 from ingest.pump.metrics import PumpMetrics
@@ -564,15 +566,19 @@ class Storage:
         payloads), each holding at most ``limit`` payload bytes (at least one record)."""
         wm = self._max_commit_ts
         to = wm if to_ts <= 0 else min(to_ts, wm)
-        from_ts = max(from_ts, 0)
-        recent = self.recent.select(from_ts, to) if to > from_ts else None
+        return scan_columns(self._index_chunks(max(from_ts, 0), to), self.vlog, limit, self._skip_corrupt)
+
+    def _index_chunks(self, from_ts: int, to_ts: int) -> Iterator[np.ndarray]:
+        """The raw index values of ``(from_ts, to_ts]`` in chunks, from the recent-entries cache
+        when it covers the range, else from LevelDB. Lazy: nothing runs until the first chunk is
+        asked for (on the scan's producer thread, not the event loop)."""
+        recent = self.recent.select(from_ts, to_ts) if to_ts > from_ts else None
         if recent is not None:
             self.metrics.scans.labels("memory").inc()
-            chunks = array_chunks(recent)
+            yield from array_chunks(recent)
         else:
             self.metrics.scans.labels("leveldb").inc()
-            chunks = value_chunks(self.index.raw_values(from_ts, to))
-        return scan_columns(chunks, self.vlog, limit, self._skip_corrupt)
+            yield from value_chunks(self.index.raw_values(from_ts, to_ts))
 
     def lookup_prewrites(self, start_ts: Iterable[int]) -> Iterator[tuple[Entry, bytes]]:
         """Yield the stored prewrite of each given start ts that this pump holds (no pointers)."""
