@@ -54,8 +54,12 @@ class _Call:
                                                  timeout=min(CONNECT_TIMEOUT, idle_timeout))
         except (OSError, ValueError) as exc:
             raise WireRpcError(grpc.StatusCode.UNAVAILABLE, f"failed to connect to {addr}: {exc}") from exc
-        self.sock.settimeout(idle_timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            self.sock.settimeout(idle_timeout)
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError as exc:
+            self.sock.close()
+            raise WireRpcError(grpc.StatusCode.UNAVAILABLE, f"failed to set up {addr}: {exc}") from exc
         self.buf = bytearray(READ_BUFFER)
         self.view = memoryview(self.buf)
         self.lo = self.hi = 0                          # buffered bytes: buf[lo:hi]
@@ -176,6 +180,8 @@ class _Call:
         payload = self._read_payload(length)
         if typ == HEADERS and sid == STREAM:
             if flags & PADDED:
+                if not payload or payload[0] >= len(payload):
+                    raise self._protocol("HEADERS padding longer than the frame")
                 payload = payload[1:len(payload) - payload[0]]
             if flags & PRIORITY_FLAG:
                 payload = payload[5:]
@@ -202,11 +208,13 @@ class _Call:
         elif typ == PING and not flags & ACK:
             self._send(frame(PING, ACK, 0, payload))
         elif typ == GOAWAY:
+            # Our stream goes on if the server says it will still process it; if the server then
+            # closes the connection instead, the read fails with UNAVAILABLE.
             last = int.from_bytes(payload[:4], "big") & MAX_STREAM_ID
-            code = int.from_bytes(payload[4:8], "big")
-            if last < STREAM or code:
+            if last < STREAM:
+                code = int.from_bytes(payload[4:8], "big")
                 raise WireRpcError(grpc.StatusCode.UNAVAILABLE,
-                                   f"{self.authority} sent GOAWAY (HTTP/2 error 0x{code:x})")
+                                   f"{self.authority} sent GOAWAY (HTTP/2 error 0x{code:x}); stream not processed")
         elif typ == WINDOW_UPDATE:
             inc = int.from_bytes(payload[:4], "big") & MAX_WINDOW
             if sid == 0:

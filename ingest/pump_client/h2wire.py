@@ -126,7 +126,7 @@ def rst_error(code: int) -> WireRpcError:
 
 def http_error(http_status: bytes | None) -> WireRpcError:
     """The error of a response that carries HTTP status ``http_status`` and no gRPC status."""
-    http = int(http_status or b"0")
+    http = int(http_status) if http_status and http_status.isdigit() else 0
     return WireRpcError(_HTTP_STATUS.get(http, grpc.StatusCode.UNKNOWN), f"HTTP status {http} without a gRPC status")
 
 
@@ -141,6 +141,8 @@ def trailers_error(headers: list[tuple[bytes, bytes]], http_status: bytes | None
             message = value
     if status is None:
         return http_error(http_status)
+    if not status.isdigit():
+        return WireRpcError(grpc.StatusCode.INTERNAL, f"malformed grpc-status {status!r}")
     code = _STATUS_BY_NUMBER.get(int(status), grpc.StatusCode.UNKNOWN)
     if code is grpc.StatusCode.OK:
         return None
@@ -553,9 +555,9 @@ class H2Connection:
         for name, value in headers:
             if name == b":status":
                 call.http_status = value
-        if not flags & END_STREAM:
-            if call.http_status != b"200":
-                self._finish_http_error(sid, call)
+        if not flags & END_STREAM or all(name != b"grpc-status" for name, _ in headers):
+            if flags & END_STREAM or call.http_status != b"200":
+                self._finish_http_error(sid, call)   # no gRPC status: reset (the body may be unsent)
             return
         error = trailers_error(headers, call.http_status)
         with self._lock:

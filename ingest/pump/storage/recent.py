@@ -37,6 +37,7 @@ class RecentEntries:
         self._lock = threading.Lock()
         self._blocks: list[np.ndarray] = []
         self._fills: list[int] = []
+        self._spans: list[tuple[int, int]] = []   # per block: the smallest and largest key ts in it
         self._floor = 0 if self.capacity else np.iinfo(np.int64).max
 
     @property
@@ -80,19 +81,26 @@ class RecentEntries:
                 with self._lock:
                     self._blocks.append(block)
                     self._fills.append(0)
+                    self._spans.append((np.iinfo(np.int64).max, np.iinfo(np.int64).min))
                     self._evict_locked()
             block, fill = self._blocks[-1], self._fills[-1]
             n = min(self.block - fill, len(values) - pos)
-            block[fill:fill + n] = values[pos:pos + n]   # beyond every reader's fill: nobody reads it yet
+            piece = values[pos:pos + n]
+            block[fill:fill + n] = piece   # beyond every reader's fill: nobody reads it yet
+            keys = value_key_ts(piece)
+            lo, hi = self._spans[-1]
             pos += n
             with self._lock:
                 self._fills[-1] = fill + n
+                self._spans[-1] = (min(lo, int(keys.min())), max(hi, int(keys.max())))
 
     def _evict_locked(self) -> None:
         while len(self._blocks) > self._max_blocks:
-            oldest, fill = self._blocks.pop(0), self._fills.pop(0)
+            del self._blocks[0]
+            fill = self._fills.pop(0)
+            _, hi = self._spans.pop(0)
             if fill:
-                self._floor = max(self._floor, int(value_key_ts(oldest[:fill]).max()))
+                self._floor = max(self._floor, hi)
 
     def raise_floor(self, ts: int) -> None:
         """Entries with key ts at or below ``ts`` no longer count (GC deletes them from LevelDB)."""
@@ -105,7 +113,9 @@ class RecentEntries:
         with self._lock:
             if from_ts < self._floor:
                 return None
-            parts = [block[:fill] for block, fill in zip(self._blocks, self._fills) if fill]
+            # Only blocks whose keys reach into the range: a small recent range reads one or two.
+            parts = [block[:fill] for block, fill, (lo, hi) in zip(self._blocks, self._fills, self._spans)
+                     if fill and hi > from_ts and lo <= to_ts]
         keys, picked = [], []
         for part in parts:
             k = value_key_ts(part)

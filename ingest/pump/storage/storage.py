@@ -572,7 +572,9 @@ class Storage:
         """The raw index values of ``(from_ts, to_ts]`` in chunks, from the recent-entries cache
         when it covers the range, else from LevelDB. Lazy: nothing runs until the first chunk is
         asked for (on the scan's producer thread, not the event loop)."""
-        recent = self.recent.select(from_ts, to_ts) if to_ts > from_ts else None
+        if to_ts <= from_ts:
+            return
+        recent = self.recent.select(from_ts, to_ts)
         if recent is not None:
             self.metrics.scans.labels("memory").inc()
             yield from array_chunks(recent)
