@@ -54,17 +54,18 @@ class Node:
         self.state = self.previous_state
         self._lock = threading.Lock()
 
-    def status(self) -> NodeStatus:
-        """The Status this pump publishes now."""
-        return NodeStatus(node_id=self.node_id, host=self.host, state=self.state, is_alive=True,
+    def status(self, state: str | None = None) -> NodeStatus:
+        """The Status this pump publishes now (with ``state`` instead of the current one, if given)."""
+        return NodeStatus(node_id=self.node_id, host=self.host, state=state or self.state, is_alive=True,
                           labels={STATUS_ADDR_LABEL: self.status_addr},
                           max_commit_ts=self._max_commit_ts(), update_ts=self._update_ts())
 
     def set_state(self, state: str) -> None:
-        """Change the state and write it to the registry at once."""
+        """Write the new state to the registry, then take it on: whoever sees it in ``/status`` (or
+        anywhere in this process) can already find it in the registry."""
         with self._lock:
+            self.registry.put_node(PUMP, self.status(state))
             self.state = state
-            self.registry.put_node(PUMP, self.status())
         log.info("pump %s is %s", self.node_id, state)
 
     def heartbeat(self) -> None:
