@@ -4,7 +4,8 @@ the socket straight into its own buffer (the scan client's fast path; TLS stays 
 Why: grpcio's Python client assembles every received message from its slices into a new object and
 hands it between its threads. For the MiB-sized RecordBatches of a range scan that cost about
 1.9 ms of client CPU per MiB on the 2-core VM, where reading the socket on the caller's thread with
-``recv_into`` each message's buffer costs about 1.1 ms (docs/benchmarks.md, 2026-11-22 13:00 UTC).
+``recv_into`` each message's buffer costs about 1.1 ms (docs/benchmarks.md, "pump_scan session
+2026-11-22 12:57 UTC").
 
 Promises of ``stream_call``:
 - It yields every response message, in order, as a ``bytearray`` that nothing else refers to, and

@@ -1,6 +1,6 @@
 """The newest index entries as numpy columns in memory, so that range scans of recent ranges skip
 LevelDB's entry-by-entry iteration (about 0.3 µs of the pump's GIL per record, a third of the scan
-producer; docs/benchmarks.md, "pump_scan session 2026-11-22 12:57").
+producer; docs/benchmarks.md, "pump_scan session 2026-11-22 12:57 UTC").
 
 Promise: for a range ``(from_ts, to_ts]`` with ``from_ts >= floor``, ``select`` returns exactly the
 entries LevelDB holds in that range, as raw index values (``VALUE_DTYPE``), ascending by key ts, one
