@@ -2,7 +2,7 @@
 
 A 12-column table of mixed types (ints, BIGINT UNSIGNED, DECIMAL, VARCHAR, DATETIME, TIMESTAMP,
 JSON, ENUM, nullable columns) gets N row payloads (70% inserts, 30% updates) encoded with
-``transform.rows.encode_row``. We time ``transform.batch.decode_batch`` over all of them, and as
+``transform.codec.rows.encode_row``. We time ``transform.codec.batch.decode_batch`` over all of them, and as
 the baseline pyarrow building the same columns from ready Python lists (``pa.array`` per column),
 measured in the same run. Prints rows/s, MB/s of payload and the ratio.
 
@@ -24,10 +24,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import pyarrow as pa  # noqa: E402
 
-from transform import mysqltypes as mt  # noqa: E402
-from transform.batch import decode_batch  # noqa: E402
-from transform.rows import encode_row  # noqa: E402
-from transform.schema import TableInfo, arrow_type  # noqa: E402
+from transform.codec import mysqltypes as mt  # noqa: E402
+from transform.codec.batch import decode_batch  # noqa: E402
+from transform.codec.rows import encode_row  # noqa: E402
+from transform.codec.model import TableInfo, arrow_type  # noqa: E402
 
 UTC = dt.timezone.utc
 STATUS = ["new", "paid", "shipped", "cancelled", "returned"]

@@ -4,7 +4,7 @@ Setup (not timed): an emulated TiDB cluster (``upstream.cluster.Cluster``: TSO, 
 creates 4 tables through its SQL (so their CREATE TABLE DDL binlogs and history jobs are real), and
 two real ``binlake pump`` processes register in a file registry. The DML binlogs are then synthesized
 here, as TiDB would write them, because the emulator's SQL path runs only ~450 txn/s: one load
-process per pump encodes rows with ``transform.rows.encode_row`` into transactions of 100-200 row
+process per pump encodes rows with ``transform.codec.rows.encode_row`` into transactions of 100-200 row
 changes (about 60% inserts, 30% updates, 10% deletes, over one or two tables), and writes a prewrite
 binlog (``PrewriteValue`` at the tables' schema version) then a commit binlog per transaction, with
 timestamps from the emulator's TSO. Once both watermarks pass the last commit, the drain is timed.
@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pyarrow.compute as pc  # noqa: E402
 
 from bench._common import BenchError, machine_line, wait_watermark  # noqa: E402
-from transform import mysqltypes as mt  # noqa: E402
+from transform.codec import mysqltypes as mt  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DB = "bench"
@@ -167,7 +167,7 @@ def _load_main(index: int, addr: str, tso_url: str, cluster_id: int, tables: lis
     from ingest.binlog import marshal_gogo
     from ingest.tso import TSOClient
     from schemas import binlog_pb2
-    from transform.rows import encode_row
+    from transform.codec.rows import encode_row
     from upstream.keys import int_record_key
 
     rng = random.Random(seed * 1_000_003 + index)

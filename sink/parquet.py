@@ -56,7 +56,7 @@ from sink.base import Sink, TableReport
 from sink.errors import SinkError
 from transform.changes import (BEFORE, COMMIT_TIME, COMMIT_TIME_TYPE, COMMIT_TS, OP, ROWID, SEQ, START_TS,
                                RunBatch, Segment, TableChanges)
-from transform.schema import TableInfo, arrow_type
+from transform.codec.model import TableInfo, arrow_type
 
 CHECKPOINT_FILE = "_binlake_checkpoint.json"
 MANIFEST_FILE = "_binlake_runs.json"

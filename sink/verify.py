@@ -40,7 +40,6 @@ from transform.filters import TableFilter
 
 FROM_TS = "binlake.from-ts"
 TO_TS = "binlake.to-ts"
-BATCH_ID = "binlake.batch-id"
 ROWID = "_tidb_rowid"
 METADATA_COLUMNS = frozenset({"_tidb_commit_ts", "_tidb_commit_time"})
 CHANGELOG_SUFFIX = "__changelog"

@@ -1,15 +1,14 @@
-"""The TiDB codec and the row-level half of the Drainer.
+"""The Drainer's stages, run on Spark, and the TiDB codec they decode with (``transform.codec``).
 
 Modules, one job each:
 
-- ``errors``      named exceptions (every decode failure is a ``CodecError``)
-- ``varint``      Go-exact varints, comparable ints/floats, memcomparable bytes
-- ``mydecimal``   MyDecimal binary (``WriteBin`` / ``FromBin``)
-- ``jsonbinary``  TiDB's JSON binary format to and from JSON text
-- ``codec``       datums: ``decode_datums`` / ``encode_datums`` and the flag wrapper types
-- ``mysqltypes``  MySQL type codes and column flags
-- ``schema``      ``TableInfo`` / ``ColumnInfo`` / ``IndexInfo`` / ``Job`` and the Arrow type of a column
-- ``values``      column values: unflatten datums by column type and flatten them back
-- ``rows``        binlog row layouts: ``decode_row`` / ``encode_row`` / ``iter_mutation``
-- ``batch``       many rows of one table to one Arrow ``RecordBatch`` (vectorised)
+- ``plan``        the run's range and the pumps it reads
+- ``pull``        Spark tasks streaming a pump's records of a ts sub-range
+- ``drain``       the Spark stages of one run: pull, pair, sort, decode
+- ``rowchanges``  executor-side decode of ordered transactions into row changes
+- ``history``     DDL-versioned table schemas from the upstream's DDL history
+- ``filters``     TiDB Binlog's table filters
+- ``reduce``      the net change per key (what the mirror merge applies)
+- ``changes``     what one run hands to the sinks
+- ``spark``       the Spark session
 """

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from transform import mysqltypes as mt
-from transform.schema import Job, TableInfo
+from transform.codec import mysqltypes as mt
+from transform.codec.model import Job, TableInfo
 
 OP = "_tidb_op"
 COMMIT_TS = "_tidb_commit_ts"
@@ -37,7 +37,6 @@ START_TS = "_tidb_start_ts"
 SEQ = "_tidb_seq"
 ROWID = mt.EXTRA_HANDLE_NAME
 BEFORE = "_tidb_before"
-META_COLUMNS = (OP, COMMIT_TS, COMMIT_TIME, START_TS, SEQ)
 COMMIT_TIME_TYPE = pa.timestamp("us", tz="UTC")
 
 

@@ -14,8 +14,9 @@ from typing import Any, Iterable
 
 import requests
 
-from transform.errors import SchemaError
-from transform.schema import Job, TableInfo
+from transform.codec.errors import SchemaError
+from transform.codec.model import Job, TableInfo
+from transform.errors import TransformError
 
 # JobState values that mean the job took effect (TiDB: done, synced).
 JOB_DONE = 4
@@ -23,12 +24,10 @@ JOB_SYNCED = 6
 
 # ActionType codes the history treats specially (tidb-codec.md §4.3).
 CREATE_SCHEMA, DROP_SCHEMA, CREATE_TABLE, DROP_TABLE = 1, 2, 3, 4
-TRUNCATE_TABLE, RENAME_TABLE, RECOVER_TABLE = 11, 14, 25
-CREATE_TABLES, RENAME_TABLES = 60, 47
-DROP_VIEW, CREATE_VIEW = 24, 21
+TRUNCATE_TABLE, RENAME_TABLE, DROP_VIEW, CREATE_TABLES = 11, 14, 24, 60
 
 
-class HistoryError(SchemaError):
+class HistoryError(TransformError, SchemaError):
     """The DDL history could not be read, or it has no schema for a table a binlog names."""
 
 
@@ -132,13 +131,6 @@ class SchemaHistory:
                                f"(the DDL history has {len(self.jobs)} jobs)")
         return v.table
 
-    def latest(self, table_id: int, max_version: int | None = None) -> TableVersion | None:
-        """The newest definition of ``table_id`` (at or below ``max_version`` when given)."""
-        if max_version is not None:
-            return self.version_at(table_id, max_version)
-        vs = self._versions.get(table_id)
-        return vs[-1] if vs else None
-
     def versions(self, table_id: int) -> list[TableVersion]:
         """Every definition of ``table_id`` in schema-version order."""
         return list(self._versions.get(table_id, []))
@@ -158,7 +150,3 @@ class SchemaHistory:
                 if v.job.id == job_id and v.table is None and i and vs[i - 1].table is not None:
                     out.append(vs[i - 1])
         return out
-
-    def table_ids(self) -> list[int]:
-        """Every table id the history knows."""
-        return sorted(self._versions)

@@ -19,12 +19,12 @@ import pyarrow as pa
 
 from schemas import binlog_pb2
 from transform import changes as ch
-from transform import mysqltypes as mt
-from transform.batch import BEFORE_COLUMN, HANDLE_COLUMN, INVALID_TIMES_KEY, OP_COLUMN, decode_batch
+from transform.codec import mysqltypes as mt
+from transform.codec.batch import BEFORE_COLUMN, HANDLE_COLUMN, INVALID_TIMES_KEY, OP_COLUMN, decode_batch
 from transform.errors import DrainError
 from transform.filters import TableFilter
 from transform.history import SchemaHistory
-from transform.rows import DELETE, INSERT, UPDATE, iter_mutation
+from transform.codec.rows import DELETE, INSERT, UPDATE, iter_mutation
 
 OUT_SCHEMA = pa.schema([
     pa.field("kind", pa.string(), nullable=False),        # "rows" or "ddl"

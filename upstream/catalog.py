@@ -13,8 +13,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from transform import mysqltypes as mt
-from transform.schema import Job, TableInfo
+from transform.codec import mysqltypes as mt
+from transform.codec.model import Job, TableInfo
 
 from upstream.errors import SQLError
 
@@ -121,11 +121,6 @@ class Catalog:
             if used > self._auto.get(table_id, 0):
                 self._auto[table_id] = used
 
-    def auto_id(self, table_id: int) -> int:
-        """The last auto id handed out for a table."""
-        with self._lock:
-            return self._auto.get(table_id, 0)
-
     # ---- versions ----------------------------------------------------------------------------
 
     def current(self) -> InfoSchema:
@@ -156,11 +151,3 @@ class Catalog:
         with self._lock:
             return sorted(self._jobs, key=lambda j: j.id)
 
-    def job_count(self) -> int:
-        """How many jobs are in the history."""
-        with self._lock:
-            return len(self._jobs)
-
-    def all_tables(self) -> Iterator[TableEntry]:
-        """Every table of the current schema."""
-        return iter(self.current().tables.values())

@@ -16,8 +16,8 @@ import threading
 import time
 from typing import Any
 
-from transform import mysqltypes as mt
-from transform.schema import HistoryInfo, Job
+from transform.codec import mysqltypes as mt
+from transform.codec.model import HistoryInfo, Job
 
 from upstream import ddl as ddlmod
 from upstream import gojson, keys
@@ -154,7 +154,7 @@ class Cluster:
     def snapshot(self, ts: int | None = None) -> dict[str, list[dict[str, Any]]]:
         """Every table's rows as of ``ts`` (default: now), ``{"db.table": [{column: value}, …]}``.
 
-        Rows are in handle (key) order; values are the Python column values of ``transform.values``;
+        Rows are in handle (key) order; values are the Python column values of ``transform.codec.values``;
         tables keyed by ``_tidb_rowid`` also carry that handle. ``SQLError`` if ``ts`` is ahead of the TSO.
         """
         if ts is None:

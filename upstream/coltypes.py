@@ -1,5 +1,5 @@
 """Column types and values: a sqlglot ``DataType`` becomes TiDB's ``FieldType`` (flags, Flen, Decimal,
-charset as TiDB fills them), and a SQL value becomes the Python value ``transform.rows.encode_row``
+charset as TiDB fills them), and a SQL value becomes the Python value ``transform.codec.rows.encode_row``
 takes for that column (MySQL strict mode: out-of-range or too-long values are errors).
 """
 from __future__ import annotations
@@ -11,11 +11,11 @@ from typing import Any
 
 from sqlglot import exp
 
-from transform import mysqltypes as mt
-from transform.codec import EncodedJson
-from transform.errors import CodecError
-from transform.schema import ColumnInfo, FieldType
-from transform.values import (
+from transform.codec import mysqltypes as mt
+from transform.codec.datums import EncodedJson
+from transform.codec.errors import CodecError
+from transform.codec.model import ColumnInfo, FieldType
+from transform.codec.values import (
     InvalidTime, decimal_scale, duration_ns, duration_text, int_range, packed_from_value, time_from_packed,
 )
 
@@ -230,7 +230,7 @@ def _fast_coercer(col: ColumnInfo) -> Any:
 
 def coerce(col: ColumnInfo, v: Any) -> Any:
     """Convert a SQL value (int, float, Decimal, str, bytes, bool, date/datetime, None) to ``col``'s
-    Python value (see ``transform.values``); raise :class:`SQLError` naming the column when it does not fit."""
+    Python value (see ``transform.codec.values``); raise :class:`SQLError` naming the column when it does not fit."""
     if v is None:
         if not col.nullable:
             raise SQLError(f"[table:1048]Column '{col.name}' cannot be null")

@@ -18,8 +18,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 from sqlglot import exp
 
-from transform import mysqltypes as mt
-from transform.schema import ColumnInfo, FieldType, IndexColumn, IndexInfo, TableInfo
+from transform.codec import mysqltypes as mt
+from transform.codec.model import ColumnInfo, FieldType, IndexColumn, IndexInfo, TableInfo
 
 from upstream.catalog import DBInfo, InfoSchema, TableEntry
 from upstream.coltypes import coerce, default_text, field_type, type_class, zero_text
@@ -51,7 +51,6 @@ class DDLPlan:
     table_info: TableInfo | None = None
     db_info: DBInfo | None = None
     delete_only_binlog: bool = False    # DROP COLUMN: TiDB writes an extra binlog at StateDeleteOnly
-    rows_of_table_dropped: list[int] = field(default_factory=list)
 
 
 def _ident(node: Any) -> str:
@@ -652,9 +651,8 @@ def plan(stmt: DDL, schema: InfoSchema, gen_ids: Callable[[int], list[int]], ses
         dbs = dict(schema.dbs)
         del dbs[name.lower()]
         tables = {k: e for k, e in schema.tables.items() if e.db.id != db0.id}
-        gone = [k for k in schema.tables if k not in tables]
         return DDLPlan(DROP_SCHEMA, db0.id, 0, db0.name, "", mt.STATE_NONE, dbs=dbs, tables=tables,
-                       db_info=dataclasses.replace(db0, state=mt.STATE_NONE), rows_of_table_dropped=gone)
+                       db_info=dataclasses.replace(db0, state=mt.STATE_NONE))
     if stmt.kind == "create_table":
         dbname, tname = _table_name(tree.this, session_db, text)
         db = schema.db(dbname)
@@ -680,8 +678,7 @@ def plan(stmt: DDL, schema: InfoSchema, gen_ids: Callable[[int], list[int]], ses
         tables = dict(schema.tables)
         del tables[e.info.id]
         return DDLPlan(DROP_TABLE, e.db.id, e.info.id, e.db.name, e.info.name, mt.STATE_NONE, tables=tables,
-                       table_info=dataclasses.replace(e.info, state=mt.STATE_NONE),
-                       rows_of_table_dropped=[e.info.id])
+                       table_info=dataclasses.replace(e.info, state=mt.STATE_NONE))
     if stmt.kind == "truncate_table":
         if len(tree.expressions) != 1:
             raise UnsupportedSQL("TRUNCATE of several tables", text)
@@ -693,7 +690,7 @@ def plan(stmt: DDL, schema: InfoSchema, gen_ids: Callable[[int], list[int]], ses
         del tables[e.info.id]
         tables[new_id] = TableEntry(e.db, info)
         return DDLPlan(TRUNCATE_TABLE, e.db.id, e.info.id, e.db.name, e.info.name, mt.STATE_PUBLIC,
-                       tables=tables, table_info=info, rows_of_table_dropped=[e.info.id])
+                       tables=tables, table_info=info)
     if stmt.kind == "rename_table":
         assert stmt.rename is not None
         (odb, oname), (ndb, nname) = stmt.rename[0]

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from transform import mysqltypes as mt
-from transform.schema import ColumnInfo, TableInfo
+from transform.codec import mysqltypes as mt
+from transform.codec.model import ColumnInfo, TableInfo
 
 from upstream import keys
 from upstream.catalog import Catalog

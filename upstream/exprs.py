@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Callable
 
-from transform.schema import ColumnInfo, TableInfo
+from transform.codec.model import ColumnInfo, TableInfo
 
 from upstream.coltypes import coerce
 from upstream.errors import SQLError, UpstreamError

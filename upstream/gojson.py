@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from transform.schema import Job, TableInfo
+from transform.codec.model import Job, TableInfo
 
 JSONDict = dict[str, Any]
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 import struct
 from typing import Any, Sequence
 
-from transform import mysqltypes as mt
-from transform.codec import DecimalDatum, Duration, KeyBytes, KeyInt, KeyUint, Uint, encode_datum
-from transform.schema import ColumnInfo, TableInfo
-from transform.values import make_flatten
-from transform.varint import encode_cmp_int, encode_memcmp_bytes
+from transform.codec import mysqltypes as mt
+from transform.codec.datums import DecimalDatum, Duration, KeyBytes, KeyInt, KeyUint, Uint, encode_datum
+from transform.codec.model import ColumnInfo, TableInfo
+from transform.codec.values import make_flatten
+from transform.codec.varint import encode_cmp_int, encode_memcmp_bytes
 
 from upstream.errors import UnsupportedSQL
 

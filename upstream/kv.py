@@ -17,9 +17,9 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from transform.codec import encode_datum
-from transform.schema import TableInfo
-from transform.values import make_flatten
+from transform.codec.datums import encode_datum
+from transform.codec.model import TableInfo
+from transform.codec.values import make_flatten
 
 from upstream.errors import WriteConflict
 
@@ -159,11 +159,6 @@ class MVCCStore:
                     k.lock = None
                 k.writes.append(Write(start_ts, start_ts, ROLLBACK, protected=key == primary))
                 k.writes.sort(key=lambda w: w.commit_ts)
-
-    def put_committed(self, start_ts: int, commit_ts: int, mutations: list[Mutation], primary: bytes) -> None:
-        """Prewrite and commit in one step (for meta keys of DDL transactions)."""
-        self.prewrite(start_ts, primary, mutations)
-        self.commit(start_ts, commit_ts, [m.key for m in mutations])
 
     # ---- reads -------------------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """A transaction's buffer: reads at its start ts merged with its own writes, the KV mutations (final
 state per key) and the row changes in statement order, which become the prewrite binlog.
 
-Promises: ``rows_binlog()`` encodes every change with ``transform.rows.encode_row`` under the
+Promises: ``rows_binlog()`` encodes every change with ``transform.codec.rows.encode_row`` under the
 TableInfo of the transaction's schema version, grouped into one TableMutation per table (in order of
 first change) whose ``sequence`` lists the changes in statement order; the primary key is the record
 key of the first changed row.
@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from transform import rows as trows
-from transform.schema import ColumnInfo, TableInfo
-from transform.values import missing_value
+from transform.codec import rows as trows
+from transform.codec.model import ColumnInfo, TableInfo
+from transform.codec.values import missing_value
 
 from schemas import binlog_pb2
 from upstream.catalog import InfoSchema

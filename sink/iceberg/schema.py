@@ -21,9 +21,9 @@ from pyiceberg.types import (BinaryType, DateType, DecimalType, DoubleType, Floa
 
 from sink.errors import IncompatibleSchemaChange, SinkError
 from transform import changes as ch
-from transform.batch import arrow_value
-from transform.schema import ColumnInfo, TableInfo, arrow_type
-from transform.values import missing_value
+from transform.codec.batch import arrow_value
+from transform.codec.model import ColumnInfo, TableInfo, arrow_type
+from transform.codec.values import missing_value
 
 PROP_TABLE_ID = "binlake.table-id"
 PROP_COLUMNS = "binlake.columns"

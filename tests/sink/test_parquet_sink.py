@@ -17,10 +17,10 @@ from sink.errors import SinkError
 from sink.parquet import (CHECKPOINT_FILE, MANIFEST_FILE, ClusterMismatchError, CorruptStateError,
                           ParquetSink, ParquetSinkError, SinkBusyError, committed_files, read_changelog,
                           table_dir)
-from transform import mysqltypes as mt
+from transform.codec import mysqltypes as mt
 from transform.changes import (BEFORE, COMMIT_TIME, COMMIT_TIME_TYPE, COMMIT_TS, OP, SEQ, START_TS, DDLEvent,
                                RunBatch, Segment, TableChanges)
-from transform.schema import HistoryInfo, Job, TableInfo, arrow_type
+from transform.codec.model import HistoryInfo, Job, TableInfo, arrow_type
 
 CLUSTER = 7001
 DAY1 = dt.datetime(2024, 3, 1, 23, 59, 0, tzinfo=dt.timezone.utc)

@@ -22,7 +22,7 @@ from pyiceberg.types import (
 from sink.errors import SinkError
 from sink.iceberg.catalog import open_catalog
 from sink.verify import VerifyError, choose_snapshot, comparable, render_value, same_value, verify_mirrors
-from transform.values import InvalidTime
+from transform.codec.values import InvalidTime
 from upstream.render import render, render_rows
 
 UTC = dt.timezone.utc

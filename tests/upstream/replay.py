@@ -5,10 +5,10 @@ import json
 from typing import Any
 
 from schemas import binlog_pb2
-from transform import mysqltypes as mt
-from transform.rows import DELETE, INSERT
-from transform.schema import TableInfo
-from transform.values import missing_value
+from transform.codec import mysqltypes as mt
+from transform.codec.rows import DELETE, INSERT
+from transform.codec.model import TableInfo
+from transform.codec.values import missing_value
 from upstream.render import render
 from tests.upstream.binlogs import SchemaTracker, Txn, decoded_changes
 

@@ -9,7 +9,7 @@ import pytest
 
 from binlake.local import PumpProcess
 from schemas import binlog_pb2
-from transform.schema import Job
+from transform.codec.model import Job
 from upstream.cluster import Cluster
 from tests.upstream.binlogs import (CLASSIC_CHANGES, CLASSIC_STATEMENTS, CLASSIC_TABLE, SchemaTracker, committed,
                                     decoded_changes, wait_watermarks)

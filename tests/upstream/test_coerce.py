@@ -58,7 +58,7 @@ def test_shortcuts_agree_with_the_general_code(monkeypatch: pytest.MonkeyPatch) 
 @pytest.mark.parametrize("text", ['{"b": 1, "a": [1, 2.5, null, true]}', '"x"', "1.0", "18446744073709551616",
                                   '{"k": {"nested": [{"z": -3}]}}', "[]"])
 def test_json_values_carry_the_binary_their_text_decodes_from(text: str) -> None:
-    from transform.codec import JSON_FLAG, decode_one
+    from transform.codec.datums import JSON_FLAG, decode_one
     with Cluster(servers=1) as cluster:
         cluster.execute("create table j (id int primary key, j json)")
         col = cluster.table("test", "j").columns[1]

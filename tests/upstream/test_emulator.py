@@ -8,8 +8,8 @@ from typing import Any, Iterator
 
 import pytest
 
-from transform.rows import decode_row
-from transform.schema import Job, TableInfo
+from transform.codec.rows import decode_row
+from transform.codec.model import Job, TableInfo
 from upstream.cluster import Cluster
 from upstream.errors import SQLError, UnsupportedSQL
 from upstream.sql import split

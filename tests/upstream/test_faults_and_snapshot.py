@@ -12,7 +12,7 @@ from typing import Any, Callable
 import pytest
 
 from binlake.local import PumpProcess
-from transform.schema import Job
+from transform.codec.model import Job
 from upstream.cluster import Cluster
 from upstream.errors import ServerCrashed, TxnAborted
 from upstream.keys import int_record_key

@@ -17,7 +17,7 @@ from binlake.local import PumpProcess, free_port
 from tests.upstream.binlogs import (CLASSIC_CHANGES, CLASSIC_STATEMENTS, CLASSIC_TABLE, SchemaTracker, committed,
                                     decoded_changes, wait_watermarks)
 from tests.waiting import wait_for
-from transform.schema import Job
+from transform.codec.model import Job
 from upstream.client import StatusClient
 from upstream.cluster import DEFAULT_CLUSTER_ID
 

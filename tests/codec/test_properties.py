@@ -11,18 +11,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.transform import strategies as S
-from tests.transform.tables import col, table
-from transform import mysqltypes as mt
-from transform import jsonbinary, mydecimal
-from transform.codec import (
+from tests.codec import strategies as S
+from tests.codec.tables import col, table
+from transform.codec import mysqltypes as mt
+from transform.codec import jsonbinary, mydecimal
+from transform.codec.datums import (
     DecimalDatum, Duration, Json, KeyBytes, KeyInt, KeyUint, Uint, decode_datums, encode_datum, encode_datums,
 )
-from transform.errors import CodecError
-from transform.mydecimal import EXACT
-from transform.rows import decode_row, encode_row, plan_for
-from transform.values import packed_from_value
-from transform.varint import decode_uvarint, encode_cmp_float, encode_cmp_int, encode_memcmp_bytes, encode_uvarint
+from transform.codec.errors import CodecError
+from transform.codec.mydecimal import EXACT
+from transform.codec.rows import decode_row, encode_row, plan_for
+from transform.codec.values import packed_from_value
+from transform.codec.varint import decode_uvarint, encode_cmp_float, encode_cmp_int, encode_memcmp_bytes, encode_uvarint
 
 I64 = st.integers(-(2 ** 63), 2 ** 63 - 1)
 U64 = st.integers(0, 2 ** 64 - 1)

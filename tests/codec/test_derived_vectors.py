@@ -7,15 +7,15 @@ from decimal import Decimal
 
 import pytest
 
-from tests.transform.tables import PK, col, table
-from tests.transform.util import h
-from transform import mysqltypes as mt
-from transform.codec import (
+from tests.codec.tables import PK, col, table
+from tests.codec.util import h
+from transform.codec import mysqltypes as mt
+from transform.codec.datums import (
     DecimalDatum, Duration, Json, KeyBytes, KeyInt, KeyUint, Uint, decode_datums, encode_datums, record_key,
 )
-from transform.rows import decode_row, encode_row
-from transform.schema import ColumnInfo, TableInfo
-from transform.values import make_flatten, make_unflatten, pack_time
+from transform.codec.rows import decode_row, encode_row
+from transform.codec.model import ColumnInfo, TableInfo
+from transform.codec.values import make_flatten, make_unflatten, pack_time
 
 UTC = dt.timezone.utc
 

@@ -9,17 +9,14 @@ from decimal import Decimal
 import pytest
 
 from schemas import binlog_pb2
-from tests.transform.tables import PK, col, table
-from tests.transform.util import h
-from transform import mysqltypes as mt
-from transform.codec import Uint, encode_datums
-from transform.errors import (
-    CodecError, ColumnValueError, DecimalError, JSONBinaryError, RowLayoutError, SchemaError, TruncatedError,
-    UnknownFlagError, VarintOverflowError,
-)
-from transform.rows import decode_row, encode_row, iter_mutation
-from transform.schema import TableInfo
-from transform.values import InvalidTime
+from tests.codec.tables import PK, col, table
+from tests.codec.util import h
+from transform.codec import mysqltypes as mt
+from transform.codec.datums import Uint, encode_datums
+from transform.codec.errors import CodecError, ColumnValueError, DecimalError, JSONBinaryError, RowLayoutError, SchemaError, TruncatedError, UnknownFlagError, VarintOverflowError
+from transform.codec.rows import decode_row, encode_row, iter_mutation
+from transform.codec.model import TableInfo
+from transform.codec.values import InvalidTime
 
 UTC = dt.timezone.utc
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from transform import mysqltypes as mt
-from transform.errors import SchemaError
+from transform.codec import mysqltypes as mt
+from transform.codec.errors import SchemaError
 
 JSONDict = dict[str, Any]
 

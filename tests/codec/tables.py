@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from transform import mysqltypes as mt
-from transform.schema import TableInfo
+from transform.codec import mysqltypes as mt
+from transform.codec.model import TableInfo
 
 
 def col(cid: int, name: str, tp: int, *, flag: int = 0, flen: int = -1, decimal: int = -1,

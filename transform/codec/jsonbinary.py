@@ -19,8 +19,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from transform.errors import CodecError, JSONBinaryError, TruncatedError
-from transform.varint import INT64_MAX, INT64_MIN, UINT64_MAX, decode_uvarint, encode_uvarint
+from transform.codec.errors import CodecError, JSONBinaryError, TruncatedError
+from transform.codec.varint import INT64_MAX, INT64_MIN, UINT64_MAX, decode_uvarint, encode_uvarint
 
 OBJECT = 0x01
 ARRAY = 0x03

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import struct
 
-from transform.errors import CodecError, TruncatedError, VarintOverflowError
+from transform.codec.errors import CodecError, TruncatedError, VarintOverflowError
 
 SIGN_MASK = 0x8000000000000000
 U64_MASK = 0xFFFFFFFFFFFFFFFF

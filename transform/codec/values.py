@@ -31,11 +31,11 @@ import struct
 from decimal import Decimal, InvalidOperation
 from typing import Any, Callable
 
-from transform import mysqltypes as mt
-from transform.mydecimal import EXACT
-from transform.codec import DecimalDatum, Json, Uint
-from transform.errors import CodecError, ColumnValueError
-from transform.schema import ColumnInfo
+from transform.codec import mysqltypes as mt
+from transform.codec.mydecimal import EXACT
+from transform.codec.datums import DecimalDatum, Json, Uint
+from transform.codec.errors import CodecError, ColumnValueError
+from transform.codec.model import ColumnInfo
 
 UTC = dt.timezone.utc
 _F32 = struct.Struct("<f")
@@ -138,7 +138,6 @@ def packed_from_value(value: Any, tp: int) -> int:
 # ---------------------------------------------------------------------------------------------
 # TIME (duration in nanoseconds)
 
-MAX_DURATION_NS = (838 * 3600 + 59 * 60 + 59) * 1_000_000_000 + 999_999_000
 
 
 def duration_text(ns: int, fsp: int) -> str:

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from decimal import Context, Decimal
 
-from transform.errors import DecimalError, TruncatedError
+from transform.codec.errors import DecimalError, TruncatedError
 
 DIGITS_PER_WORD = 9
-WORD_SIZE = 4
 WORD_MAX = 999_999_999
 MAX_WORD_BUF_LEN = 9
 MAX_BIN_PRECISION = DIGITS_PER_WORD * MAX_WORD_BUF_LEN  # 81

@@ -10,7 +10,7 @@ Chunks (``chunk_rows``, sized to stay cache-friendly) share the output columns, 
 gathered once at the end.
 
 Rows the vectorised walk does not accept (unexpected flags, clustered-handle prefixes, malformed
-bytes, out-of-range values, …) are decoded one by one with :func:`transform.rows.decode_row`,
+bytes, out-of-range values, …) are decoded one by one with :func:`transform.codec.rows.decode_row`,
 which either decodes them (the results are patched in) or raises its precise ``CodecError``.
 
 Output columns:
@@ -30,12 +30,12 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pyarrow as pa
 
-from transform import jsonbinary, mydecimal
-from transform import mysqltypes as mt
-from transform.errors import CodecError
-from transform.rows import DELETE, INSERT, UPDATE, decode_row, plan_for
-from transform.schema import ColumnInfo, TableInfo, arrow_type
-from transform.values import FLOAT32_MAX, InvalidTime, decimal_scale, duration_text, int_range, make_unflatten
+from transform.codec import jsonbinary, mydecimal
+from transform.codec import mysqltypes as mt
+from transform.codec.errors import CodecError
+from transform.codec.rows import DELETE, INSERT, UPDATE, decode_row, plan_for
+from transform.codec.model import ColumnInfo, TableInfo, arrow_type
+from transform.codec.values import FLOAT32_MAX, InvalidTime, decimal_scale, duration_text, int_range, make_unflatten
 
 OP_COLUMN = "_tidb_op"
 HANDLE_COLUMN = "_tidb_handle"
@@ -251,7 +251,7 @@ def _decimal_col(col: ColumnInfo, typ: pa.DataType) -> _Decoder:
         raw = buf.base if isinstance(buf.base, bytes) else buf.tobytes()
         for j, p in enumerate(vs.tolist()):
             try:
-                from transform.codec import decode_decimal_payload
+                from transform.codec.datums import decode_decimal_payload
                 v, _ = decode_decimal_payload(raw, p + 1)
             except CodecError:
                 bad[j] = True
@@ -549,7 +549,7 @@ def decode_batch(table: TableInfo, kinds: Sequence[str], payloads: Sequence[byte
     """Decode many row payloads of ``table`` into one ``RecordBatch`` (see the module doc for the
     columns). ``kinds[i]`` is ``"insert"``, ``"update"`` or ``"delete"`` for ``payloads[i]``.
 
-    Values equal what :func:`transform.rows.decode_row` gives, converted to the column's Arrow
+    Values equal what :func:`transform.codec.rows.decode_row` gives, converted to the column's Arrow
     type. Raises the ``CodecError`` of the first malformed row (its ``row`` attribute is the
     row's index in ``payloads``).
     """

@@ -8,16 +8,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.transform import strategies as S
-from tests.transform.tables import PK, col, table
-from tests.transform.test_batch import expected_columns
-from transform import jsonbinary
-from transform import mysqltypes as mt
-from transform.batch import decode_batch
-from transform.codec import decode_datums
-from transform.errors import CodecError
-from transform.rows import KINDS, decode_row, encode_row
-from transform.schema import TableInfo
+from tests.codec import strategies as S
+from tests.codec.tables import PK, col, table
+from tests.codec.test_batch import expected_columns
+from transform.codec import jsonbinary
+from transform.codec import mysqltypes as mt
+from transform.codec.batch import decode_batch
+from transform.codec.datums import decode_datums
+from transform.codec.errors import CodecError
+from transform.codec.rows import KINDS, decode_row, encode_row
+from transform.codec.model import TableInfo
 
 ALL = S.pk_table()
 ROWID = S.rowid_table()

@@ -8,11 +8,11 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from tests.transform.tables import PK, col, table
-from transform import mysqltypes as mt
-from transform.mydecimal import EXACT
-from transform.schema import ColumnInfo, TableInfo
-from transform.values import duration_text
+from tests.codec.tables import PK, col, table
+from transform.codec import mysqltypes as mt
+from transform.codec.mydecimal import EXACT
+from transform.codec.model import ColumnInfo, TableInfo
+from transform.codec.values import duration_text
 
 UTC = dt.timezone.utc
 ENUM = ["small", "medium", "large", "x-large"]

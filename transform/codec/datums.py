@@ -30,9 +30,9 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any, Iterable
 
-from transform import jsonbinary, mydecimal
-from transform.errors import CodecError, DecimalError, TruncatedError, UnknownFlagError
-from transform.varint import (
+from transform.codec import jsonbinary, mydecimal
+from transform.codec.errors import CodecError, DecimalError, TruncatedError, UnknownFlagError
+from transform.codec.varint import (
     decode_cmp_float, decode_cmp_int, decode_memcmp_bytes, decode_u64, decode_uvarint,
     decode_varint, encode_cmp_float, encode_cmp_int, encode_memcmp_bytes, encode_u64,
     encode_uvarint, encode_varint,

@@ -7,10 +7,10 @@ import json
 import pyarrow as pa
 import pytest
 
-from tests.transform.tables import col
-from transform import mysqltypes as mt
-from transform.errors import SchemaError
-from transform.schema import ColumnInfo, FieldType, Job, TableInfo, arrow_type
+from tests.codec.tables import col
+from transform.codec import mysqltypes as mt
+from transform.codec.errors import SchemaError
+from transform.codec.model import ColumnInfo, FieldType, Job, TableInfo, arrow_type
 
 
 def _tidb_column(cid: int, name: str, tp: int, flag: int, flen: int, dec: int, charset: str, collate: str,

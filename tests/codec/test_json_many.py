@@ -9,8 +9,8 @@ import struct
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transform import jsonbinary as jb
-from transform.errors import CodecError
+from transform.codec import jsonbinary as jb
+from transform.codec.errors import CodecError
 
 EDGE_DOCS = [
     '{"a": 1, "b": [1, 2, -3], "c": {"d": null, "e": true, "f": false}}',
@@ -136,11 +136,11 @@ def test_generated_documents_match_scalar_renderer(values: list) -> None:
 def test_batch_json_column_across_chunks_and_fallback_rows() -> None:
     """decode_batch (vectorised JSON, rows split over chunks, a scalar-fallback row in a later
     chunk, hidden-rowid handles) equals decode_row row by row."""
-    from tests.transform.tables import col, table
-    from tests.transform.test_batch import check
-    from transform import mysqltypes as mt
-    from transform.codec import Uint, encode_datums
-    from transform.rows import encode_row
+    from tests.codec.tables import col, table
+    from tests.codec.test_batch import check
+    from transform.codec import mysqltypes as mt
+    from transform.codec.datums import Uint, encode_datums
+    from transform.codec.rows import encode_row
 
     t = table(40, "t", [col(1, "n", mt.TYPE_LONG), col(2, "j", mt.TYPE_JSON)])
     docs = [None, '{"a": "q\\"", "b": [1.5, -2, null]}', '"tab\\there"', "[]", '{"é": "测"}', "1e-07",
@@ -168,10 +168,10 @@ def test_batch_json_column_across_chunks_and_fallback_rows() -> None:
 def test_batch_single_block_in_row_order() -> None:
     """An insert-only batch in one chunk: NOT NULL columns come out of one block in row order
     (no gather); nullable ones are gathered. Both equal decode_row."""
-    from tests.transform.tables import PK, col, table
-    from tests.transform.test_batch import check
-    from transform import mysqltypes as mt
-    from transform.rows import encode_row
+    from tests.codec.tables import PK, col, table
+    from tests.codec.test_batch import check
+    from transform.codec import mysqltypes as mt
+    from transform.codec.rows import encode_row
 
     t = table(41, "t", [col(1, "id", mt.TYPE_LONG, flag=PK), col(2, "j", mt.TYPE_JSON, flag=mt.NOT_NULL_FLAG),
                         col(3, "v", mt.TYPE_VARCHAR, flen=9)], pk_is_handle=True)

@@ -6,15 +6,15 @@ from decimal import Decimal
 import pytest
 
 from schemas import binlog_pb2
-from tests.transform.tables import PK, col, table
-from tests.transform.util import h
-from transform import mydecimal
-from transform import mysqltypes as mt
-from transform.codec import KeyUint, decode_datums
-from transform.errors import CodecError, DecimalError, TruncatedError
-from transform.rows import decode_row, encode_row, iter_mutation
-from transform.schema import TableInfo
-from transform.varint import (
+from tests.codec.tables import PK, col, table
+from tests.codec.util import h
+from transform.codec import mydecimal
+from transform.codec import mysqltypes as mt
+from transform.codec.datums import KeyUint, decode_datums
+from transform.codec.errors import CodecError, DecimalError, TruncatedError
+from transform.codec.rows import decode_row, encode_row, iter_mutation
+from transform.codec.model import TableInfo
+from transform.codec.varint import (
     decode_memcmp_bytes, decode_memcmp_bytes_desc, encode_memcmp_bytes, encode_memcmp_bytes_desc,
 )
 

@@ -8,16 +8,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.transform import strategies as S
-from tests.transform.tables import PK, col, table
-from tests.transform.test_rows import _defaults_table
-from tests.transform.util import h
-from transform import mysqltypes as mt
-from transform.batch import BEFORE_COLUMN, HANDLE_COLUMN, INVALID_TIMES_KEY, OP_COLUMN, arrow_value, decode_batch
-from transform.codec import Uint, encode_datums
-from transform.errors import CodecError
-from transform.rows import decode_row, encode_row
-from transform.schema import TableInfo, arrow_type
+from tests.codec import strategies as S
+from tests.codec.tables import PK, col, table
+from tests.codec.test_rows import _defaults_table
+from tests.codec.util import h
+from transform.codec import mysqltypes as mt
+from transform.codec.batch import BEFORE_COLUMN, HANDLE_COLUMN, INVALID_TIMES_KEY, OP_COLUMN, arrow_value, decode_batch
+from transform.codec.datums import Uint, encode_datums
+from transform.codec.errors import CodecError
+from transform.codec.rows import decode_row, encode_row
+from transform.codec.model import TableInfo, arrow_type
 
 
 def expected_columns(t: TableInfo, kinds: list[str], payloads: list[bytes]) -> dict[str, list[Any]]:

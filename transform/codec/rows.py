@@ -17,16 +17,16 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from transform import mydecimal
-from transform import mysqltypes as mt
-from transform.codec import Duration, EncodedJson, decode_one, encode_datum, skip_one
-from transform.errors import CodecError, ColumnValueError, RowLayoutError, SchemaError
-from transform.schema import ColumnInfo, TableInfo
-from transform.values import (Flatten, Unflatten, decimal_scale, make_flatten, make_unflatten, missing_value,
+from transform.codec import mydecimal
+from transform.codec import mysqltypes as mt
+from transform.codec.datums import Duration, EncodedJson, decode_one, encode_datum, skip_one
+from transform.codec.errors import CodecError, ColumnValueError, RowLayoutError, SchemaError
+from transform.codec.model import ColumnInfo, TableInfo
+from transform.codec.values import (Flatten, Unflatten, decimal_scale, make_flatten, make_unflatten, missing_value,
                               pack_time)
-from transform.varint import INT64_MAX as _I64_MAX
-from transform.varint import INT64_MIN as _I64_MIN
-from transform.varint import U64_MASK, encode_uvarint, encode_varint
+from transform.codec.varint import INT64_MAX as _I64_MAX
+from transform.codec.varint import INT64_MIN as _I64_MIN
+from transform.codec.varint import U64_MASK, encode_uvarint, encode_varint
 
 INSERT = "insert"
 UPDATE = "update"
