@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ingest.pump_client.channel import open_write_channel  # noqa: E402
+from upstream.pump_client.channel import open_write_channel  # noqa: E402
 from schemas import pump_pb2  # noqa: E402
 from upstream_load import NoopPumps  # noqa: E402
 

@@ -10,10 +10,6 @@ class ConfigError(IngestError):
     """A configuration value is missing, malformed or out of range."""
 
 
-class ClusterIDMismatch(IngestError):
-    """A request carries another cluster's id."""
-
-
 class MalformedBinlog(IngestError):
     """A payload does not decode as a ``binlog.Binlog``."""
 
@@ -42,10 +38,6 @@ class MalformedBatch(IngestError):
     """A range-scan RecordBatch does not hold what its columns describe."""
 
 
-class WatermarkExceeded(IngestError):
-    """A scan asked for timestamps above the pump's watermark."""
-
-
 class RegistryError(IngestError):
     """The registry could not be read or written."""
 
@@ -60,27 +52,3 @@ class TSOError(IngestError):
 
 class CtlError(IngestError):
     """A ``binlake ctl`` command failed: a node refused or could not be reached, or bad arguments."""
-
-
-class PumpClientError(IngestError):
-    """The pump client (TiDB's side of WriteBinlog) could not do what it was asked."""
-
-
-class NoPumpFound(PumpClientError):
-    """The registry lists no pump at all (TiDB: "no pump found in pd")."""
-
-
-class NoAvailablePump(PumpClientError):
-    """No pump is available to take a prewrite (TiDB: "no avaliable pump to write binlog")."""
-
-
-class BinlogTooLarge(PumpClientError):
-    """A pump refused a binlog as larger than its max message size; never retried elsewhere."""
-
-
-class WriteBinlogFailed(PumpClientError):
-    """A prewrite binlog could not be written to any pump (TiDB: "write binlog failed, the last error …")."""
-
-
-class PumpClientClosed(PumpClientError):
-    """The pump client was closed before or during the write."""

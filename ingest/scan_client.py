@@ -9,13 +9,11 @@ import numpy as np
 from google.protobuf.message import Message
 
 from ingest.errors import MalformedBatch
-from ingest.h2stream import stream_call
+from ingest.http2.framing import HTTP2_OPTIONS
+from ingest.http2.stream import stream_call
 from schemas import binlake_pb2, binlake_pb2_grpc
 
 MAX_MESSAGE = (1 << 31) - 1
-# Larger HTTP/2 frames and stream windows for MiB-sized scan batches (a bare grpc stream of 4 MiB
-# messages went from ~0.4-0.6 to ~0.6-0.8 GiB/s on the 2-core VM); the pump's server uses the same.
-HTTP2_OPTIONS = [("grpc.http2.max_frame_size", 1 << 20), ("grpc.http2.lookahead_bytes", 64 << 20)]
 
 
 @dataclass(frozen=True)
@@ -126,7 +124,7 @@ def records(batch: ScanBatch) -> Iterator[Record]:
 class ScanClient:
     """Talks to one pump. ``credentials`` enables TLS (mutual when they carry a client certificate).
 
-    Without TLS, Scan and LookupPrewrites are read by ``ingest.h2stream`` (each batch received
+    Without TLS, Scan and LookupPrewrites are read by ``ingest.http2.stream`` (each batch received
     straight into its own buffer, about 40% less client CPU than grpcio); they fail with
     ``DEADLINE_EXCEEDED`` when the pump sends nothing for ``timeout`` seconds. With TLS they go
     through grpcio. Errors are ``grpc.RpcError`` with the pump's status code either way."""
@@ -174,7 +172,7 @@ class ScanClient:
 
     def _stream(self, method: str, grpc_call: grpc.UnaryStreamMultiCallable, request: Message,
                 deadline: float | None = None) -> Iterator[ScanBatch]:
-        """The batches of a server-streaming call: over ``h2stream`` without TLS (the client's
+        """The batches of a server-streaming call: over ``ingest.http2.stream`` without TLS (the client's
         ``timeout`` as the longest silence), else through grpcio (``deadline`` for the whole call)."""
         if not self._wire:
             yield from grpc_call(request, timeout=deadline)

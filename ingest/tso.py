@@ -22,11 +22,6 @@ def physical_ms(ts: int) -> int:
     return ts >> PHYSICAL_SHIFT_BITS
 
 
-def ts_from_seconds(seconds: float) -> int:
-    """Return the TSO with logical 0 for a Unix time in seconds."""
-    return compose_ts(int(seconds * 1000), 0)
-
-
 def grpc_target(url: str) -> str:
     """Turn ``http://host:port`` (a pd-urls entry) into a gRPC target ``host:port``."""
     url = url.strip()

@@ -13,9 +13,10 @@ import time
 from concurrent.futures import Executor, Future
 from typing import Any, Callable, Protocol
 
-from ingest.errors import IngestError, PumpClientClosed
-from ingest.pump_client import PumpsClient
-from ingest.pump_client.process import ProcessPumpsClient
+from ingest.errors import IngestError
+from upstream.pump_client.errors import PumpClientClosed, PumpClientError
+from upstream.pump_client import PumpsClient
+from upstream.pump_client.process import ProcessPumpsClient
 from schemas import binlog_pb2
 from upstream.errors import BinlogWriteFailed
 from upstream.faults import Faults
@@ -78,7 +79,7 @@ class BinlogSink:
         try:
             self.client().write_binlog(binlog)
             return True
-        except IngestError as e:
+        except (PumpClientError, IngestError) as e:
             return self._failed(binlog, e)
 
     def start_prewrite(self, binlog: binlog_pb2.Binlog) -> "PendingPrewrite | None":
@@ -91,10 +92,10 @@ class BinlogSink:
             return None
         try:
             return PendingPrewrite(self, binlog, self.client().start_prewrite(binlog))
-        except IngestError as e:
+        except (PumpClientError, IngestError) as e:
             return PendingPrewrite(self, binlog, None, e)
 
-    def _failed(self, binlog: binlog_pb2.Binlog, e: IngestError) -> bool:
+    def _failed(self, binlog: binlog_pb2.Binlog, e: PumpClientError | IngestError) -> bool:
         if self.ignore_error:
             log.error("write prewrite binlog failed, binlog is skipped from now on (ignore-error): %s", e)
             self.skipped = True
@@ -159,7 +160,7 @@ class PendingPrewrite:
     """A prewrite binlog in flight from ``BinlogSink.start_prewrite``."""
 
     def __init__(self, sink: BinlogSink, binlog: binlog_pb2.Binlog, pending: _Pending | None,
-                 error: IngestError | None = None) -> None:
+                 error: PumpClientError | IngestError | None = None) -> None:
         self._sink = sink
         self._binlog = binlog
         self._pending = pending
@@ -186,7 +187,7 @@ class PendingPrewrite:
             assert self._pending is not None
             self._pending.result()
             return True, None
-        except IngestError as e:
+        except (PumpClientError, IngestError) as e:
             try:
                 return self._sink._failed(self._binlog, e), None
             except BinlogWriteFailed as failed:

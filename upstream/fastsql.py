@@ -85,12 +85,6 @@ class _Parser:
             return True
         return False
 
-    def ident_word(self, word: str) -> None:
-        tok = self.peek()
-        if tok is None or tok[0] != "id" or tok[1].upper() != word:
-            raise _Miss
-        self.i += 1
-
     def end(self) -> None:
         self.maybe("op", ";")
         if self.i != len(self.t):

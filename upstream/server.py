@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from ingest.pump_client.process import ProcessPumpsClient
+from upstream.pump_client.process import ProcessPumpsClient
 from upstream.binlogs import BinlogSink
 from upstream.faults import Faults
 from upstream.session import Result, Session

@@ -431,14 +431,6 @@ def expr(node: Any, stmt: str) -> Expr:
     return Lit(v)
 
 
-def as_datetime(v: Any) -> Any:
-    """``Now`` resolved to the current UTC time; other values unchanged."""
-    if isinstance(v, Now):
-        t = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
-        return t
-    return v
-
-
 def expr_and(*items: Expr) -> Expr:
     """``a AND b AND …`` (for statement builders)."""
     return And(tuple(items))

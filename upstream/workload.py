@@ -66,8 +66,6 @@ class _Worker:
         self.next = 0
         self.orders: list[int] = []
         self.events: list[tuple[str, int]] = []
-        self.logs = 0
-        self.ddl_ids: list[int] = []
 
     def new_id(self) -> int:
         self.next += 1

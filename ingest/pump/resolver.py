@@ -36,7 +36,6 @@ class Decision:
 
 
 ROLLBACK_OP = 3
-PESSIMISTIC_LOCK_OP = 5
 
 
 def decide(answer: dict[str, Any], start_ts: int) -> Decision:

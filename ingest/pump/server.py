@@ -19,7 +19,7 @@ import uvloop
 
 from ingest.errors import DiskFull, MalformedBinlog, NotOnline, StorageClosed
 from ingest.pump.options import PumpOptions
-from ingest.scan_client import HTTP2_OPTIONS
+from ingest.http2.framing import HTTP2_OPTIONS
 from schemas import binlake_pb2, binlake_pb2_grpc, pump_pb2, pump_pb2_grpc
 
 if TYPE_CHECKING:

@@ -152,7 +152,7 @@ def test_range_scan_lookup_and_watermark(pumps: Start, tso: Any, ts: Callable[[]
 
 
 def test_scans_over_the_wire_read_what_grpcio_reads(pumps: Start, tso: Any, ts: Callable[[], int]) -> None:
-    """ScanClient reads Scan and LookupPrewrites with ``ingest.h2stream`` (no TLS): the batches equal
+    """ScanClient reads Scan and LookupPrewrites with ``ingest.http2.stream`` (no TLS): the batches equal
     grpcio's, for one batch and for many, and a lookup request larger than HTTP/2's first window."""
     p = pumps()
     w = writer(p, tso.cluster_id)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from ingest.pump_client.selector import HashSelector, RangeSelector, hash_ts, new_selector
+from upstream.pump_client.selector import HashSelector, RangeSelector, hash_ts, new_selector
 
 
 @dataclass(frozen=True)

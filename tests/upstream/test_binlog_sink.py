@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from ingest.errors import NoAvailablePump, PumpClientClosed
+from upstream.pump_client.errors import NoAvailablePump, PumpClientClosed
 from schemas import binlog_pb2
 from upstream.binlogs import BinlogSink, PendingPrewrite
 from upstream.errors import BinlogWriteFailed

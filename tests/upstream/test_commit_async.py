@@ -14,7 +14,7 @@ import pytest
 from binlake.local import PumpProcess
 from ingest import binlog as bl
 from schemas import binlog_pb2
-from ingest.pump_client.process import _Answer
+from upstream.pump_client.process import _Answer
 from tests.upstream.binlogs import SchemaTracker, committed, decoded_changes, wait_watermarks
 from tests.upstream.conftest import CLIENT_OPTIONS
 from tests.upstream.test_binlog_integration import history
@@ -153,7 +153,7 @@ def test_answer_callbacks_run_once_whenever_they_are_added(caplog: pytest.LogCap
     early.when_answered(lambda: 1 / 0)              # a failing callback is logged, not raised
     early.when_answered(lambda: calls.append("early-2"))
     assert calls == []
-    with caplog.at_level(logging.ERROR, logger="ingest.pump_client.process"):
+    with caplog.at_level(logging.ERROR, logger="upstream.pump_client.process"):
         t = threading.Thread(target=early._settle, args=("pump-1", None))
         t.start()
         t.join()

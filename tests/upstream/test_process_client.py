@@ -11,8 +11,8 @@ import pytest
 
 from binlake.local import PumpProcess
 from ingest import binlog as bl
-from ingest.errors import BinlogTooLarge, NoPumpFound, PumpClientClosed
-from ingest.pump_client.process import ProcessPumpsClient
+from upstream.pump_client.errors import BinlogTooLarge, NoPumpFound, PumpClientClosed
+from upstream.pump_client.process import ProcessPumpsClient
 from schemas import binlog_pb2
 from tests.upstream.conftest import CLIENT_OPTIONS
 from tests.upstream.test_binlog_integration import test_classic_example_binlogs  # noqa: F401 - rerun here

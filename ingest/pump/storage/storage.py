@@ -682,7 +682,7 @@ class Storage:
         """Finish queued writes, index them, persist the watermark and release the directory."""
         if self._closed:
             return
-        writer, indexer, disk = self._threads
+        writer, indexer, _ = self._threads
         self._closing = True
         self._write_q.put(_STOP)
         writer.join()

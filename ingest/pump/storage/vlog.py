@@ -331,10 +331,6 @@ class ValueLog:
                 deleted.append(fid)
         return deleted
 
-    def size_bytes(self) -> int:
-        """Total bytes of all value-log files."""
-        return sum(f.size for f in self.files.values())
-
     def close(self) -> None:
         """Finalize the current file if it is large enough (TiDB: ≥ 50 KiB) and close all files."""
         cur = self.current

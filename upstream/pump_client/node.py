@@ -6,8 +6,8 @@ from typing import Any, Callable
 
 import grpc
 
-from ingest.errors import PumpClientError
-from ingest.pump_client.channel import PendingWrite, WriteChannel, open_write_channel
+from upstream.pump_client.errors import PumpClientError
+from upstream.pump_client.channel import PendingWrite, WriteChannel, open_write_channel
 from ingest.registry.base import ONLINE, NodeStatus
 from schemas import pump_pb2
 

@@ -29,7 +29,7 @@ from typing import Iterator
 import grpc
 from hpack.exceptions import HPACKError
 
-from ingest.pump_client.h2wire import (ACK, CONNECT_TIMEOUT, CONTINUATION, DATA, END_HEADERS, END_STREAM, GOAWAY,
+from ingest.http2.framing import (ACK, CONNECT_TIMEOUT, CONTINUATION, DATA, END_HEADERS, END_STREAM, GOAWAY,
                                        HEADERS, MAX_STREAM_ID, MAX_WINDOW, PADDED, PING, PREFACE, PRIORITY_FLAG,
                                        PUSH_PROMISE, RST_STREAM, S_ENABLE_PUSH, S_INITIAL_WINDOW_SIZE,
                                        S_MAX_FRAME_SIZE, SETTINGS, WINDOW_UPDATE, HeaderDecoder, WireRpcError,

@@ -4,7 +4,7 @@
 """
 from __future__ import annotations
 
-from ingest.pump_client.client import (
+from upstream.pump_client.client import (
     CHECK_INTERVAL,
     COMMIT_BINLOG_TIMEOUT,
     COMMIT_RETRY_INTERVAL,
@@ -15,9 +15,9 @@ from ingest.pump_client.client import (
     WATCH_INTERVAL,
     PumpsClient,
 )
-from ingest.pump_client.channel import MAX_MESSAGE, TRANSPORTS
-from ingest.pump_client.node import DEFAULT_MAX_ERR_NUMS, PumpNode, PumpWriteError
-from ingest.pump_client.selector import HASH, RANGE, HashSelector, RangeSelector, Selector, hash_ts, new_selector
+from upstream.pump_client.channel import MAX_MESSAGE, TRANSPORTS
+from upstream.pump_client.node import DEFAULT_MAX_ERR_NUMS, PumpNode, PumpWriteError
+from upstream.pump_client.selector import HASH, RANGE, HashSelector, RangeSelector, Selector, hash_ts, new_selector
 
 __all__ = [
     "CHECK_INTERVAL", "COMMIT_BINLOG_TIMEOUT", "COMMIT_RETRY_INTERVAL", "DEFAULT_BINLOG_WRITE_TIMEOUT",

@@ -25,7 +25,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
-from ingest import errors as E
+from ingest import errors as ingest_errors
+from upstream.pump_client import errors as E
 from schemas import binlog_pb2
 
 log = logging.getLogger(__name__)
@@ -106,8 +107,8 @@ def _error_from(payload: bytes) -> Exception:
     """The exception the child reported: its own class where that is one of ours or ValueError (a
     refused request), otherwise ``PumpClientError`` naming it."""
     name, _, message = payload.decode("utf-8", "replace").partition("\x00")
-    cls = getattr(E, name, None)
-    if isinstance(cls, type) and issubclass(cls, E.IngestError):
+    cls = getattr(E, name, None) or getattr(ingest_errors, name, None)
+    if isinstance(cls, type) and issubclass(cls, (E.PumpClientError, ingest_errors.IngestError)):
         return cls(message)
     if name == "ValueError":
         return ValueError(message)
@@ -122,7 +123,7 @@ def _child_main(sock: socket.socket, registry: str, cluster_id: int, options: di
     signal.signal(signal.SIGINT, signal.SIG_IGN)     # the parent decides when to stop
     if cpus:
         os.sched_setaffinity(0, cpus)
-    from ingest.pump_client.client import PumpsClient
+    from upstream.pump_client.client import PumpsClient
 
     sender = _Sender(sock)
     try:

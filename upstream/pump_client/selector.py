@@ -15,7 +15,6 @@ log = logging.getLogger(__name__)
 
 RANGE = "range"
 HASH = "hash"
-STRATEGIES = (RANGE, HASH)
 
 _FNV32_OFFSET = 0x811C9DC5
 _FNV32_PRIME = 0x01000193

@@ -28,149 +28,21 @@ import socket
 import threading
 import time
 from typing import Any, Callable
-from urllib.parse import unquote
 
 import grpc
-from hpack import Decoder
 from hpack.exceptions import HPACKError
-from hpack.table import HeaderTable
+
+from ingest.http2.framing import (ACK, CONNECT_TIMEOUT, CONTINUATION, DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS,
+                                  MAX_STREAM_ID, MAX_WINDOW, PADDED, PING, PREFACE, PRIORITY, PRIORITY_FLAG,
+                                  PUSH_PROMISE, RST_STREAM, S_ENABLE_PUSH, S_INITIAL_WINDOW_SIZE,
+                                  S_MAX_CONCURRENT_STREAMS, S_MAX_FRAME_SIZE, SETTINGS, WINDOW_UPDATE, HeaderDecoder,
+                                  WireRpcError, frame, http_error, request_headers, rst_error, trailers_error)
 
 log = logging.getLogger(__name__)
 
-PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS, PUSH_PROMISE, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = range(10)
-END_STREAM, ACK, END_HEADERS, PADDED, PRIORITY_FLAG = 0x1, 0x1, 0x4, 0x8, 0x20
-S_HEADER_TABLE_SIZE, S_ENABLE_PUSH, S_MAX_CONCURRENT_STREAMS, S_INITIAL_WINDOW_SIZE, S_MAX_FRAME_SIZE = 1, 2, 3, 4, 5
-
-MAX_WINDOW = (1 << 31) - 1
-MAX_STREAM_ID = (1 << 31) - 1
 RECV_WINDOW = 1 << 30          # what we let the peer send before it sees a WINDOW_UPDATE
-CONNECT_TIMEOUT = 3.0
 IDLE_POLL = 1.0                # the reader wakes at least this often to expire deadlines
-
-# RST_STREAM / GOAWAY error codes -> gRPC status, as gRPC's HTTP/2 transport maps them.
-_RST_STATUS = {0x0: grpc.StatusCode.INTERNAL, 0x7: grpc.StatusCode.UNAVAILABLE, 0x8: grpc.StatusCode.CANCELLED,
-               0xb: grpc.StatusCode.RESOURCE_EXHAUSTED, 0xc: grpc.StatusCode.PERMISSION_DENIED}
 _CALLBACKS = threading.Lock()   # guards every UnaryCall's done flag and callback list (tiny sections)
-_STATUS_BY_NUMBER = {code.value[0]: code for code in grpc.StatusCode}
-# HTTP status -> gRPC status when a response carries no grpc-status (gRPC's http-grpc-status-mapping).
-_HTTP_STATUS = {400: grpc.StatusCode.INTERNAL, 401: grpc.StatusCode.UNAUTHENTICATED,
-                403: grpc.StatusCode.PERMISSION_DENIED, 404: grpc.StatusCode.UNIMPLEMENTED,
-                429: grpc.StatusCode.UNAVAILABLE, 502: grpc.StatusCode.UNAVAILABLE,
-                503: grpc.StatusCode.UNAVAILABLE, 504: grpc.StatusCode.UNAVAILABLE}
-
-
-class _CountingTable(HeaderTable):
-    """hpack's dynamic table, counting insertions (so a decoded block can tell it changed nothing)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.changes = 0
-
-    def add(self, name: bytes, value: bytes) -> None:
-        self.changes += 1
-        super().add(name, value)
-
-
-class HeaderDecoder:
-    """HPACK decoding of one connection's header blocks (``hpack``), memoized: a block that left
-    the dynamic table as it was (no insertion, no size update) decodes the same way until the
-    table changes, so repeated response headers cost a dict lookup; a block that changes the
-    table clears the memo."""
-
-    def __init__(self, memo_size: int = 256) -> None:
-        self._decoder = Decoder()
-        self._table = self._decoder.header_table = _CountingTable()
-        self._memo: dict[bytes, list[tuple[bytes, bytes]]] = {}
-        self._memo_size = memo_size
-
-    def decode(self, block: bytes) -> list[tuple[bytes, bytes]]:
-        """The (name, value) pairs of ``block``; ``HPACKError`` when it is malformed."""
-        known = self._memo.get(block)
-        if known is not None:
-            return known
-        before = (self._table.changes, self._table.maxsize)
-        headers: list[tuple[bytes, bytes]] = self._decoder.decode(block, raw=True)  # type: ignore[assignment]
-        if (self._table.changes, self._table.maxsize) == before:
-            if len(self._memo) < self._memo_size:
-                self._memo[block] = headers
-        else:
-            self._memo.clear()
-        return headers
-
-
-class WireRpcError(grpc.RpcError):
-    """A failed call, shaped like grpcio's errors (``code()`` and ``details()``)."""
-
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        super().__init__(f"{code.name}: {details}")
-        self._code = code
-        self._details = details
-
-    def code(self) -> grpc.StatusCode:
-        return self._code
-
-    def details(self) -> str:
-        return self._details
-
-
-def frame(typ: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
-    return len(payload).to_bytes(3, "big") + bytes((typ, flags)) + stream.to_bytes(4, "big") + payload
-
-
-def rst_error(code: int) -> WireRpcError:
-    """The error of a stream the server reset with HTTP/2 error ``code``."""
-    return WireRpcError(_RST_STATUS.get(code, grpc.StatusCode.INTERNAL),
-                        f"stream reset by the server (HTTP/2 error 0x{code:x})")
-
-
-def http_error(http_status: bytes | None) -> WireRpcError:
-    """The error of a response that carries HTTP status ``http_status`` and no gRPC status."""
-    http = int(http_status) if http_status and http_status.isdigit() else 0
-    return WireRpcError(_HTTP_STATUS.get(http, grpc.StatusCode.UNKNOWN), f"HTTP status {http} without a gRPC status")
-
-
-def trailers_error(headers: list[tuple[bytes, bytes]], http_status: bytes | None) -> WireRpcError | None:
-    """None when the trailers (or a trailers-only response) carry ``grpc-status: 0``; the call's error
-    otherwise (from ``http_status`` when there is no grpc-status)."""
-    status = message = None
-    for name, value in headers:
-        if name == b"grpc-status":
-            status = value
-        elif name == b"grpc-message":
-            message = value
-    if status is None:
-        return http_error(http_status)
-    if not status.isdigit():
-        return WireRpcError(grpc.StatusCode.INTERNAL, f"malformed grpc-status {status!r}")
-    code = _STATUS_BY_NUMBER.get(int(status), grpc.StatusCode.UNKNOWN)
-    if code is grpc.StatusCode.OK:
-        return None
-    return WireRpcError(code, unquote(message.decode("utf-8", "replace")) if message else "")
-
-
-def _hpack_string(value: bytes) -> bytes:
-    """An HPACK string literal without Huffman coding (7-bit prefix length)."""
-    n = len(value)
-    if n < 0x7f:
-        return bytes((n,)) + value
-    out = bytearray((0x7f,))
-    n -= 0x7f
-    while n >= 0x80:
-        out.append((n & 0x7f) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out) + value
-
-
-def request_headers(authority: str, path: str) -> bytes:
-    """The HPACK block of a gRPC unary request: static-table indexes and literals, never indexed."""
-    return (b"\x83"                                           # :method POST (static 3)
-            + b"\x86"                                         # :scheme http (static 6)
-            + b"\x04" + _hpack_string(path.encode())          # :path, name = static 4
-            + b"\x01" + _hpack_string(authority.encode())     # :authority, name = static 1
-            + b"\x0f\x10" + _hpack_string(b"application/grpc")  # content-type, name = static 31
-            + b"\x00" + _hpack_string(b"te") + _hpack_string(b"trailers"))
 
 
 class UnaryCall:

@@ -1,6 +1,6 @@
 """Where a pump's WriteBinlog calls travel: grpcio, or the plain HTTP/2 wire client.
 
-``open_write_channel`` picks the transport: ``h2`` (``ingest.pump_client.h2wire``, several times
+``open_write_channel`` picks the transport: ``h2`` (``ingest.http2.framing``, several times
 cheaper per call in CPU) for plain-text pumps, ``grpc`` (grpcio) whenever TLS credentials are set.
 ``transport="grpc"`` forces grpcio. Both hand back a ``PendingWrite`` whose ``result()`` is the
 ``WriteBinlogResp`` or raises a ``grpc.RpcError`` with ``code()`` and ``details()``.
@@ -12,7 +12,7 @@ from typing import Any, Callable, Protocol
 
 import grpc
 
-from ingest.pump_client.h2wire import H2Channel
+from upstream.pump_client.h2channel import H2Channel
 from schemas import pump_pb2, pump_pb2_grpc
 
 MAX_MESSAGE = (1 << 31) - 1          # send/receive limit (2 GiB - 1), as TiDB's client sets it
@@ -21,7 +21,7 @@ TRANSPORTS = ("auto", "h2", "grpc")
 
 
 class PendingWrite(Protocol):
-    """A WriteBinlog in flight (a ``grpc.Future`` or an ``h2wire.UnaryCall``)."""
+    """A WriteBinlog in flight (a ``grpc.Future`` or an ``h2channel.UnaryCall``)."""
 
     def result(self, timeout: float | None = None) -> Any: ...
 
@@ -59,7 +59,7 @@ class GrpcWriteChannel(WriteChannel):
 
 
 class H2WriteChannel(WriteChannel):
-    """The plain HTTP/2 wire client (``h2wire``); calls are ``UnaryCall``s."""
+    """The plain HTTP/2 wire client (``h2channel``); calls are ``UnaryCall``s."""
 
     def __init__(self, addr: str) -> None:
         self._channel = H2Channel(addr, MAX_MESSAGE)

@@ -1,4 +1,4 @@
-"""``ingest.h2stream`` against a scripted HTTP/2 server: the frame shapes grpcio never sends
+"""``ingest.http2.stream`` against a scripted HTTP/2 server: the frame shapes grpcio never sends
 (padding, CONTINUATION, GOAWAY, windows of 0) and broken answers, each with its expected outcome."""
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import grpc
 import pytest
 from hpack import Encoder
 
-from ingest.h2stream import stream_call
-from ingest.pump_client.h2wire import PREFACE, WireRpcError, frame
+from ingest.http2.stream import stream_call
+from ingest.http2.framing import PREFACE, WireRpcError, frame
 
 DATA, HEADERS, RST, SETTINGS, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = 0, 1, 3, 4, 6, 7, 8, 9
 END_STREAM, END_HEADERS, PADDED, PRIORITY = 0x1, 0x4, 0x8, 0x20

@@ -1,4 +1,4 @@
-"""The plain HTTP/2 gRPC client (``ingest.pump_client.h2wire``) against a real grpcio server on loopback."""
+"""The plain HTTP/2 gRPC unary client (``upstream.pump_client.h2channel``) against a real grpcio server on loopback."""
 from __future__ import annotations
 
 import threading
@@ -9,8 +9,9 @@ from typing import Any, Iterator
 import grpc
 import pytest
 
-from ingest.pump_client.channel import WRITE_BINLOG, H2WriteChannel, open_write_channel
-from ingest.pump_client.h2wire import H2Channel, WireRpcError
+from upstream.pump_client.channel import WRITE_BINLOG, H2WriteChannel, open_write_channel
+from ingest.http2.framing import WireRpcError
+from upstream.pump_client.h2channel import H2Channel
 from schemas import pump_pb2, pump_pb2_grpc
 
 SERVER_MAX_RECEIVE = 8 << 20
@@ -228,7 +229,7 @@ def test_transport_choice() -> None:
 def test_header_memo_follows_the_dynamic_table() -> None:
     from hpack import Encoder
 
-    from ingest.pump_client.h2wire import HeaderDecoder
+    from ingest.http2.framing import HeaderDecoder
     enc, dec = Encoder(), HeaderDecoder()
     first = enc.encode([(b":status", b"200"), (b"grpc-status", b"0")])          # inserts grpc-status
     assert dec.decode(first) == [(b":status", b"200"), (b"grpc-status", b"0")]

@@ -18,17 +18,12 @@ from typing import Callable
 import grpc
 
 from ingest import binlog as bl
-from ingest.errors import (
-    BinlogTooLarge,
-    NoAvailablePump,
-    NoPumpFound,
-    PumpClientClosed,
-    RegistryError,
-    WriteBinlogFailed,
-)
-from ingest.pump_client.channel import PendingWrite, check_transport
-from ingest.pump_client.node import DEFAULT_MAX_ERR_NUMS, PumpNode, PumpWriteError
-from ingest.pump_client.selector import Selector, new_selector
+from ingest.errors import RegistryError
+from upstream.pump_client.channel import PendingWrite, check_transport
+from upstream.pump_client.errors import (BinlogTooLarge, NoAvailablePump, NoPumpFound, PumpClientClosed,
+                                          WriteBinlogFailed)
+from upstream.pump_client.node import DEFAULT_MAX_ERR_NUMS, PumpNode, PumpWriteError
+from upstream.pump_client.selector import Selector, new_selector
 from ingest.registry import PUMP, NodeStatus, Registry, kind_prefix, load_registry
 from schemas import binlog_pb2, pump_pb2
 
@@ -54,7 +49,7 @@ class PumpsClient:
     it). Construction reads the registry once and raises ``NoPumpFound`` when it lists no pump;
     a background thread then polls it every ``watch_interval`` seconds and another probes
     unavailable online pumps every ``check_interval`` seconds. Defaults are TiDB's; tests shrink them.
-    ``transport`` (``auto``/``h2``/``grpc``) is how WriteBinlog travels (``ingest.pump_client.channel``).
+    ``transport`` (``auto``/``h2``/``grpc``) is how WriteBinlog travels (``upstream.pump_client.channel``).
     """
 
     def __init__(self, registry: Registry | str, cluster_id: int, strategy: str = "range",

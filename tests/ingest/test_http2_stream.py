@@ -1,4 +1,4 @@
-"""``ingest.h2stream`` against a real grpcio server: messages, statuses, flow control, limits, silence."""
+"""``ingest.http2.stream`` against a real grpcio server: messages, statuses, flow control, limits, silence."""
 from __future__ import annotations
 
 import hashlib
@@ -10,8 +10,8 @@ from typing import Any, Iterator
 import grpc
 import pytest
 
-from ingest.h2stream import stream_call
-from ingest.pump_client.h2wire import WireRpcError
+from ingest.http2.stream import stream_call
+from ingest.http2.framing import WireRpcError
 from binlake.local import free_port
 
 SIZES = [0, 1, 5, 16_383, 16_384, 70_000, 1 << 20, 5 << 20 | 7]
