@@ -99,7 +99,7 @@ def _value(col: Any, h: int) -> Any:
     h >>= 3
     tp = col.tp
     if tp in mt.INT_TYPES:
-        bits = {mt.TYPE_TINY: 8, mt.TYPE_SHORT: 16, mt.TYPE_INT24: 24, mt.TYPE_LONG: 32}.get(tp, 64)
+        bits = col.mysql_type.int_bits
         if col.unsigned:
             return h % (1 << bits)
         return h % (1 << bits) - (1 << (bits - 1))

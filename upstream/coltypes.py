@@ -16,10 +16,12 @@ from transform.codec.datums import EncodedJson
 from transform.codec.errors import CodecError
 from transform.codec.model import ColumnInfo, FieldType
 from transform.codec.values import (
-    InvalidTime, decimal_scale, duration_ns, duration_text, int_range, packed_from_value, time_from_packed,
+    InvalidTime, duration_ns, duration_text, int_range, packed_from_value, time_from_packed,
 )
 
 from upstream.errors import SQLError, UnsupportedSQL
+
+F = mt.Family
 
 UTC = dt.timezone.utc
 T = exp.DataType.Type
@@ -120,14 +122,14 @@ def field_type(dtype: exp.DataType, charset: str = "utf8mb4", collate: str = "ut
 
 def type_class(ft: FieldType) -> str:
     """A coarse class used to decide whether MODIFY COLUMN keeps the stored values valid."""
-    tp = ft.tp
-    if tp in mt.INT_TYPES:
-        return "uint" if ft.flag & mt.UNSIGNED_FLAG else "int"
-    if tp in mt.STRING_TYPES:
-        return "bytes" if ft.charset == "binary" else "text"
-    if tp in (mt.TYPE_FLOAT, mt.TYPE_DOUBLE):
-        return "float"
-    return mt.type_to_str(tp, ft.charset)
+    match mt.family_of(ft.tp):
+        case F.INT:
+            return "uint" if ft.flag & mt.UNSIGNED_FLAG else "int"
+        case F.STRING:
+            return "bytes" if ft.charset == "binary" else "text"
+        case F.FLOAT | F.DOUBLE:
+            return "float"
+    return mt.type_to_str(ft.tp, ft.charset)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -176,8 +178,8 @@ _SLOW = object()
 def _fast_coercer(col: ColumnInfo) -> Any:
     """A shortcut for the commonest (column type, Python type) pairs, giving exactly ``coerce``'s
     result for them and ``_SLOW`` for anything else (then the general code runs)."""
-    tp, name = col.tp, col.name
-    if tp in mt.INT_TYPES:
+    family, name = mt.family_of(col.tp), col.name
+    if family is F.INT:
         lo, hi = int_range(col)
 
         def integer(v: Any) -> Any:
@@ -187,7 +189,7 @@ def _fast_coercer(col: ColumnInfo) -> Any:
                 raise SQLError(f"Out of range value for column '{name}'")
             return v
         return integer
-    if tp in mt.STRING_TYPES and not col.binary:
+    if family is F.STRING and not col.binary:
         flen = col.type.flen
 
         def text(v: Any) -> Any:
@@ -197,8 +199,8 @@ def _fast_coercer(col: ColumnInfo) -> Any:
                 raise SQLError(f"Data too long for column '{name}'")
             return v
         return text
-    if tp == mt.TYPE_NEWDECIMAL:
-        prec, scale = decimal_scale(col)
+    if family is F.DECIMAL:
+        prec, scale = col.decimal_scale
         quantum = Decimal((0, (1,), -scale))
         limit = prec - scale
         unsigned = col.unsigned
@@ -214,8 +216,8 @@ def _fast_coercer(col: ColumnInfo) -> Any:
                 raise SQLError(f"Out of range value for column '{name}'")
             return d
         return decimal
-    if tp == mt.TYPE_DATETIME:
-        fsp = col.type.decimal if 0 <= col.type.decimal <= 6 else 0
+    if family is F.DATETIME:
+        fsp = col.fsp
 
         def datetime(v: Any) -> Any:
             if type(v) is not dt.datetime or v.tzinfo is not None:
@@ -245,117 +247,118 @@ def coerce(col: ColumnInfo, v: Any) -> Any:
     tp = col.tp
     name = col.name
     try:
-        if tp in mt.INT_TYPES or tp == mt.TYPE_YEAR:
-            if isinstance(v, bool):
-                v = int(v)
-            if isinstance(v, (float, Decimal)) or isinstance(v, str):
-                d = _as_decimal(v, col).quantize(Decimal(1), rounding=ROUND_HALF_UP)
-                v = int(d)
-            if isinstance(v, bytes):
-                v = int.from_bytes(v, "big")
-            if tp == mt.TYPE_YEAR and 0 < v < 100:
-                v += 2000 if v < 70 else 1900
-            lo, hi = int_range(col)
-            if tp == mt.TYPE_YEAR:
-                if v != 0 and not 1901 <= v <= 2155:
+        match mt.family_of(tp):
+            case F.INT | F.YEAR:
+                if isinstance(v, bool):
+                    v = int(v)
+                if isinstance(v, (float, Decimal)) or isinstance(v, str):
+                    d = _as_decimal(v, col).quantize(Decimal(1), rounding=ROUND_HALF_UP)
+                    v = int(d)
+                if isinstance(v, bytes):
+                    v = int.from_bytes(v, "big")
+                if tp == mt.TYPE_YEAR and 0 < v < 100:
+                    v += 2000 if v < 70 else 1900
+                lo, hi = int_range(col)
+                if tp == mt.TYPE_YEAR:
+                    if v != 0 and not 1901 <= v <= 2155:
+                        raise SQLError(f"Out of range value for column '{name}'")
+                elif not lo <= v <= hi:
                     raise SQLError(f"Out of range value for column '{name}'")
-            elif not lo <= v <= hi:
-                raise SQLError(f"Out of range value for column '{name}'")
-            return int(v)
-        if tp == mt.TYPE_BIT:
-            if isinstance(v, (bytes, bytearray)):
-                v = int.from_bytes(v, "big")
-            v = int(v)
-            width = col.type.flen if col.type.flen > 0 else 1
-            if v < 0 or v >> width:
-                raise SQLError(f"Data too long for column '{name}'")
-            return v
-        if tp in (mt.TYPE_FLOAT, mt.TYPE_DOUBLE):
-            f = float(_as_decimal(v, col)) if isinstance(v, (str, bytes)) else float(v)
-            if col.unsigned and f < 0:
-                raise SQLError(f"Out of range value for column '{name}'")
-            if tp == mt.TYPE_FLOAT:
-                import struct
-                f = struct.unpack("<f", struct.pack("<f", f))[0]
-            return f
-        if tp == mt.TYPE_NEWDECIMAL:
-            prec, scale = decimal_scale(col)
-            d = _as_decimal(v, col).quantize(Decimal((0, (1,), -scale)), rounding=ROUND_HALF_UP)
-            if d != 0 and d.adjusted() >= prec - scale:
-                raise SQLError(f"Out of range value for column '{name}'")
-            if col.unsigned and d < 0:
-                raise SQLError(f"Out of range value for column '{name}'")
-            return d
-        if tp in mt.TIME_TYPES:
-            fsp = col.type.decimal if 0 <= col.type.decimal <= 6 else 0
-            if isinstance(v, dt.datetime) and tp == mt.TYPE_TIMESTAMP and v.tzinfo is None:
-                v = v.replace(tzinfo=UTC)
-            if isinstance(v, (int, Decimal)) and not isinstance(v, bool):
-                raise SQLError(f"Incorrect {mt.type_to_str(tp, '')} value: {v!r} for column '{name}'")
-            if isinstance(v, bytes):
-                v = v.decode()
-            if isinstance(v, dt.datetime) and tp not in (mt.TYPE_DATE, mt.TYPE_NEWDATE):
-                v = _round_micro(v, fsp)
-            elif isinstance(v, dt.datetime):
-                v = v.date()
-            elif isinstance(v, str) and tp in (mt.TYPE_DATE, mt.TYPE_NEWDATE):
-                v = v.strip().split(" ")[0].split("T")[0]
-            out = time_from_packed(packed_from_value(v, tp), tp)
-            if isinstance(out, dt.datetime) and not isinstance(out, InvalidTime):
-                out = _round_micro(out, fsp)
-            return out
-        if tp == mt.TYPE_DURATION:
-            fsp = col.type.decimal if 0 <= col.type.decimal <= 6 else 0
-            if isinstance(v, bytes):
-                v = v.decode()
-            ns = duration_ns(v)
-            unit = 10 ** (9 - fsp)
-            ns = (abs(ns) + unit // 2) // unit * unit * (-1 if ns < 0 else 1)
-            if abs(ns) > (838 * 3600 + 59 * 60 + 59) * 10 ** 9:
-                raise SQLError(f"Out of range value for column '{name}'")
-            return duration_text(ns, fsp)
-        if tp == mt.TYPE_ENUM:
-            elems = col.type.elems
-            if isinstance(v, int) and not isinstance(v, bool):
-                if not 0 < v <= len(elems):
-                    raise SQLError(f"Data truncated for column '{name}'")
-                return elems[v - 1]
-            s = v.decode() if isinstance(v, bytes) else str(v)
-            for e in elems:
-                if e == s or e.casefold() == s.casefold():
-                    return e
-            raise SQLError(f"Data truncated for column '{name}': {s!r} is not an element")
-        if tp == mt.TYPE_SET:
-            elems = col.type.elems
-            if isinstance(v, int) and not isinstance(v, bool):
-                if v < 0 or v >> len(elems):
-                    raise SQLError(f"Data truncated for column '{name}'")
-                return ",".join(e for i, e in enumerate(elems) if v >> i & 1)
-            s = v.decode() if isinstance(v, bytes) else str(v)
-            wanted = {p.casefold() for p in s.split(",") if p != ""}
-            known = {e.casefold() for e in elems}
-            if not wanted <= known:
-                raise SQLError(f"Data truncated for column '{name}': {s!r} has unknown elements")
-            return ",".join(e for e in elems if e.casefold() in wanted)
-        if tp == mt.TYPE_JSON:
-            text = v.decode() if isinstance(v, bytes) else v if isinstance(v, str) else json.dumps(v)
-            try:
-                doc = json.loads(text)
-            except (ValueError, RecursionError):
-                raise SQLError(f"Invalid JSON text for column '{name}': {text[:60]!r}") from None
-            return EncodedJson.of(doc)  # TiDB's canonical JSON text (with its binary, for the row writer)
-        if tp in mt.STRING_TYPES:
-            if col.binary:
-                b = v if isinstance(v, bytes) else str(_plain(v)).encode("utf-8")
-                if len(b) > col.type.flen >= 0:
+                return int(v)
+            case F.BIT:
+                if isinstance(v, (bytes, bytearray)):
+                    v = int.from_bytes(v, "big")
+                v = int(v)
+                width = col.type.flen if col.type.flen > 0 else 1
+                if v < 0 or v >> width:
                     raise SQLError(f"Data too long for column '{name}'")
-                if tp == mt.TYPE_STRING and len(b) < col.type.flen:
-                    b = b + b"\x00" * (col.type.flen - len(b))
-                return b
-            s = v.decode("utf-8") if isinstance(v, bytes) else str(_plain(v))
-            if len(s) > col.type.flen >= 0:
-                raise SQLError(f"Data too long for column '{name}'")
-            return s
+                return v
+            case F.FLOAT | F.DOUBLE:
+                f = float(_as_decimal(v, col)) if isinstance(v, (str, bytes)) else float(v)
+                if col.unsigned and f < 0:
+                    raise SQLError(f"Out of range value for column '{name}'")
+                if tp == mt.TYPE_FLOAT:
+                    import struct
+                    f = struct.unpack("<f", struct.pack("<f", f))[0]
+                return f
+            case F.DECIMAL:
+                prec, scale = col.decimal_scale
+                d = _as_decimal(v, col).quantize(Decimal((0, (1,), -scale)), rounding=ROUND_HALF_UP)
+                if d != 0 and d.adjusted() >= prec - scale:
+                    raise SQLError(f"Out of range value for column '{name}'")
+                if col.unsigned and d < 0:
+                    raise SQLError(f"Out of range value for column '{name}'")
+                return d
+            case F.DATE | F.DATETIME | F.TIMESTAMP:
+                fsp = col.fsp
+                if isinstance(v, dt.datetime) and tp == mt.TYPE_TIMESTAMP and v.tzinfo is None:
+                    v = v.replace(tzinfo=UTC)
+                if isinstance(v, (int, Decimal)) and not isinstance(v, bool):
+                    raise SQLError(f"Incorrect {mt.type_to_str(tp, '')} value: {v!r} for column '{name}'")
+                if isinstance(v, bytes):
+                    v = v.decode()
+                if isinstance(v, dt.datetime) and tp not in (mt.TYPE_DATE, mt.TYPE_NEWDATE):
+                    v = _round_micro(v, fsp)
+                elif isinstance(v, dt.datetime):
+                    v = v.date()
+                elif isinstance(v, str) and tp in (mt.TYPE_DATE, mt.TYPE_NEWDATE):
+                    v = v.strip().split(" ")[0].split("T")[0]
+                out = time_from_packed(packed_from_value(v, tp), tp)
+                if isinstance(out, dt.datetime) and not isinstance(out, InvalidTime):
+                    out = _round_micro(out, fsp)
+                return out
+            case F.DURATION:
+                fsp = col.fsp
+                if isinstance(v, bytes):
+                    v = v.decode()
+                ns = duration_ns(v)
+                unit = 10 ** (9 - fsp)
+                ns = (abs(ns) + unit // 2) // unit * unit * (-1 if ns < 0 else 1)
+                if abs(ns) > (838 * 3600 + 59 * 60 + 59) * 10 ** 9:
+                    raise SQLError(f"Out of range value for column '{name}'")
+                return duration_text(ns, fsp)
+            case F.ENUM:
+                elems = col.type.elems
+                if isinstance(v, int) and not isinstance(v, bool):
+                    if not 0 < v <= len(elems):
+                        raise SQLError(f"Data truncated for column '{name}'")
+                    return elems[v - 1]
+                s = v.decode() if isinstance(v, bytes) else str(v)
+                for e in elems:
+                    if e == s or e.casefold() == s.casefold():
+                        return e
+                raise SQLError(f"Data truncated for column '{name}': {s!r} is not an element")
+            case F.SET:
+                elems = col.type.elems
+                if isinstance(v, int) and not isinstance(v, bool):
+                    if v < 0 or v >> len(elems):
+                        raise SQLError(f"Data truncated for column '{name}'")
+                    return ",".join(e for i, e in enumerate(elems) if v >> i & 1)
+                s = v.decode() if isinstance(v, bytes) else str(v)
+                wanted = {p.casefold() for p in s.split(",") if p != ""}
+                known = {e.casefold() for e in elems}
+                if not wanted <= known:
+                    raise SQLError(f"Data truncated for column '{name}': {s!r} has unknown elements")
+                return ",".join(e for e in elems if e.casefold() in wanted)
+            case F.JSON:
+                text = v.decode() if isinstance(v, bytes) else v if isinstance(v, str) else json.dumps(v)
+                try:
+                    doc = json.loads(text)
+                except (ValueError, RecursionError):
+                    raise SQLError(f"Invalid JSON text for column '{name}': {text[:60]!r}") from None
+                return EncodedJson.of(doc)  # TiDB's canonical JSON text (with its binary, for the row writer)
+            case F.STRING:
+                if col.binary:
+                    b = v if isinstance(v, bytes) else str(_plain(v)).encode("utf-8")
+                    if len(b) > col.type.flen >= 0:
+                        raise SQLError(f"Data too long for column '{name}'")
+                    if tp == mt.TYPE_STRING and len(b) < col.type.flen:
+                        b = b + b"\x00" * (col.type.flen - len(b))
+                    return b
+                s = v.decode("utf-8") if isinstance(v, bytes) else str(_plain(v))
+                if len(s) > col.type.flen >= 0:
+                    raise SQLError(f"Data too long for column '{name}'")
+                return s
     except (CodecError, ValueError, OverflowError, UnicodeDecodeError, InvalidOperation, TypeError) as e:
         if isinstance(e, SQLError):
             raise
@@ -381,11 +384,11 @@ def default_text(col: ColumnInfo, value: Any) -> Any:
         if value.tzinfo is not None:
             value = value.astimezone(UTC).replace(tzinfo=None)
         text = value.strftime("%Y-%m-%d %H:%M:%S")
-        fsp = col.type.decimal if 0 <= col.type.decimal <= 6 else 0
+        fsp = col.fsp
         return text + (f".{value.microsecond:06d}"[: fsp + 1] if fsp else "")
     if isinstance(value, dt.date):
         return value.isoformat()
-    if col.tp == mt.TYPE_BIT:
+    if col.family is F.BIT:
         width = max(1, (col.type.flen + 7) // 8)
         return int(value).to_bytes(width, "big").decode("latin-1")
     return str(value)
@@ -393,21 +396,19 @@ def default_text(col: ColumnInfo, value: Any) -> Any:
 
 def zero_text(col: ColumnInfo) -> Any:
     """The origin default TiDB gives a NOT NULL column added without a default (its zero value)."""
-    tp = col.tp
-    if tp in mt.INT_TYPES or tp in (mt.TYPE_YEAR, mt.TYPE_FLOAT, mt.TYPE_DOUBLE):
-        return "0"
-    if tp == mt.TYPE_NEWDECIMAL:
-        return "0"
-    if tp in (mt.TYPE_DATE, mt.TYPE_NEWDATE):
-        return "0000-00-00"
-    if tp in mt.TIME_TYPES:
-        return "0000-00-00 00:00:00"
-    if tp == mt.TYPE_DURATION:
-        return "00:00:00"
-    if tp == mt.TYPE_ENUM:
-        return col.type.elems[0] if col.type.elems else ""
-    if tp == mt.TYPE_JSON:
-        return "null"
-    if tp == mt.TYPE_BIT:
-        return "\x00"
+    match mt.family_of(col.tp):
+        case F.INT | F.YEAR | F.FLOAT | F.DOUBLE | F.DECIMAL:
+            return "0"
+        case F.DATE:
+            return "0000-00-00"
+        case F.DATETIME | F.TIMESTAMP:
+            return "0000-00-00 00:00:00"
+        case F.DURATION:
+            return "00:00:00"
+        case F.ENUM:
+            return col.type.elems[0] if col.type.elems else ""
+        case F.JSON:
+            return "null"
+        case F.BIT:
+            return "\x00"
     return ""

@@ -33,7 +33,7 @@ def int_record_key(table_id: int, handle: int) -> bytes:
 def _key_datum(col: ColumnInfo, value: Any) -> Any:
     """The comparable (``EncodeKey``) datum of one clustered PK value."""
     d = make_flatten(col)(value)
-    if col.tp == mt.TYPE_DURATION:
+    if col.family is mt.Family.DURATION:
         return Duration(d)
     t = type(d)
     if t is Uint:

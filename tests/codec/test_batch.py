@@ -144,3 +144,19 @@ def test_rowid_in_insert_row_is_ignored_like_decode_row() -> None:
     assert decode_row(t, "insert", raw).handle == 7
     b = check(t, ["insert"], [raw])
     assert b.column(HANDLE_COLUMN).to_pylist() == [7]
+
+
+@pytest.mark.parametrize("tp, flag, handle", [(mt.TYPE_LONG, PK, 2281701376), (mt.TYPE_TINY, PK, 300),
+                                              (mt.TYPE_TINY, PK | mt.UNSIGNED_FLAG, 256),
+                                              (mt.TYPE_LONG, PK | mt.UNSIGNED_FLAG, -1)])
+def test_int_pk_handle_outside_the_column_is_refused(tp: int, flag: int, handle: int) -> None:
+    """An insert's handle is its int PK column's value: one the column cannot hold (only mutated
+    bytes carry one) is a CodecError on both paths, never an Arrow error or a wrapped value."""
+    t = table(77, "pkh", [col(1, "id", tp, flag=flag), col(2, "v", mt.TYPE_LONG)], pk_is_handle=True)
+    payload = encode_datums([handle]) + encode_datums([2, 7])
+    with pytest.raises(CodecError, match="out of the column's range"):
+        decode_row(t, "insert", payload)
+    good = encode_datums([1]) + encode_datums([2, 7])
+    with pytest.raises(CodecError):
+        decode_batch(t, ["insert", "insert"], [good, payload])
+    assert decode_batch(t, ["insert"], [good]).column("id").to_pylist() == [1]

@@ -35,7 +35,7 @@ from transform.codec import mysqltypes as mt
 from transform.codec.errors import CodecError
 from transform.codec.rows import DELETE, INSERT, UPDATE, decode_row, plan_for
 from transform.codec.model import ColumnInfo, TableInfo, arrow_type
-from transform.codec.values import FLOAT32_MAX, InvalidTime, decimal_scale, duration_text, int_range, make_unflatten
+from transform.codec.values import FLOAT32_MAX, InvalidTime, duration_text, int_range, make_unflatten
 
 OP_COLUMN = "_tidb_op"
 HANDLE_COLUMN = "_tidb_handle"
@@ -199,14 +199,14 @@ def _ints(buf: np.ndarray, vs: np.ndarray, signed: bool) -> tuple[np.ndarray, np
 
 
 def _int_col(col: ColumnInfo, typ: pa.DataType) -> _Decoder:
-    tp = col.tp
-    unsigned = col.unsigned and tp in mt.INT_TYPES
+    family = col.family
+    unsigned = col.unsigned and family is mt.Family.INT
     bit_width = col.type.flen if col.type.flen > 0 else 64
-    lo, hi = int_range(col) if tp != mt.TYPE_BIT else (0, 2 ** 64 - 1)
+    lo, hi = int_range(col) if family is not mt.Family.BIT else (0, 2 ** 64 - 1)
 
     def dec(buf: np.ndarray, vs: np.ndarray) -> _Result:
-        v, ok = _ints(buf, vs, not (unsigned or tp == mt.TYPE_BIT))
-        if tp == mt.TYPE_BIT:
+        v, ok = _ints(buf, vs, not (unsigned or family is mt.Family.BIT))
+        if family is mt.Family.BIT:
             if bit_width < 64:
                 ok &= (v >> _U64(bit_width)) == 0
             return pa.array(v.view(np.int64), pa.int64()), ~ok, 0
@@ -239,7 +239,7 @@ def _float_col(col: ColumnInfo, typ: pa.DataType) -> _Decoder:
 
 
 def _decimal_col(col: ColumnInfo, typ: pa.DataType) -> _Decoder:
-    prec, scale = decimal_scale(col)
+    prec, scale = col.decimal_scale
     intg = prec - scale
     size = mydecimal.bin_size(prec, scale)
     lead_d, full_i, full_f, trail_d = intg % 9, intg // 9, scale // 9, scale % 9
@@ -329,7 +329,7 @@ _EPOCH_Y = np.datetime64("1970", "Y")
 
 
 def _time_col(col: ColumnInfo, typ: pa.DataType) -> _Decoder:
-    date_only = col.tp in (mt.TYPE_DATE, mt.TYPE_NEWDATE)
+    date_only = col.family is mt.Family.DATE
 
     def dec(buf: np.ndarray, vs: np.ndarray) -> _Result:
         u, _, ok = _uvarint(buf, vs + 1)
@@ -446,7 +446,7 @@ def _json_col(col: ColumnInfo, typ: pa.DataType) -> _Decoder:
 
 
 def _duration_col(col: ColumnInfo, typ: pa.DataType) -> _Decoder:
-    fsp = col.type.decimal if 0 <= col.type.decimal <= 6 else 0
+    fsp = col.fsp
 
     def dec(buf: np.ndarray, vs: np.ndarray) -> _Result:
         v, ok = _ints(buf, vs, True)
@@ -454,30 +454,19 @@ def _duration_col(col: ColumnInfo, typ: pa.DataType) -> _Decoder:
     return dec
 
 
+_DECODERS: dict[mt.Family, Callable[[ColumnInfo, pa.DataType], _Decoder]] = {
+    mt.Family.INT: _int_col, mt.Family.YEAR: _int_col, mt.Family.BIT: _int_col, mt.Family.FLOAT: _float_col,
+    mt.Family.DOUBLE: _float_col, mt.Family.DECIMAL: _decimal_col, mt.Family.DATE: _time_col,
+    mt.Family.DATETIME: _time_col, mt.Family.TIMESTAMP: _time_col, mt.Family.DURATION: _duration_col,
+    mt.Family.ENUM: _enum_col, mt.Family.SET: _set_col, mt.Family.JSON: _json_col, mt.Family.STRING: _string_col,
+    mt.Family.GEOMETRY: _string_col,
+}
+
+
 def _column_decoder(col: ColumnInfo, typ: pa.DataType) -> tuple[int, _Decoder]:
     """(expected datum flag, vectorised decoder) for a column."""
-    tp = col.tp
-    if tp in mt.INT_TYPES:
-        return (9 if col.unsigned else 8), _int_col(col, typ)
-    if tp == mt.TYPE_YEAR:
-        return 8, _int_col(col, typ)
-    if tp == mt.TYPE_BIT:
-        return 9, _int_col(col, typ)
-    if tp in (mt.TYPE_FLOAT, mt.TYPE_DOUBLE):
-        return 5, _float_col(col, typ)
-    if tp == mt.TYPE_NEWDECIMAL:
-        return 6, _decimal_col(col, typ)
-    if tp in mt.TIME_TYPES:
-        return 9, _time_col(col, typ)
-    if tp == mt.TYPE_DURATION:
-        return 8, _duration_col(col, typ)
-    if tp == mt.TYPE_ENUM:
-        return 9, _enum_col(col, typ)
-    if tp == mt.TYPE_SET:
-        return 9, _set_col(col, typ)
-    if tp == mt.TYPE_JSON:
-        return 10, _json_col(col, typ)
-    return 2, _string_col(col, typ)
+    t = col.mysql_type
+    return t.flag_for(col.unsigned), _DECODERS[t.family](col, typ)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -489,7 +478,7 @@ def arrow_value(col: ColumnInfo, typ: pa.DataType, v: Any) -> Any:
         return None
     if pa.types.is_decimal(typ) and isinstance(v, int):
         return Decimal(v)
-    if col.tp == mt.TYPE_BIT:
+    if col.family is mt.Family.BIT:
         return v - (1 << 64) if v >= 1 << 63 else v
     if pa.types.is_string(typ) and isinstance(v, Decimal):
         return format(v, "f")
@@ -750,9 +739,15 @@ def _decode_chunk(table: TableInfo, kinds: Sequence[str], payloads: Sequence[byt
                 if ci == plan.pk_index:
                     fill_rows = np.flatnonzero(miss & is_ins)
                     hv = handle[fill_rows]
-                    harr = pa.array(hv.view(np.uint64), pa.uint64()) if plan.pk_unsigned else pa.array(hv, pa.int64())
+                    lo, hi = int_range(c)
+                    if plan.pk_unsigned:
+                        harr = pa.array(hv.view(np.uint64), pa.uint64())
+                        bad[fill_rows[hv.view(np.uint64) > _U64(hi)]] = True
+                    else:
+                        harr = pa.array(hv, pa.int64())
+                        bad[fill_rows[(hv < lo) | (hv > hi)]] = True  # the scalar path names the error
                     try:
-                        harr = harr.cast(types[ci])
+                        harr = harr.cast(types[ci], safe=False)
                     except pa.ArrowInvalid:
                         bad[fill_rows] = True
                         harr = pa.nulls(len(fill_rows), types[ci])

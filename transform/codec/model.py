@@ -182,6 +182,29 @@ class ColumnInfo:
         """True for a generated column that is not stored (never written to a row)."""
         return bool(self.generated_expr_string) and not self.generated_stored
 
+    @property
+    def mysql_type(self) -> mt.MySQLType:
+        """The facts of the column's type; ``SchemaError`` for a type binlake does not handle."""
+        t = mt.mysql_type(self.type.tp)
+        if t is None:
+            raise SchemaError(f"column {self.name}: unsupported MySQL type code {self.type.tp}")
+        return t
+
+    @property
+    def family(self) -> mt.Family:
+        """The column's type family (see ``mysqltypes``)."""
+        return self.mysql_type.family
+
+    @property
+    def fsp(self) -> int:
+        """Fractional-second digits of a DATETIME/TIMESTAMP/TIME column (0 when unspecified)."""
+        return self.type.decimal if 0 <= self.type.decimal <= 6 else 0
+
+    @property
+    def decimal_scale(self) -> tuple[int, int]:
+        """(precision, scale) a DECIMAL column is written at (TiDB's defaults for unspecified)."""
+        return (self.type.flen if self.type.flen > 0 else 10), (self.type.decimal if self.type.decimal >= 0 else 0)
+
 
 _IDX_KEYS = ("id", "idx_name", "tbl_name", "idx_cols", "state", "comment", "index_type", "is_unique",
              "is_primary", "is_invisible", "is_global")
@@ -392,44 +415,36 @@ class TableInfo:
 # Arrow / Iceberg types (DESIGN §3.6)
 
 def arrow_type(col: ColumnInfo) -> pa.DataType:
-    """The Arrow type a column's values are written as (maps 1:1 to the Iceberg type)."""
-    tp = col.tp
-    ft = col.type
-    if tp in mt.INT_TYPES:
-        if tp == mt.TYPE_LONGLONG:
+    """The Arrow type a column's values are written as (maps 1:1 to the Iceberg type, DESIGN §3.6)."""
+    t = col.mysql_type
+    match t.family:
+        case mt.Family.INT if t.int_bits == 64:
             return pa.decimal128(20, 0) if col.unsigned else pa.int64()
-        if tp == mt.TYPE_LONG and col.unsigned:
+        case mt.Family.INT:
+            return pa.int64() if t.int_bits == 32 and col.unsigned else pa.int32()
+        case mt.Family.DECIMAL:
+            prec, scale = col.decimal_scale
+            return pa.string() if prec > 38 else pa.decimal128(prec, scale)
+        case mt.Family.FLOAT:
+            return pa.float32()
+        case mt.Family.DOUBLE:
+            return pa.float64()
+        case mt.Family.DATE:
+            return pa.date32()
+        case mt.Family.DATETIME:
+            return pa.timestamp("us")
+        case mt.Family.TIMESTAMP:
+            return pa.timestamp("us", tz="UTC")
+        case mt.Family.YEAR:
+            return pa.int32()
+        case mt.Family.BIT:
             return pa.int64()
-        return pa.int32()
-    if tp == mt.TYPE_NEWDECIMAL:
-        prec = ft.flen if ft.flen > 0 else 10
-        scale = ft.decimal if ft.decimal >= 0 else 0
-        if prec > 38:
+        case mt.Family.DURATION | mt.Family.ENUM | mt.Family.SET | mt.Family.JSON:
             return pa.string()
-        return pa.decimal128(prec, scale)
-    if tp == mt.TYPE_FLOAT:
-        return pa.float32()
-    if tp == mt.TYPE_DOUBLE:
-        return pa.float64()
-    if tp in (mt.TYPE_DATE, mt.TYPE_NEWDATE):
-        return pa.date32()
-    if tp == mt.TYPE_DATETIME:
-        return pa.timestamp("us")
-    if tp == mt.TYPE_TIMESTAMP:
-        return pa.timestamp("us", tz="UTC")
-    if tp == mt.TYPE_DURATION:
-        return pa.string()
-    if tp == mt.TYPE_YEAR:
-        return pa.int32()
-    if tp == mt.TYPE_BIT:
-        return pa.int64()
-    if tp in (mt.TYPE_ENUM, mt.TYPE_SET, mt.TYPE_JSON):
-        return pa.string()
-    if tp in mt.STRING_TYPES:
-        return pa.binary() if col.binary else pa.string()
-    if tp == mt.TYPE_GEOMETRY:
-        return pa.binary()
-    raise SchemaError(f"column {col.name}: unsupported MySQL type code {tp}")
+        case mt.Family.STRING:
+            return pa.binary() if col.binary else pa.string()
+        case mt.Family.GEOMETRY:
+            return pa.binary()
 
 
 # ---------------------------------------------------------------------------------------------

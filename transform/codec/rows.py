@@ -22,7 +22,7 @@ from transform.codec import mysqltypes as mt
 from transform.codec.datums import Duration, EncodedJson, decode_one, encode_datum, skip_one
 from transform.codec.errors import CodecError, ColumnValueError, RowLayoutError, SchemaError
 from transform.codec.model import ColumnInfo, TableInfo
-from transform.codec.values import (Flatten, Unflatten, decimal_scale, make_flatten, make_unflatten, missing_value,
+from transform.codec.values import (Flatten, Unflatten, make_flatten, make_unflatten, missing_value,
                               pack_time)
 from transform.codec.varint import INT64_MAX as _I64_MAX
 from transform.codec.varint import INT64_MIN as _I64_MIN
@@ -90,7 +90,7 @@ def _pair_encoder(col: ColumnInfo, flatten: Flatten) -> Callable[[Any], bytes]:
         except CodecError as e:
             raise e.at(cid)
 
-    if col.tp in mt.INT_TYPES and not col.unsigned:
+    if col.family is mt.Family.INT and not col.unsigned:
         head = prefix + b"\x08"
 
         def signed(v: Any) -> bytes:
@@ -98,8 +98,8 @@ def _pair_encoder(col: ColumnInfo, flatten: Flatten) -> Callable[[Any], bytes]:
                 return head + encode_uvarint(((v << 1) ^ (v >> 63)) & U64_MASK)
             return generic(v)
         return signed
-    if col.tp == mt.TYPE_NEWDECIMAL:
-        prec, frac = decimal_scale(col)
+    if col.family is mt.Family.DECIMAL:
+        prec, frac = col.decimal_scale
         if 0 < prec <= mydecimal.MAX_DECIMAL_WIDTH and frac <= min(prec, mydecimal.MAX_DECIMAL_SCALE):
             head = prefix + b"\x06" + bytes((prec, frac))
 
@@ -111,7 +111,7 @@ def _pair_encoder(col: ColumnInfo, flatten: Flatten) -> Callable[[Any], bytes]:
                         raise e.at(cid)
                 return generic(v)
             return decimal
-    if col.tp == mt.TYPE_JSON:
+    if col.family is mt.Family.JSON:
         head = prefix + b"\x0a"
 
         def json_value(v: Any) -> bytes:
@@ -119,7 +119,7 @@ def _pair_encoder(col: ColumnInfo, flatten: Flatten) -> Callable[[Any], bytes]:
                 return head + v.payload
             return generic(v)
         return json_value
-    if col.tp == mt.TYPE_DATETIME:
+    if col.family is mt.Family.DATETIME:
         head = prefix + b"\x09"
 
         def datetime_value(v: Any) -> bytes:
@@ -128,7 +128,7 @@ def _pair_encoder(col: ColumnInfo, flatten: Flatten) -> Callable[[Any], bytes]:
                                                        v.microsecond))
             return generic(v)
         return datetime_value
-    if col.tp in mt.STRING_TYPES and not col.binary:
+    if col.family is mt.Family.STRING and not col.binary:
         head = prefix + b"\x02"
 
         def text(v: Any) -> bytes:
@@ -266,8 +266,8 @@ def decode_row(table: TableInfo, kind: str, data: bytes) -> RowChange:
             if type(h) is not int:
                 raise RowLayoutError("insert handle is not a varint int", start)
             handle: Any = h & U64_MASK if plan.pk_unsigned else h
-            if plan.pk_index >= 0:
-                fill[plan.pk_index] = handle
+            if plan.pk_index >= 0:  # the PK column's value is the handle: it must fit the column
+                fill[plan.pk_index] = _Prefix(plan, plan.pk_index, handle, start)
         else:
             # Clustered handle: a PK column absent from the row is rebuilt from its prefix datum
             # (only then: for restored-data columns the prefix holds a collation key, not the value).
@@ -307,7 +307,7 @@ def decode_row(table: TableInfo, kind: str, data: bytes) -> RowChange:
 
 def _needs_restored_data(col: ColumnInfo, new_collation: bool) -> bool:
     """TiDB's ``NeedRestoredData`` for a clustered PK column."""
-    if not new_collation or col.tp not in mt.STRING_TYPES or col.binary:
+    if not new_collation or col.family is not mt.Family.STRING or col.binary:
         return False
     coll = col.type.collate.lower()
     if coll == "utf8mb4_0900_bin":
@@ -317,7 +317,7 @@ def _needs_restored_data(col: ColumnInfo, new_collation: bool) -> bool:
 
 def _sort_key(col: ColumnInfo, datum: Any, new_collation: bool) -> Any:
     """The datum TiDB puts in a clustered handle for a string PK column (collation key)."""
-    if not new_collation or col.tp not in mt.STRING_TYPES or col.binary:
+    if not new_collation or col.family is not mt.Family.STRING or col.binary:
         return datum
     coll = col.type.collate.lower()
     if coll in ("utf8mb4_bin", "utf8_bin", "ascii_bin", "latin1_bin"):
@@ -390,7 +390,7 @@ def encode_row(table: TableInfo, kind: str, before: Mapping[Any, Any] | None,
             for (c, ic), i in zip(plan.common, plan.common_index):
                 if handle is None:
                     d = _flat(plan, i, after[keys[i]])
-                    if c.tp == mt.TYPE_DURATION:
+                    if c.family is mt.Family.DURATION:
                         d = Duration(d)
                     out += encode_datum(_sort_key(c, d, new_collation))
                 if ic.length in (-1, 0) and not _needs_restored_data(c, new_collation):

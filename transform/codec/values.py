@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import json
 import re
 import struct
 from decimal import Decimal, InvalidOperation
@@ -181,25 +182,26 @@ def duration_ns(value: Any) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
-# per-column unflatten / flatten functions
+# per-column unflatten / flatten functions, one factory per type family
 
 Unflatten = Callable[[Any], Any]
 Flatten = Callable[[Any], Any]
-
-
-def _fsp(col: ColumnInfo) -> int:
-    return col.type.decimal if 0 <= col.type.decimal <= 6 else 0
-
-
-_INT_BITS = {mt.TYPE_TINY: 8, mt.TYPE_SHORT: 16, mt.TYPE_INT24: 24, mt.TYPE_LONG: 32, mt.TYPE_LONGLONG: 64}
+F = mt.Family
 FLOAT32_MAX = 3.4028234663852886e38
+
+
+def _family(col: ColumnInfo) -> mt.Family:
+    t = mt.mysql_type(col.tp)
+    if t is None:
+        raise ColumnValueError(f"column {col.name}: unsupported type code {col.tp}")
+    return t.family
 
 
 def int_range(col: ColumnInfo) -> tuple[int, int]:
     """The (min, max) an integer or YEAR column can hold."""
     if col.tp == mt.TYPE_YEAR:
         return 0, 2155
-    bits = _INT_BITS[col.tp]
+    bits = col.mysql_type.int_bits
     if col.unsigned:
         return 0, (1 << bits) - 1
     return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
@@ -211,11 +213,139 @@ def _as_int(col: ColumnInfo, d: Any) -> int:
     return int(d)
 
 
-def decimal_scale(col: ColumnInfo) -> tuple[int, int]:
-    """(precision, scale) a DECIMAL column is written at (TiDB's defaults for unspecified)."""
-    prec = col.type.flen if col.type.flen > 0 else 10
-    scale = col.type.decimal if col.type.decimal >= 0 else 0
-    return prec, scale
+def _unflatten_int(col: ColumnInfo) -> Unflatten:
+    lo, hi = int_range(col)
+    name = col.name
+
+    def integer(d: Any) -> int:
+        v = _as_int(col, d)
+        if not lo <= v <= hi:
+            raise ColumnValueError(f"column {name}: {v} out of the column's range {lo}..{hi}")
+        return v
+    return integer
+
+
+def _unflatten_bit(col: ColumnInfo) -> Unflatten:
+    width = col.type.flen if col.type.flen > 0 else 64
+
+    def bit(d: Any) -> int:
+        v = _as_int(col, d)
+        if v < 0 or v >> width:
+            raise ColumnValueError(f"column {col.name}: BIT({width}) value {v} too wide")
+        return v
+    return bit
+
+
+def _unflatten_float(col: ColumnInfo) -> Unflatten:
+    def f32(d: Any) -> float:
+        if type(d) is not float:
+            raise ColumnValueError(f"column {col.name}: expected a float datum")
+        if d != d or (abs(d) > FLOAT32_MAX and abs(d) != float("inf")):
+            raise ColumnValueError(f"column {col.name}: {d} does not fit a FLOAT")
+        return float(_F32.unpack(_F32.pack(d))[0])
+    return f32
+
+
+def _unflatten_double(col: ColumnInfo) -> Unflatten:
+    def f64(d: Any) -> float:
+        if type(d) is not float:
+            raise ColumnValueError(f"column {col.name}: expected a float datum")
+        return d
+    return f64
+
+
+def _unflatten_decimal(col: ColumnInfo) -> Unflatten:
+    prec, scale = col.decimal_scale
+    q = Decimal((0, (1,), -scale))
+    name = col.name
+
+    def dec(d: Any) -> Decimal:
+        if not isinstance(d, Decimal):
+            raise ColumnValueError(f"column {name}: expected a decimal datum")
+        v = Decimal(d)
+        if getattr(d, "frac", None) == scale and getattr(d, "prec", None) == prec:
+            return v
+        try:
+            r = v.quantize(q, context=EXACT)
+        except InvalidOperation:
+            r = None
+        if r is None or r != v or (r != 0 and r.adjusted() >= prec - scale):
+            raise ColumnValueError(f"column {name}: decimal {v} does not fit DECIMAL({prec},{scale})")
+        return r
+    return dec
+
+
+def _unflatten_time(col: ColumnInfo) -> Unflatten:
+    tp = col.tp
+    return lambda d: time_from_packed(_as_int(col, d), tp)
+
+
+def _unflatten_duration(col: ColumnInfo) -> Unflatten:
+    fsp = col.fsp
+    return lambda d: duration_text(_as_int(col, d), fsp)
+
+
+def _unflatten_enum(col: ColumnInfo) -> Unflatten:
+    elems = col.type.elems
+
+    def enum(d: Any) -> str:
+        i = _as_int(col, d)
+        if i == 0:
+            return ""
+        if i < 0 or i > len(elems):
+            raise ColumnValueError(f"column {col.name}: enum index {i} out of range 1..{len(elems)}")
+        return elems[i - 1]
+    return enum
+
+
+def _unflatten_set(col: ColumnInfo) -> Unflatten:
+    elems = col.type.elems
+
+    def set_(d: Any) -> str:
+        mask = _as_int(col, d)
+        if mask < 0 or mask >> len(elems):
+            raise ColumnValueError(f"column {col.name}: set bitmask {mask:#x} has bits beyond {len(elems)} elements")
+        return ",".join(e for i, e in enumerate(elems) if mask >> i & 1)
+    return set_
+
+
+def _unflatten_json(col: ColumnInfo) -> Unflatten:
+    def js(d: Any) -> str:
+        if not isinstance(d, Json):
+            raise ColumnValueError(f"column {col.name}: expected a JSON datum")
+        return str(d)
+    return js
+
+
+def _unflatten_bytes(col: ColumnInfo) -> Unflatten:
+    def raw(d: Any) -> bytes:
+        if not isinstance(d, bytes):
+            raise ColumnValueError(f"column {col.name}: expected a bytes datum")
+        return bytes(d)
+    return raw
+
+
+def _unflatten_string(col: ColumnInfo) -> Unflatten:
+    if col.binary:
+        return _unflatten_bytes(col)
+
+    def text(d: Any) -> str:
+        if not isinstance(d, bytes):
+            raise ColumnValueError(f"column {col.name}: expected a bytes datum")
+        try:
+            return d.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ColumnValueError(f"column {col.name}: string is not valid UTF-8 at {e.start}") from None
+    return text
+
+
+_UNFLATTEN: dict[mt.Family, Callable[[ColumnInfo], Unflatten]] = {
+    F.INT: _unflatten_int, F.YEAR: _unflatten_int, F.BIT: _unflatten_bit, F.FLOAT: _unflatten_float,
+    F.DOUBLE: _unflatten_double, F.DECIMAL: _unflatten_decimal, F.DATE: _unflatten_time,
+    F.DATETIME: _unflatten_time, F.TIMESTAMP: _unflatten_time, F.DURATION: _unflatten_duration,
+    F.ENUM: _unflatten_enum, F.SET: _unflatten_set, F.JSON: _unflatten_json, F.STRING: _unflatten_string,
+    F.GEOMETRY: _unflatten_bytes,
+}
 
 
 def make_unflatten(col: ColumnInfo) -> Unflatten:
@@ -223,180 +353,7 @@ def make_unflatten(col: ColumnInfo) -> Unflatten:
 
     Raises :class:`ColumnValueError` when the datum's kind does not fit the column type.
     """
-    tp = col.tp
-    name = col.name
-    if tp in mt.INT_TYPES or tp == mt.TYPE_YEAR:
-        lo, hi = int_range(col)
-
-        def integer(d: Any) -> int:
-            v = _as_int(col, d)
-            if not lo <= v <= hi:
-                raise ColumnValueError(f"column {name}: {v} out of the column's range {lo}..{hi}")
-            return v
-        return integer
-    if tp == mt.TYPE_BIT:
-        width = col.type.flen if col.type.flen > 0 else 64
-
-        def bit(d: Any) -> int:
-            v = _as_int(col, d)
-            if v < 0 or v >> width:
-                raise ColumnValueError(f"column {name}: BIT({width}) value {v} too wide")
-            return v
-        return bit
-    if tp == mt.TYPE_FLOAT:
-        def f32(d: Any) -> float:
-            if type(d) is not float:
-                raise ColumnValueError(f"column {name}: expected a float datum")
-            if d != d or (abs(d) > FLOAT32_MAX and abs(d) != float("inf")):
-                raise ColumnValueError(f"column {name}: {d} does not fit a FLOAT")
-            return _F32.unpack(_F32.pack(d))[0]
-        return f32
-    if tp == mt.TYPE_DOUBLE:
-        def f64(d: Any) -> float:
-            if type(d) is not float:
-                raise ColumnValueError(f"column {name}: expected a float datum")
-            return d
-        return f64
-    if tp == mt.TYPE_NEWDECIMAL:
-        prec, scale = decimal_scale(col)
-        q = Decimal((0, (1,), -scale))
-
-        def dec(d: Any) -> Decimal:
-            if not isinstance(d, Decimal):
-                raise ColumnValueError(f"column {name}: expected a decimal datum")
-            v = Decimal(d)
-            if getattr(d, "frac", None) == scale and getattr(d, "prec", None) == prec:
-                return v
-            try:
-                r = v.quantize(q, context=EXACT)
-            except InvalidOperation:
-                r = None
-            if r is None or r != v or (r != 0 and r.adjusted() >= prec - scale):
-                raise ColumnValueError(f"column {name}: decimal {v} does not fit DECIMAL({prec},{scale})")
-            return r
-        return dec
-    if tp in mt.TIME_TYPES:
-        return lambda d: time_from_packed(_as_int(col, d), tp)
-    if tp == mt.TYPE_DURATION:
-        fsp = _fsp(col)
-        return lambda d: duration_text(_as_int(col, d), fsp)
-    if tp == mt.TYPE_ENUM:
-        elems = col.type.elems
-
-        def enum(d: Any) -> str:
-            i = _as_int(col, d)
-            if i == 0:
-                return ""
-            if i < 0 or i > len(elems):
-                raise ColumnValueError(f"column {name}: enum index {i} out of range 1..{len(elems)}")
-            return elems[i - 1]
-        return enum
-    if tp == mt.TYPE_SET:
-        elems = col.type.elems
-
-        def set_(d: Any) -> str:
-            mask = _as_int(col, d)
-            if mask < 0 or mask >> len(elems):
-                raise ColumnValueError(f"column {name}: set bitmask {mask:#x} has bits beyond {len(elems)} elements")
-            return ",".join(e for i, e in enumerate(elems) if mask >> i & 1)
-        return set_
-    if tp == mt.TYPE_JSON:
-        def js(d: Any) -> str:
-            if not isinstance(d, Json):
-                raise ColumnValueError(f"column {name}: expected a JSON datum")
-            return str(d)
-        return js
-    if tp in mt.STRING_TYPES or tp == mt.TYPE_GEOMETRY:
-        if col.binary or tp == mt.TYPE_GEOMETRY:
-            def raw(d: Any) -> bytes:
-                if not isinstance(d, bytes):
-                    raise ColumnValueError(f"column {name}: expected a bytes datum")
-                return bytes(d)
-            return raw
-
-        def text(d: Any) -> str:
-            if not isinstance(d, bytes):
-                raise ColumnValueError(f"column {name}: expected a bytes datum")
-            try:
-                return d.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise ColumnValueError(f"column {name}: string is not valid UTF-8 at {e.start}") from None
-        return text
-    raise ColumnValueError(f"column {name}: unsupported type code {tp}")
-
-
-def make_flatten(col: ColumnInfo) -> Flatten:
-    """Return a function turning one non-None column value into the datum TiDB writes for it
-    (the inverse of :func:`make_unflatten`)."""
-    tp = col.tp
-    name = col.name
-    if tp in mt.INT_TYPES:
-        if col.unsigned:
-            return lambda v: Uint(_check_int(name, v, 0, (1 << 64) - 1))
-        return lambda v: _check_int(name, v, -(1 << 63), (1 << 63) - 1)
-    if tp == mt.TYPE_YEAR:
-        return lambda v: _check_int(name, v, 0, 2155)
-    if tp == mt.TYPE_BIT:
-        def bit(v: Any) -> Uint:
-            if isinstance(v, (bytes, bytearray)):
-                v = int.from_bytes(v, "big")
-            return Uint(_check_int(name, v, 0, (1 << 64) - 1))
-        return bit
-    if tp == mt.TYPE_FLOAT:
-        return lambda v: _F32.unpack(_F32.pack(float(v)))[0]
-    if tp == mt.TYPE_DOUBLE:
-        return lambda v: float(v)
-    if tp == mt.TYPE_NEWDECIMAL:
-        prec, scale = decimal_scale(col)
-        return lambda v: DecimalDatum(Decimal(v), prec, scale)
-    if tp in mt.TIME_TYPES:
-        return lambda v: Uint(packed_from_value(v, tp))
-    if tp == mt.TYPE_DURATION:
-        return lambda v: duration_ns(v)
-    if tp == mt.TYPE_ENUM:
-        index = {e: i + 1 for i, e in enumerate(col.type.elems)}
-        folded = {e.casefold(): i + 1 for i, e in enumerate(col.type.elems)}
-
-        def enum(v: Any) -> Uint:
-            if isinstance(v, int) and not isinstance(v, bool):
-                return Uint(_check_int(name, v, 0, len(index)))
-            if v == "":
-                return Uint(0)
-            i = index.get(v) or folded.get(str(v).casefold())
-            if i is None:
-                raise ColumnValueError(f"column {name}: {v!r} is not an enum element")
-            return Uint(i)
-        return enum
-    if tp == mt.TYPE_SET:
-        bits = {e: 1 << i for i, e in enumerate(col.type.elems)}
-
-        def set_(v: Any) -> Uint:
-            if isinstance(v, int) and not isinstance(v, bool):
-                return Uint(_check_int(name, v, 0, (1 << len(bits)) - 1))
-            mask = 0
-            for part in (str(v).split(",") if v else []):
-                if part not in bits:
-                    raise ColumnValueError(f"column {name}: {part!r} is not a set element")
-                mask |= bits[part]
-            return Uint(mask)
-        return set_
-    if tp == mt.TYPE_JSON:
-        import json
-
-        def js(v: Any) -> Json:
-            if isinstance(v, (str, bytes)):
-                return Json(v.decode("utf-8") if isinstance(v, bytes) else v)
-            return Json(json.dumps(v))
-        return js
-    if tp in mt.STRING_TYPES or tp == mt.TYPE_GEOMETRY:
-        def s(v: Any) -> bytes:
-            if isinstance(v, str):
-                return v.encode("utf-8")
-            if isinstance(v, (bytes, bytearray, memoryview)):
-                return bytes(v)
-            raise ColumnValueError(f"column {name}: cannot write {type(v).__name__} as a string")
-        return s
-    raise ColumnValueError(f"column {name}: unsupported type code {tp}")
+    return _UNFLATTEN[_family(col)](col)
 
 
 def _check_int(name: str, v: Any, lo: int, hi: int) -> int:
@@ -407,70 +364,174 @@ def _check_int(name: str, v: Any, lo: int, hi: int) -> int:
     return int(v)
 
 
+def _flatten_int(col: ColumnInfo) -> Flatten:
+    name = col.name
+    if col.unsigned:
+        return lambda v: Uint(_check_int(name, v, 0, (1 << 64) - 1))
+    return lambda v: _check_int(name, v, -(1 << 63), (1 << 63) - 1)
+
+
+def _flatten_year(col: ColumnInfo) -> Flatten:
+    return lambda v: _check_int(col.name, v, 0, 2155)
+
+
+def _flatten_bit(col: ColumnInfo) -> Flatten:
+    def bit(v: Any) -> Uint:
+        if isinstance(v, (bytes, bytearray)):
+            v = int.from_bytes(v, "big")
+        return Uint(_check_int(col.name, v, 0, (1 << 64) - 1))
+    return bit
+
+
+def _flatten_float(col: ColumnInfo) -> Flatten:
+    return lambda v: _F32.unpack(_F32.pack(float(v)))[0]
+
+
+def _flatten_double(col: ColumnInfo) -> Flatten:
+    return lambda v: float(v)
+
+
+def _flatten_decimal(col: ColumnInfo) -> Flatten:
+    prec, scale = col.decimal_scale
+    return lambda v: DecimalDatum(Decimal(v), prec, scale)
+
+
+def _flatten_time(col: ColumnInfo) -> Flatten:
+    tp = col.tp
+    return lambda v: Uint(packed_from_value(v, tp))
+
+
+def _flatten_duration(col: ColumnInfo) -> Flatten:
+    return duration_ns
+
+
+def _flatten_enum(col: ColumnInfo) -> Flatten:
+    index = {e: i + 1 for i, e in enumerate(col.type.elems)}
+    folded = {e.casefold(): i + 1 for i, e in enumerate(col.type.elems)}
+    name = col.name
+
+    def enum(v: Any) -> Uint:
+        if isinstance(v, int) and not isinstance(v, bool):
+            return Uint(_check_int(name, v, 0, len(index)))
+        if v == "":
+            return Uint(0)
+        i = index.get(v) or folded.get(str(v).casefold())
+        if i is None:
+            raise ColumnValueError(f"column {name}: {v!r} is not an enum element")
+        return Uint(i)
+    return enum
+
+
+def _flatten_set(col: ColumnInfo) -> Flatten:
+    bits = {e: 1 << i for i, e in enumerate(col.type.elems)}
+    name = col.name
+
+    def set_(v: Any) -> Uint:
+        if isinstance(v, int) and not isinstance(v, bool):
+            return Uint(_check_int(name, v, 0, (1 << len(bits)) - 1))
+        mask = 0
+        for part in (str(v).split(",") if v else []):
+            if part not in bits:
+                raise ColumnValueError(f"column {name}: {part!r} is not a set element")
+            mask |= bits[part]
+        return Uint(mask)
+    return set_
+
+
+def _flatten_json(col: ColumnInfo) -> Flatten:
+    def js(v: Any) -> Json:
+        if isinstance(v, (str, bytes)):
+            return Json(v.decode("utf-8") if isinstance(v, bytes) else v)
+        return Json(json.dumps(v))
+    return js
+
+
+def _flatten_bytes(col: ColumnInfo) -> Flatten:
+    def s(v: Any) -> bytes:
+        if isinstance(v, str):
+            return v.encode("utf-8")
+        if isinstance(v, (bytes, bytearray, memoryview)):
+            return bytes(v)
+        raise ColumnValueError(f"column {col.name}: cannot write {type(v).__name__} as a string")
+    return s
+
+
+_FLATTEN: dict[mt.Family, Callable[[ColumnInfo], Flatten]] = {
+    F.INT: _flatten_int, F.YEAR: _flatten_year, F.BIT: _flatten_bit, F.FLOAT: _flatten_float,
+    F.DOUBLE: _flatten_double, F.DECIMAL: _flatten_decimal, F.DATE: _flatten_time, F.DATETIME: _flatten_time,
+    F.TIMESTAMP: _flatten_time, F.DURATION: _flatten_duration, F.ENUM: _flatten_enum, F.SET: _flatten_set,
+    F.JSON: _flatten_json, F.STRING: _flatten_bytes, F.GEOMETRY: _flatten_bytes,
+}
+
+
+def make_flatten(col: ColumnInfo) -> Flatten:
+    """Return a function turning one non-None column value into the datum TiDB writes for it
+    (the inverse of :func:`make_unflatten`)."""
+    return _FLATTEN[_family(col)](col)
+
+
 # ---------------------------------------------------------------------------------------------
 # defaults for missing columns (drainer getDefaultOrZeroValue)
 
 def zero_value(col: ColumnInfo) -> Any:
     """TiDB's ``GetZeroValue`` as a column-level value."""
-    tp = col.tp
-    if tp in mt.INT_TYPES or tp in (mt.TYPE_YEAR, mt.TYPE_BIT):
-        return 0
-    if tp in (mt.TYPE_FLOAT, mt.TYPE_DOUBLE):
-        return 0.0
-    if tp == mt.TYPE_NEWDECIMAL:
-        return Decimal((0, (0,), -decimal_scale(col)[1]))
-    if tp in mt.TIME_TYPES:
-        date_only = tp in (mt.TYPE_DATE, mt.TYPE_NEWDATE)
-        return InvalidTime("0000-00-00" if date_only else "0000-00-00 00:00:00", 0)
-    if tp == mt.TYPE_DURATION:
-        return duration_text(0, _fsp(col))
-    if tp in (mt.TYPE_ENUM, mt.TYPE_SET):
-        return ""
-    if tp == mt.TYPE_JSON:
-        return "null"
-    if tp in mt.STRING_TYPES or tp == mt.TYPE_GEOMETRY:
-        if col.binary or tp == mt.TYPE_GEOMETRY:
-            if tp == mt.TYPE_STRING and col.type.flen > 0:
+    match _family(col):
+        case F.INT | F.YEAR | F.BIT:
+            return 0
+        case F.FLOAT | F.DOUBLE:
+            return 0.0
+        case F.DECIMAL:
+            return Decimal((0, (0,), -col.decimal_scale[1]))
+        case F.DATE:
+            return InvalidTime("0000-00-00", 0)
+        case F.DATETIME | F.TIMESTAMP:
+            return InvalidTime("0000-00-00 00:00:00", 0)
+        case F.DURATION:
+            return duration_text(0, col.fsp)
+        case F.ENUM | F.SET:
+            return ""
+        case F.JSON:
+            return "null"
+        case F.STRING if not col.binary:
+            return ""
+        case F.STRING | F.GEOMETRY:
+            if col.tp == mt.TYPE_STRING and col.type.flen > 0:
                 return b"\x00" * col.type.flen
             return b""
-        return ""
-    raise ColumnValueError(f"column {col.name}: unsupported type code {tp}")
 
 
 def parse_default(col: ColumnInfo, text: Any) -> Any:
     """A column's ``origin_default`` (TiDB's JSON form, usually a string) as a column value."""
-    tp = col.tp
+    family = _family(col)
     try:
-        if tp == mt.TYPE_BIT:
-            raw = col.origin_default_bit
-            if raw:
-                return int.from_bytes(base64.b64decode(raw), "big")
-            if isinstance(text, str):
-                return int.from_bytes(text.encode("latin-1"), "big")
-            return int(text)
-        if tp in mt.INT_TYPES or tp == mt.TYPE_YEAR:
-            return int(Decimal(str(text)))
-        if tp in (mt.TYPE_FLOAT, mt.TYPE_DOUBLE):
-            return make_unflatten(col)(float(text))
-        if tp == mt.TYPE_NEWDECIMAL:
-            return make_unflatten(col)(DecimalDatum(Decimal(str(text))))
-        if tp in mt.TIME_TYPES:
-            return time_from_packed(packed_from_value(str(text), tp), tp)
-        if tp == mt.TYPE_DURATION:
-            return duration_text(duration_ns(str(text)), _fsp(col))
-        if tp == mt.TYPE_ENUM:
-            return make_unflatten(col)(make_flatten(col)(text))
-        if tp == mt.TYPE_SET:
-            return make_unflatten(col)(make_flatten(col)(text))
-        if tp == mt.TYPE_JSON:
-            return text if isinstance(text, str) else __import__("json").dumps(text)
-        if tp in mt.STRING_TYPES or tp == mt.TYPE_GEOMETRY:
-            if col.binary:
-                return text.encode("utf-8") if isinstance(text, str) else bytes(text)
-            return str(text)
+        match family:
+            case F.BIT:
+                raw = col.origin_default_bit
+                if raw:
+                    return int.from_bytes(base64.b64decode(raw), "big")
+                if isinstance(text, str):
+                    return int.from_bytes(text.encode("latin-1"), "big")
+                return int(text)
+            case F.INT | F.YEAR:
+                return int(Decimal(str(text)))
+            case F.FLOAT | F.DOUBLE:
+                return make_unflatten(col)(float(text))
+            case F.DECIMAL:
+                return make_unflatten(col)(DecimalDatum(Decimal(str(text))))
+            case F.DATE | F.DATETIME | F.TIMESTAMP:
+                return time_from_packed(packed_from_value(str(text), col.tp), col.tp)
+            case F.DURATION:
+                return duration_text(duration_ns(str(text)), col.fsp)
+            case F.ENUM | F.SET:
+                return make_unflatten(col)(make_flatten(col)(text))
+            case F.JSON:
+                return text if isinstance(text, str) else json.dumps(text)
+            case F.STRING | F.GEOMETRY:
+                if col.binary:
+                    return text.encode("utf-8") if isinstance(text, str) else bytes(text)
+                return str(text)
     except (ValueError, ArithmeticError, TypeError, CodecError) as e:
         raise ColumnValueError(f"column {col.name}: bad origin default {text!r}: {e}") from None
-    raise ColumnValueError(f"column {col.name}: unsupported type code {tp}")
 
 
 def missing_value(col: ColumnInfo) -> Any:
