@@ -262,7 +262,7 @@ class _NoopPump(pump_pb2_grpc.PumpServicer):
 def _noop_server_main(ready: Any, stop: Any, workers: int) -> None:
     import asyncio
 
-    from ingest.pump.options import MAX_MESSAGE_SIZE
+    from ingest.pump.config import MAX_MESSAGE_SIZE
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 

@@ -7,19 +7,12 @@ import os
 import signal
 import sys
 import threading
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-# Before grpc is imported: no gRPC fork handlers. The only forks here are subprocesses that exec at
-# once (pumps, Spark's JVM), and fork handlers racing in-flight calls can kill such a child.
-os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
-
-from ingest.ctl import COMMANDS  # noqa: E402
-from ingest.errors import IngestError
-from sink.errors import SinkError
-from transform.errors import TransformError
+if TYPE_CHECKING:
+    from binlake.drain_config import DrainerConfig
 
 log = logging.getLogger("binlake")
-
 
 
 def _setup_logging(level: str = "info", log_file: str = "") -> None:
@@ -64,11 +57,12 @@ def _parse_bool(text: str) -> bool:
 
 
 def _run_pump(args: argparse.Namespace) -> int:
-    from binlake.config import load_pump_options
+    from ingest.config import load_config
+    from ingest.pump.config import PumpConfig
     from ingest.pump.pump import Pump
 
     overrides = {k: v for k, v in vars(args).items() if k not in ("config", "run", "command")}
-    options = load_pump_options(args.config, overrides)
+    options = load_config(PumpConfig, args.config, overrides)
     _setup_logging(options.log_level, options.log_file)
     pump = Pump(options)
     pump.start()
@@ -89,6 +83,8 @@ def _run_pump(args: argparse.Namespace) -> int:
 def _ctl_parser(sub: Any) -> None:
     p = sub.add_parser("ctl", help="binlogctl: list and change pumps and drainers",
                        description="binlogctl's commands against the registry and the nodes' HTTP APIs.")
+    from ingest.ctl import COMMANDS  # imported by ``main``, after it has set the process up
+
     p.add_argument("cmd", choices=list(COMMANDS))
     p.add_argument("--registry", default=None,
                    help="registry URI (default file://registry.json); --pd-urls implies etcd://")
@@ -161,14 +157,15 @@ def _run_upstream(args: argparse.Namespace) -> int:
             print(f"binlake upstream sql: error: {exc}", file=sys.stderr)
             return 1
 
+    from ingest.config import load_config
     from upstream.cluster import Cluster
-    from upstream.config import load_options
+    from upstream.config import UpstreamConfig
     from upstream.tuning import parse_cpus, pin_process, tune_gc
 
     keys = ("tso-addr", "status-addr", "registry", "cluster-id", "servers", "workload", "rate", "duration",
             "seed", "workers", "log-level", "cpu-affinity", "gc-threshold", "pump-client")
+    opts = load_config(UpstreamConfig, args.config, {k: getattr(args, k, None) for k in keys})
     try:
-        opts = load_options(args.config, {k: getattr(args, k, None) for k in keys})
         cpus = parse_cpus(opts.cpu_affinity) if opts.cpu_affinity else None
     except (UpstreamError, OSError) as exc:
         print(f"binlake upstream: error: {exc}", file=sys.stderr)
@@ -215,11 +212,17 @@ def _demo_parser(sub: Any) -> None:
     p.set_defaults(run=_run_demo)
 
 
+def _local_spark_process() -> None:
+    """Spark's JVM, started by this process, binds to loopback (the hostname may not resolve)."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+
 def _run_demo(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from binlake.demo import run_demo
 
+    _local_spark_process()
     return run_demo(Path(args.dir), args.transactions)
 
 
@@ -245,6 +248,8 @@ def _drain_parser(sub: Any) -> None:
     p.add_argument("--sink", dest="syncer.db-type", choices=["iceberg", "parquet"], help="default iceberg")
     p.add_argument("--parquet-dir", dest="parquet.dir", help="root directory of the Parquet sink")
     p.add_argument("--spark-master", dest="spark.master", help="default local[*]")
+    p.add_argument("--spark-conf", dest="spark_conf", type=_spark_setting, action="append", metavar="KEY=VALUE",
+                   help="a Spark setting, verbatim (repeatable; over [spark.conf] and binlake's local defaults)")
     p.add_argument("--tag-runs", dest="iceberg.tag-runs", action="store_const", const=True,
                    help="tag every table's snapshot tidb-ts-<to_ts> (time travel by upstream ts)")
     p.add_argument("--from-ts", type=int, help="start of the range (exclusive; default the checkpoint)")
@@ -261,19 +266,34 @@ def _verify_parser(sub: Any) -> None:
     p.set_defaults(run=_run_verify)
 
 
-def _drainer_options(args: argparse.Namespace) -> Any:
-    from binlake.drain_config import load_drainer_options
+def _spark_setting(text: str) -> tuple[str, str]:
+    key, eq, value = text.partition("=")
+    if not eq or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value
+
+
+def _drainer_options(args: argparse.Namespace) -> "DrainerConfig":
+    from binlake.drain_config import DrainerConfig
+    from ingest.config import load_config
 
     keys = [k for _, k, _, _ in _DRAIN_FLAGS] + ["syncer.db-type", "parquet.dir", "spark.master", "iceberg.tag-runs"]
-    return load_drainer_options(args.config, {k: getattr(args, k, None) for k in keys})
+    overrides: dict[str, Any] = {k: getattr(args, k, None) for k in keys}
+    if getattr(args, "spark_conf", None):
+        overrides["spark.conf"] = dict(args.spark_conf)
+    return load_config(DrainerConfig, args.config, overrides)
 
 
 def _run_drain(args: argparse.Namespace) -> int:
     from binlake.drain import run_drain_command
 
+    from transform.spark import is_local
+
     options = _drainer_options(args)
     _setup_logging(options.log_level)
-    run_drain_command(options, args.from_ts, args.to_ts, args.dry_run, args.report)
+    if is_local(options.spark.master):
+        _local_spark_process()
+    run_drain_command(options, args.from_ts, args.to_ts, args.dry_run, args.report, out=sys.stdout)
     return 0
 
 
@@ -299,10 +319,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``binlake`` console script; exit status 1 with one clear line on errors."""
+    # Before grpc is first imported: no gRPC fork handlers. The only forks here are subprocesses that
+    # exec at once (pumps, Spark's JVM), and fork handlers racing in-flight calls can kill such a child.
+    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
     args = build_parser().parse_args(argv)
+    from ingest.config import ConfigError
+    from ingest.errors import IngestError
+    from sink.errors import SinkError
+    from transform.codec.errors import CodecError, SchemaError
+    from transform.errors import TransformError
+
     try:
-        return args.run(args)
-    except (IngestError, TransformError, SinkError) as exc:
+        return int(args.run(args))
+    except (ConfigError, IngestError, TransformError, CodecError, SchemaError, SinkError) as exc:
         print(f"binlake {args.command}: error: {exc}", file=sys.stderr)
         return 1
 

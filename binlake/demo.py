@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from binlake.drain import run_drain_command, run_verify_command
-from binlake.drain_config import DrainerOptions
+from binlake.drain_config import DrainerConfig
+from ingest.config import load_config
 from binlake.local import PumpProcess
 from ingest import ctl
 from ingest.registry import load_registry
@@ -71,16 +72,17 @@ def run_demo(directory: Path, transactions: int = TRANSACTIONS) -> int:
         registry = load_registry(registry_uri)
         print(ctl.format_nodes(ctl.list_nodes(registry, PUMP)))
         registry.close()
-        options = DrainerOptions(registry=registry_uri, pd_urls=cluster.tso_url,
-                                 upstream_status_url=cluster.status_url, warehouse=str(directory / "warehouse"),
-                                 data_dir=str(directory / "drainer"), spark_master="local[2]")
+        options = load_config(DrainerConfig, None, {
+            "registry": registry_uri, "pd-urls": cluster.tso_url, "data-dir": str(directory / "drainer"),
+            "upstream.status-url": cluster.status_url, "iceberg.warehouse": str(directory / "warehouse"),
+            "spark.master": "local[2]"})
 
         # the JVM is forked while no gRPC call is in flight (a fork during the workload's calls can
         # kill the child before it execs java); the drains reuse this session
         from transform.spark import spark_session
 
-        _say(f"starting Spark ({options.spark_master})")
-        spark_session(options.spark_master)
+        _say(f"starting Spark ({options.spark.master})")
+        spark_session(options.spark.master, options.spark.app_name, options.spark.conf)
         wl = Workload(cluster, seed=1, churn=True, ddl_interval=0.5)
         wl.setup()
         _say(f"workload: {transactions} transactions (5 rows each, every column type, deletes and re-inserts, "
@@ -110,11 +112,11 @@ def run_demo(directory: Path, transactions: int = TRANSACTIONS) -> int:
         _say("PASS: every mirror equals the upstream at both run ends" if ok else "FAIL: see the differences above")
         print(f"""
 Look further:
-  warehouse        {options.warehouse} (SQLite catalog {options.warehouse}/catalog.db)
+  warehouse        {options.iceberg.warehouse} (SQLite catalog {options.iceberg.warehouse}/catalog.db)
   run reports      {options.data_dir}/reports/run-*.json
   pump logs        {directory}/pump-*.log
   query            .venv/bin/python -c "from sink.iceberg.catalog import open_catalog; \\
-                     print(open_catalog('{options.warehouse}').load_table('test.wl_orders').scan().to_arrow())"
+                     print(open_catalog('{options.iceberg.warehouse}').load_table('test.wl_orders').scan().to_arrow())"
   DuckDB           see README, "The Drainer" (iceberg_scan over a table's metadata.json)""")
         return 0 if ok else 1
     finally:
@@ -123,11 +125,11 @@ Look further:
         cluster.close()
 
 
-def _duckdb_tour(options: DrainerOptions) -> bool:
+def _duckdb_tour(options: DrainerConfig) -> bool:
     from sink.iceberg.catalog import open_catalog
     from sink.iceberg.duck import connect_iceberg
 
-    catalog = open_catalog(options.warehouse)
+    catalog = open_catalog(options.iceberg.warehouse)
     con = connect_iceberg()
     ok = True
     for ns in sorted(n for n in catalog.list_namespaces() if n[0] != "_binlake"):

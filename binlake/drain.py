@@ -7,15 +7,29 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from binlake.drain_config import DrainerOptions
-from ingest.errors import ConfigError
+from binlake.drain_config import DrainerConfig
+from ingest.config import ConfigError
 from ingest.registry import load_registry
 from ingest.registry.base import DRAINER, PAUSED, NodeStatus
 from ingest.tso import TSOClient
 from sink.base import Sink, TableReport
 
 
-def cluster_id_of(options: DrainerOptions) -> int:
+class ConsoleProgress:
+    """Prints each stage of a run as it goes: ``[pull] …`` then ``[pull] done in 1.23 s  detail``."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+
+    def started(self, stage: str) -> None:
+        print(f"  [{stage}] …", end="", file=self.out, flush=True)
+
+    def finished(self, stage: str, seconds: float, detail: str) -> None:
+        extra = f"  {detail}" if detail else ""
+        print(f"\r  [{stage}] done in {seconds:.2f} s{extra}", file=self.out, flush=True)
+
+
+def cluster_id_of(options: DrainerConfig) -> int:
     """The configured cluster id, else the one in PD's TSO response header."""
     if options.cluster_id:
         return options.cluster_id
@@ -29,7 +43,7 @@ def cluster_id_of(options: DrainerOptions) -> int:
         client.close()
 
 
-def register_drainer(options: DrainerOptions, checkpoint: int) -> None:
+def register_drainer(options: DrainerConfig, checkpoint: int) -> None:
     """Record this batch drainer in the registry as a *paused* drainer at ``checkpoint``.
 
     Pumps then wait for it before going offline (TiDB's waitSafeToOffline: every drainer that is
@@ -38,26 +52,26 @@ def register_drainer(options: DrainerOptions, checkpoint: int) -> None:
     """
     registry = load_registry(options.registry)
     try:
-        registry.put_node(DRAINER, NodeStatus(node_id=options.node_id, host=f"batch:{options.sink}", state=PAUSED,
+        registry.put_node(DRAINER, NodeStatus(node_id=options.node_id, host=f"batch:{options.syncer.db_type}", state=PAUSED,
                                               is_alive=False, max_commit_ts=checkpoint,
                                               update_ts=int(time.time() * 1000)))
     finally:
         registry.close()
 
 
-def open_sink(options: DrainerOptions) -> Sink:
+def open_sink(options: DrainerConfig) -> Sink:
     """The sink the options name (Iceberg catalog + warehouse, or a Parquet directory)."""
-    if options.sink == "parquet":
+    if options.syncer.db_type == "parquet":
         from sink.parquet import ParquetSink
 
-        return ParquetSink(options.parquet_dir)
+        return ParquetSink(options.parquet.dir)
     from sink.iceberg.catalog import open_catalog
     from sink.iceberg.writer import IcebergSink
 
-    return IcebergSink(open_catalog(options.warehouse, options.catalog_uri or None), tag_runs=options.tag_runs)
+    return IcebergSink(open_catalog(options.iceberg.warehouse, options.iceberg.catalog_uri or None), tag_runs=options.iceberg.tag_runs)
 
 
-def run_drain_command(options: DrainerOptions, from_ts: int | None = None, to_ts: int | None = None,
+def run_drain_command(options: DrainerConfig, from_ts: int | None = None, to_ts: int | None = None,
                       dry_run: bool = False, report_path: str | None = None,
                       out: TextIO = sys.stdout) -> dict[str, Any]:
     """One run end to end; returns the run report (also printed, and written as JSON)."""
@@ -75,29 +89,32 @@ def run_drain_command(options: DrainerOptions, from_ts: int | None = None, to_ts
         t0 = time.perf_counter()
         plan = make_plan(options.registry, cluster_id, begin, to_ts)
         stages["plan"] = time.perf_counter() - t0
-        print(f"binlake drain: {options.sink} sink, checkpoint {checkpoint}", file=out)
+        print(f"binlake drain: {options.syncer.db_type} sink, checkpoint {checkpoint}", file=out)
         print(plan.describe(), file=out, flush=True)
         report: dict[str, Any] = {"cluster_id": cluster_id, "from_ts": plan.from_ts, "to_ts": plan.to_ts,
-                                  "sink": options.sink, "checkpoint_before": checkpoint, "dry_run": dry_run,
+                                  "sink": options.syncer.db_type, "checkpoint_before": checkpoint, "dry_run": dry_run,
                                   "tables": [], "stages": stages}
         if dry_run or plan.empty:
             report["checkpoint_after"] = checkpoint
             return report
         if checkpoint is None and not options.tables:
             register_drainer(options, plan.from_ts)  # pumps wait for this drainer from now on
-        if not options.upstream_status_url:
+        if not options.upstream.status_url:
             raise ConfigError("the drain needs [upstream] status-url / --upstream-status-url for the DDL history")
         t0 = time.perf_counter()
-        history = SchemaHistory.fetch(options.upstream_status_url)
+        history = SchemaHistory.fetch(options.upstream.status_url)
         stages["history"] = time.perf_counter() - t0
 
         from transform.drain import run_drain
-        from transform.spark import spark_session
+        from transform.spark import settings_in_force, spark_session
 
         t0 = time.perf_counter()
-        spark = spark_session(options.spark_master)
+        spark = spark_session(options.spark.master, options.spark.app_name, options.spark.conf)
         stages["spark-start"] = time.perf_counter() - t0
-        result = run_drain(spark, plan, history, options.table_filter(), options.splits_per_pump, out=out)
+        report["spark"] = {"master": options.spark.master,
+                           "settings": settings_in_force(spark, options.spark.master, options.spark.conf)}
+        result = run_drain(spark, plan, history, options.table_filter(), options.spark.splits_per_pump,
+                           progress=ConsoleProgress(out))
         stages.update(result.stages)
         t0 = time.perf_counter()
         tables: list[TableReport] = sink.write(result.batch)
@@ -135,21 +152,21 @@ def _print_report(report: dict[str, Any], out: TextIO) -> None:
     print(f"  checkpoint: {report['checkpoint_before']} -> {report.get('checkpoint_after')}", file=out)
 
 
-def run_verify_command(options: DrainerOptions, ts: int | None, out: TextIO = sys.stdout) -> int:
+def run_verify_command(options: DrainerConfig, ts: int | None, out: TextIO = sys.stdout) -> int:
     """Compare every mirror at ``ts`` (default: the checkpoint) with the upstream's snapshot; 0 when equal."""
     from sink.iceberg.catalog import open_catalog
     from sink.iceberg.writer import IcebergSink
     from sink.verify import verify_mirrors
     from upstream.client import StatusClient
 
-    if not options.upstream_status_url:
+    if not options.upstream.status_url:
         raise ConfigError("verify needs --upstream-status-url (the upstream's snapshot at ts)")
-    catalog = open_catalog(options.warehouse, options.catalog_uri or None)
+    catalog = open_catalog(options.iceberg.warehouse, options.iceberg.catalog_uri or None)
     if ts is None:
         ts = IcebergSink(catalog).checkpoint()
         if ts is None:
             raise ConfigError("no checkpoint in the catalog yet: give --ts")
-    snapshot = StatusClient(options.upstream_status_url).snapshot(ts)
+    snapshot = StatusClient(options.upstream.status_url).snapshot(ts)
     names = [f"{d}.{t}" for d, t in options.tables] or None
     filt = options.table_filter()
     snapshot = {k: v for k, v in snapshot.items() if filt.allows(*k.split(".", 1))}

@@ -1,113 +1,136 @@
-"""drainer.toml: TiDB Binlog's drainer key names where they exist, binlake's sink keys beside them.
-
-Unknown keys are errors; flags override the file.
-"""
+"""drainer.toml: ``binlake drain`` / ``binlake verify``. TiDB Binlog's drainer key names where the
+option exists, binlake's sink and Spark keys beside them; flags override the file
+(``ingest.config.load_config``)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Mapping
+from typing import Annotated, Any
 
-from binlake.config import Key, _bool, _int, _string, _string_list, _url_list, apply_settings, load_toml
-from ingest.errors import ConfigError
+from pydantic import BeforeValidator, Field
+
+from ingest.config import Bool, Int, Str, StringList, TomlModel, UrlList
 from transform.filters import DEFAULT_IGNORE_SCHEMAS, TableFilter
 
 SINKS = ("iceberg", "parquet")
 
 
 def _sink(value: Any) -> str:
-    text = _string(value).lower()
-    if text == "pb":
-        text = "parquet"
+    if not isinstance(value, str):
+        raise ValueError(f"expected a string, got {value!r}")
+    text = "parquet" if value.lower() == "pb" else value.lower()
     if text not in SINKS:
-        raise ConfigError(f"sink {value!r} is not one of {', '.join(SINKS)}")
+        raise ValueError(f"sink {value!r} is not one of {', '.join(SINKS)}")
     return text
 
 
 def _db_tables(value: Any) -> list[tuple[str, str]]:
     if not isinstance(value, list):
-        raise ConfigError(f"expected an array of {{db-name, tbl-name}} tables, got {value!r}")
+        raise ValueError(f"expected an array of {{db-name, tbl-name}} tables, got {value!r}")
     out = []
     for item in value:
+        if isinstance(item, tuple) and len(item) == 2:
+            out.append((str(item[0]), str(item[1])))
+            continue
         if not isinstance(item, dict) or set(item) - {"db-name", "tbl-name"} or "db-name" not in item:
-            raise ConfigError(f"each entry needs db-name and tbl-name, got {item!r}")
+            raise ValueError(f"each entry needs db-name and tbl-name, got {item!r}")
         out.append((str(item["db-name"]), str(item.get("tbl-name", ""))))
     return out
 
 
-def parse_tables(text: str) -> list[tuple[str, str]]:
-    """``db.t,db2.t2`` → [(db, t), …]; ConfigError naming a malformed entry."""
+def parse_tables(text: Any) -> list[tuple[str, str]]:
+    """``db.t,db2.t2`` → [(db, t), …]; ``ValueError`` naming a malformed entry."""
+    if isinstance(text, list):
+        return [(str(d), str(t)) for d, t in text]
+    if not isinstance(text, str):
+        raise ValueError(f"expected db.table names, got {text!r}")
     out = []
     for part in (p.strip() for p in text.split(",") if p.strip()):
         db, dot, table = part.partition(".")
         if not dot or not db or not table:
-            raise ConfigError(f"--tables entry {part!r} is not db.table")
+            raise ValueError(f"--tables entry {part!r} is not db.table")
         out.append((db, table))
     return out
 
 
-@dataclass
-class DrainerOptions:
+def _spark_conf(value: Any) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a table of spark.* settings, got {value!r}")
+    out = {}
+    for key, v in value.items():
+        if not str(key).startswith("spark."):
+            raise ValueError(f"{key!r} is not a Spark setting (keys start with 'spark.')")
+        if isinstance(v, (dict, list)) or v is None:
+            raise ValueError(f"{key}: expected a string, number or boolean, got {v!r}")
+        out[str(key)] = str(v).lower() if isinstance(v, bool) else str(v)
+    return out
+
+
+DBTables = Annotated[list[tuple[str, str]], BeforeValidator(_db_tables)]
+
+
+class UpstreamSection(TomlModel):
+    """``[upstream]``: the TiDB status API (DDL history, and snapshots for verify)."""
+
+    status_url: Str = Field("", alias="status-url")
+
+
+class SyncerSection(TomlModel):
+    """``[syncer]``: the sink and TiDB Binlog's table filters."""
+
+    db_type: Annotated[str, BeforeValidator(_sink)] = Field("iceberg", alias="db-type")
+    replicate_do_db: StringList = Field(default_factory=list, alias="replicate-do-db")
+    replicate_do_table: DBTables = Field(default_factory=list, alias="replicate-do-table")
+    ignore_schemas: StringList = Field(default_factory=lambda: list(DEFAULT_IGNORE_SCHEMAS), alias="ignore-schemas")
+    ignore_table: DBTables = Field(default_factory=list, alias="ignore-table")
+
+
+class IcebergSection(TomlModel):
+    """``[iceberg]``: the catalog and warehouse."""
+
+    catalog_uri: Str = Field("", alias="catalog-uri")   # default: sqlite beside a local warehouse
+    warehouse: Str = "warehouse"
+    tag_runs: Bool = Field(False, alias="tag-runs")      # tag each table's snapshot tidb-ts-<to_ts>
+
+
+class ParquetSection(TomlModel):
+    """``[parquet]``: the root directory of the Parquet CDC files."""
+
+    dir: Str = "cdc"
+
+
+class SparkSection(TomlModel):
+    """``[spark]``: where the run's Spark stages execute. ``conf`` (``[spark.conf]``, and every
+    ``--spark-conf KEY=VALUE``) is passed to Spark verbatim, over binlake's defaults
+    (``transform.spark``: they apply to ``local[...]`` masters only)."""
+
+    master: Str = "local[*]"
+    app_name: Str = Field("binlake-drain", alias="app-name")
+    splits_per_pump: Int = Field(1, alias="splits-per-pump", ge=1)   # pull tasks per pump (ts sub-ranges)
+    conf: Annotated[dict[str, str], BeforeValidator(_spark_conf)] = Field(default_factory=dict)
+
+
+class DrainerConfig(TomlModel):
     """Everything ``binlake drain`` / ``binlake verify`` need."""
 
-    registry: str = "file://registry.json"
-    node_id: str = "binlake-drain"
-    pd_urls: str = ""
-    cluster_id: int = 0
-    data_dir: str = "data.drainer"
-    initial_commit_ts: int = 0
-    upstream_status_url: str = ""
-    sink: str = "iceberg"
-    catalog_uri: str = ""
-    warehouse: str = "warehouse"
-    tag_runs: bool = False
-    parquet_dir: str = "cdc"
-    spark_master: str = "local[*]"
-    splits_per_pump: int = 1
-    replicate_do_db: list[str] = field(default_factory=list)
-    replicate_do_table: list[tuple[str, str]] = field(default_factory=list)
-    ignore_schemas: list[str] = field(default_factory=lambda: list(DEFAULT_IGNORE_SCHEMAS))
-    ignore_table: list[tuple[str, str]] = field(default_factory=list)
-    tables: list[tuple[str, str]] = field(default_factory=list)
-    log_level: str = "info"
+    registry: Str = "file://registry.json"
+    node_id: Str = Field("binlake-drain", alias="node-id")
+    pd_urls: UrlList = Field("", alias="pd-urls")
+    cluster_id: Int = Field(0, alias="cluster-id", ge=0)
+    data_dir: Str = Field("data.drainer", alias="data-dir")
+    initial_commit_ts: Int = Field(0, alias="initial-commit-ts")
+    log_level: Str = Field("info", alias="log-level")
+    tables: Annotated[list[tuple[str, str]], BeforeValidator(parse_tables)] = Field(default_factory=list)
+    upstream: UpstreamSection = Field(default_factory=UpstreamSection)
+    syncer: SyncerSection = Field(default_factory=SyncerSection)
+    iceberg: IcebergSection = Field(default_factory=IcebergSection)
+    parquet: ParquetSection = Field(default_factory=ParquetSection)
+    spark: SparkSection = Field(default_factory=SparkSection)
+
+    def validate_config(self) -> None:
+        if self.initial_commit_ts < 0:
+            raise ValueError("initial-commit-ts must be >= 0 (binlake drains what the pumps hold from that ts)")
 
     def table_filter(self) -> TableFilter:
         """The filter these options describe."""
-        return TableFilter(tuple(self.replicate_do_db), tuple(self.replicate_do_table),
-                           tuple(self.ignore_schemas), tuple(self.ignore_table), tuple(self.tables))
-
-
-DRAINER_KEYS: dict[str, Key] = {
-    "registry": Key("registry", _string),
-    "node-id": Key("node_id", _string),
-    "pd-urls": Key("pd_urls", _url_list),
-    "cluster-id": Key("cluster_id", _int),
-    "data-dir": Key("data_dir", _string),
-    "initial-commit-ts": Key("initial_commit_ts", _int),
-    "log-level": Key("log_level", _string),
-    "upstream.status-url": Key("upstream_status_url", _string),
-    "syncer.db-type": Key("sink", _sink),
-    "syncer.replicate-do-db": Key("replicate_do_db", _string_list),
-    "syncer.replicate-do-table": Key("replicate_do_table", _db_tables),
-    "syncer.ignore-schemas": Key("ignore_schemas", _string_list),
-    "syncer.ignore-table": Key("ignore_table", _db_tables),
-    "iceberg.catalog-uri": Key("catalog_uri", _string),
-    "iceberg.warehouse": Key("warehouse", _string),
-    "iceberg.tag-runs": Key("tag_runs", _bool),
-    "parquet.dir": Key("parquet_dir", _string),
-    "spark.master": Key("spark_master", _string),
-    "spark.splits-per-pump": Key("splits_per_pump", _int),
-    # flag-only keys
-    "tables": Key("tables", parse_tables),
-}
-
-
-def load_drainer_options(config: str | Path | None, overrides: Mapping[str, Any]) -> DrainerOptions:
-    """Defaults, then the TOML file, then non-None flag ``overrides`` (TOML key names)."""
-    options = DrainerOptions()
-    if config:
-        apply_settings(options, load_toml(config), DRAINER_KEYS, str(config))
-    apply_settings(options, {k: v for k, v in overrides.items() if v is not None}, DRAINER_KEYS, "command line")
-    if options.initial_commit_ts < 0:
-        raise ConfigError("initial-commit-ts must be >= 0 (binlake drains what the pumps hold from that ts)")
-    return options
+        s = self.syncer
+        return TableFilter(tuple(s.replicate_do_db), tuple(s.replicate_do_table), tuple(s.ignore_schemas),
+                           tuple(s.ignore_table), tuple(self.tables))

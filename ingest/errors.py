@@ -6,10 +6,6 @@ class IngestError(Exception):
     """Base class of every error raised by ``ingest``."""
 
 
-class ConfigError(IngestError):
-    """A configuration value is missing, malformed or out of range."""
-
-
 class MalformedBinlog(IngestError):
     """A payload does not decode as a ``binlog.Binlog``."""
 

@@ -13,13 +13,12 @@ Stages (each timed in :attr:`DrainResult.stages`):
 """
 from __future__ import annotations
 
-import sys
 import time
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 from contextlib import contextmanager
-from typing import Callable, Iterator, TextIO
+from typing import Callable, Iterator, Protocol, TypeVar
 
 import pyarrow as pa
 from pyspark.errors import PythonException
@@ -35,6 +34,8 @@ from transform.plan import Plan
 from transform.spark import spark_ddl
 from transform.pull import RAW_SCHEMA, TASK_DDL, lookup_prewrites, pull_tasks, split_range
 from transform.rowchanges import OUT_SCHEMA, DecodeContext, decode_transactions, read_ipc
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -58,22 +59,33 @@ def _task_errors(stage: str) -> Iterator[None]:
         raise DrainError(f"{stage} stage failed in a Spark task: {cause}") from e
 
 
-class _Progress:
-    def __init__(self, out: TextIO | None) -> None:
-        self.out = out
-        self.stages: dict[str, float] = {}
+class StageProgress(Protocol):
+    """Told when each stage of a run starts and ends (a console, a log, a metrics sink)."""
 
-    def run(self, name: str, fn: Callable[[], object], detail: Callable[[object], str] = lambda _: "") -> object:
+    def started(self, stage: str) -> None:
+        """``stage`` began."""
+
+    def finished(self, stage: str, seconds: float, detail: str) -> None:
+        """``stage`` ended after ``seconds``; ``detail`` says what it did (may be empty)."""
+
+
+class _Stages:
+    """Runs the stages, times them into ``seconds`` and tells ``progress``."""
+
+    def __init__(self, progress: StageProgress | None) -> None:
+        self.progress = progress
+        self.seconds: dict[str, float] = {}
+
+    def run(self, name: str, fn: Callable[[], T], detail: Callable[[T], str] = lambda _: "") -> T:
         t0 = time.perf_counter()
-        if self.out:
-            print(f"  [{name}] …", end="", file=self.out, flush=True)
+        if self.progress:
+            self.progress.started(name)
         with _task_errors(name):
             value = fn()
         took = time.perf_counter() - t0
-        self.stages[name] = self.stages.get(name, 0.0) + took
-        if self.out:
-            extra = detail(value)
-            print(f"\r  [{name}] done in {took:.2f} s{('  ' + extra) if extra else ''}", file=self.out, flush=True)
+        self.seconds[name] = self.seconds.get(name, 0.0) + took
+        if self.progress:
+            self.progress.finished(name, took, detail(value))
         return value
 
 
@@ -85,16 +97,17 @@ def _pull(spark: SparkSession, plan: Plan, splits: int) -> DataFrame:
 
 
 def run_drain(spark: SparkSession, plan: Plan, history: SchemaHistory, table_filter: TableFilter | None = None,
-              splits_per_pump: int = 1, out: TextIO | None = sys.stderr) -> DrainResult:
-    """Run the Spark stages of one range and return its changes (nothing is written here)."""
+              splits_per_pump: int = 1, progress: StageProgress | None = None) -> DrainResult:
+    """Run the Spark stages of one range and return its changes (nothing is written here);
+    ``progress`` hears of each stage."""
     table_filter = table_filter or TableFilter()
-    progress = _Progress(out)
+    stages = _Stages(progress)
     batch = ch.RunBatch(plan.cluster_id, plan.from_ts, plan.to_ts, uuid.uuid4().hex[:16])
-    result = DrainResult(batch, progress.stages)
+    result = DrainResult(batch, stages.seconds)
     if plan.empty:
         return result
 
-    raw = progress.run("pull", lambda: _pull(spark, plan, splits_per_pump).localCheckpoint(eager=True))
+    raw = stages.run("pull", lambda: _pull(spark, plan, splits_per_pump).localCheckpoint(eager=True))
     prewrites = raw.where(F.col("tp") == bl.PREWRITE).select("start_ts", "payload").dropDuplicates(["start_ts"])
     commits = raw.where(F.col("tp") == bl.COMMIT).select("start_ts", "commit_ts").dropDuplicates(["start_ts"])
 
@@ -102,7 +115,7 @@ def run_drain(spark: SparkSession, plan: Plan, history: SchemaHistory, table_fil
         rows = commits.join(prewrites, "start_ts", "left_anti").select("start_ts").toArrow()
         return rows.column("start_ts").to_pylist()
 
-    lost = progress.run("pair", missing, lambda v: f"{len(v)} commits need their prewrite looked up")
+    lost = stages.run("pair", missing, lambda v: f"{len(v)} commits need their prewrite looked up")
     if lost:
         found = lookup_prewrites([p.addr for p in plan.pumps], plan.cluster_id, lost)
         absent = sorted(set(lost) - set(found.column("start_ts").to_pylist()))
@@ -117,9 +130,9 @@ def run_drain(spark: SparkSession, plan: Plan, history: SchemaHistory, table_fil
     def decode(batches):  # type: ignore[no-untyped-def]
         return decode_transactions(ctx.value, batches)
 
-    decoded = progress.run("decode", lambda: txns.mapInArrow(decode, spark_ddl(OUT_SCHEMA)).toArrow(),
+    decoded = stages.run("decode", lambda: txns.mapInArrow(decode, spark_ddl(OUT_SCHEMA)).toArrow(),
                            lambda t: f"{sum(t.column('rows').to_pylist())} row changes")
-    progress.run("collect", lambda: _assemble(batch, decoded, history, table_filter))  # type: ignore[arg-type]
+    stages.run("collect", lambda: _assemble(batch, decoded, history, table_filter))  # type: ignore[arg-type]
     result.counts = {"records": raw.count(), "lookups": len(lost),
                      "row_changes": sum(t.row_count for t in batch.tables.values())}
     raw.unpersist()

@@ -1,14 +1,42 @@
-"""The local (or given) Spark session the Drainer runs on, with the settings this stack needs."""
+"""The Spark session a Drainer run executes on.
+
+Settings, lowest priority first:
+
+1. ``STACK_SETTINGS`` (every master): what the drain's stages rely on — Arrow transfers between
+   the JVM and Python, Arrow batches of 65,536 rows, reused Python workers.
+2. ``LOCAL_DEFAULTS`` (``local[...]`` masters only): sized for one machine — 4 shuffle partitions
+   and default parallelism, a 4 GB driver, adaptive execution off (predictable partitions), no UI,
+   the driver bound to 127.0.0.1. A cluster master gets Spark's (or the cluster's) defaults instead.
+3. ``conf``: drainer.toml's ``[spark.conf]`` and every ``--spark-conf KEY=VALUE``, verbatim.
+
+Python workers run ``spark.pyspark.python`` when given, else ``$PYSPARK_PYTHON``, else (local
+masters) this interpreter; the process environment is not changed.
+"""
 from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import Mapping
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
 _SPARK_TYPES = {pa.int32(): "int", pa.int64(): "long", pa.string(): "string", pa.binary(): "binary"}
+
+STACK_SETTINGS: dict[str, str] = {
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "65536",
+    "spark.python.worker.reuse": "true",
+}
+LOCAL_DEFAULTS: dict[str, str] = {
+    "spark.sql.shuffle.partitions": "4",
+    "spark.default.parallelism": "4",
+    "spark.driver.memory": "4g",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.ui.enabled": "false",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.driver.host": "127.0.0.1",
+}
 
 
 def spark_ddl(schema: pa.Schema) -> str:
@@ -16,33 +44,46 @@ def spark_ddl(schema: pa.Schema) -> str:
     return ", ".join(f"{f.name} {_SPARK_TYPES[f.type]}{'' if f.nullable else ' not null'}" for f in schema)
 
 
-def spark_session(master: str = "local[*]", app_name: str = "binlake-drain",
-                  conf: dict[str, Any] | None = None) -> SparkSession:
-    """A SparkSession whose Python workers run this interpreter, bound to loopback for local masters.
+def is_local(master: str) -> bool:
+    """True for ``local``, ``local[N]``, ``local[*]`` and ``local[N,F]`` masters."""
+    return master == "local" or master.startswith("local[")
 
-    ``conf`` entries override the defaults (4 shuffle partitions, no UI, Arrow on, 4 GB driver).
-    """
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    settings: dict[str, Any] = {
-        "spark.sql.shuffle.partitions": "4",
-        "spark.default.parallelism": "4",
-        "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "true" if sys.stderr.isatty() else "false",  # Spark's stage bars
-        "spark.sql.execution.arrow.pyspark.enabled": "true",
-        "spark.sql.execution.arrow.maxRecordsPerBatch": "65536",
-        "spark.driver.memory": "4g",
-        "spark.sql.adaptive.enabled": "false",
-        "spark.python.worker.reuse": "true",
-    }
-    if master.startswith("local"):
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        settings["spark.driver.bindAddress"] = "127.0.0.1"
-        settings["spark.driver.host"] = "127.0.0.1"
+
+def session_settings(master: str, conf: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Every setting :func:`spark_session` gives Spark for ``master`` (see the module doc)."""
+    settings = dict(STACK_SETTINGS)
+    if is_local(master):
+        settings.update(LOCAL_DEFAULTS)
+        settings["spark.ui.showConsoleProgress"] = "true" if sys.stderr.isatty() else "false"
     settings.update({k: str(v) for k, v in (conf or {}).items()})
+    return settings
+
+
+_SECRET = ("secret", "password", "token", "credential")
+
+
+def settings_in_force(spark: SparkSession, master: str, conf: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The values the live session holds for every key :func:`session_settings` set (secret-looking
+    keys shown as ``<redacted>``): what a run report records."""
+    out = {}
+    for key in session_settings(master, conf):
+        value = spark.conf.get(key, None)
+        if value is not None:
+            out[key] = "<redacted>" if any(word in key.lower() for word in _SECRET) else value
+    return out
+
+
+def spark_session(master: str = "local[*]", app_name: str = "binlake-drain",
+                  conf: Mapping[str, str] | None = None) -> SparkSession:
+    """A SparkSession on ``master`` with :func:`session_settings`; an existing session of this
+    process is reused (Spark allows one per process: settings fixed at its start stay)."""
+    settings = session_settings(master, conf)
     builder = SparkSession.builder.master(master).appName(app_name)
     for k, v in settings.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
+    python = settings.get("spark.pyspark.python") or os.environ.get("PYSPARK_PYTHON")
+    if python or is_local(master):
+        spark.sparkContext.pythonExec = python or sys.executable
     spark.sparkContext.setLogLevel("ERROR")
     return spark

@@ -14,7 +14,7 @@ from ingest.errors import IngestError, NotOnline, TSOError
 from ingest.pump.http_api import StatusServer
 from ingest.pump.metrics import PumpMetrics
 from ingest.pump.node import Node, NotifyError, resolve_node_id
-from ingest.pump.options import PumpOptions
+from ingest.pump.config import PumpConfig
 from ingest.pump.resolver import UpstreamResolver
 from ingest.pump.server import ServerThread
 from ingest.pump.storage import Storage
@@ -36,7 +36,7 @@ TSO_INTERVAL = 1.0
 class Pump:
     """One pump process. ``start`` brings it online; ``wait`` blocks until it has stopped."""
 
-    def __init__(self, options: PumpOptions, registry: Registry | None = None) -> None:
+    def __init__(self, options: PumpConfig, registry: Registry | None = None) -> None:
         self.options = options
         self.metrics = PumpMetrics()
         self.data_dir = Path(options.data_dir)

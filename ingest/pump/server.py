@@ -18,7 +18,7 @@ import grpc
 import uvloop
 
 from ingest.errors import DiskFull, MalformedBinlog, NotOnline, StorageClosed
-from ingest.pump.options import PumpOptions
+from ingest.pump.config import PumpConfig
 from ingest.http2.framing import HTTP2_OPTIONS
 from schemas import binlake_pb2, binlake_pb2_grpc, pump_pb2, pump_pb2_grpc
 
@@ -221,7 +221,7 @@ async def _check_cluster(pump: "Pump", cluster_id: int, context: grpc.aio.Servic
                             f"cluster ID are mismatch, {cluster_id} vs {pump.cluster_id}")
 
 
-def _credentials(options: PumpOptions) -> grpc.ServerCredentials | None:
+def _credentials(options: PumpConfig) -> grpc.ServerCredentials | None:
     sec = options.security
     if not sec.enabled:
         return None
@@ -235,7 +235,7 @@ def _credentials(options: PumpOptions) -> grpc.ServerCredentials | None:
                                        require_client_auth=ca is not None)
 
 
-async def start_server(pump: "Pump", options: PumpOptions, io: ThreadPoolExecutor) -> grpc.aio.Server:
+async def start_server(pump: "Pump", options: PumpConfig, io: ThreadPoolExecutor) -> grpc.aio.Server:
     """Create and start the aio gRPC server with both services on ``options.addr`` (TLS if configured)."""
     server = grpc.aio.server(options=[("grpc.max_receive_message_length", options.max_message_size),
                                       ("grpc.max_send_message_length", -1),
@@ -254,7 +254,7 @@ class ServerThread:
     """Runs the aio server's event loop (uvloop: ~10 % more WriteBinlog calls/s than asyncio's
     default loop, bench/pump_write.py) in a thread of its own; start/stop from any thread."""
 
-    def __init__(self, pump: "Pump", options: PumpOptions, io_threads: int = 32) -> None:
+    def __init__(self, pump: "Pump", options: PumpConfig, io_threads: int = 32) -> None:
         self.io = ThreadPoolExecutor(max_workers=io_threads, thread_name_prefix="pump-io")
         self.loop = uvloop.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="pump-grpc", daemon=True)

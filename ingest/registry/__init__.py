@@ -5,7 +5,7 @@
 """
 from __future__ import annotations
 
-from ingest.errors import ConfigError
+from ingest.config import ConfigError
 from ingest.registry.base import (
     CLOSING,
     DRAINER,

@@ -16,7 +16,8 @@ import requests
 from etcd3gw import exceptions as etcd_exc
 from etcd3gw.client import Etcd3Client
 
-from ingest.errors import ConfigError, RegistryError
+from ingest.config import ConfigError
+from ingest.errors import RegistryError
 from ingest.registry.base import Registry
 
 DEFAULT_PORT = 2379

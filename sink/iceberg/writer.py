@@ -20,7 +20,6 @@ With ``tag_runs`` each table's snapshot at the end of a run is tagged ``tidb-ts-
 """
 from __future__ import annotations
 
-import os
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +36,7 @@ from sink.base import Sink, TableReport
 from sink.errors import SinkError
 from sink.iceberg import schema as ks
 from transform import changes as ch
+from transform import failpoints
 from transform.history import DROP_SCHEMA, DROP_TABLE, DROP_VIEW, RENAME_TABLE, TRUNCATE_TABLE
 from transform.reduce import net_change
 from transform.codec.model import TableInfo
@@ -46,18 +46,9 @@ META_NAMESPACE = "_binlake"
 _ENDING = (DROP_SCHEMA, DROP_TABLE, DROP_VIEW, TRUNCATE_TABLE)
 
 
-FAILPOINT_ENV = "BINLAKE_FAILPOINT"
 TAG_PREFIX = "tidb-ts-"
 DROPPED_INFIX = "_dropped_"
 KEY_EPOCH = "_binlake_key"  # internal column: the key a mirror row change was written under
-
-
-def _failpoint(commits: int) -> None:
-    """Crash testing: ``BINLAKE_FAILPOINT=sink-commit:N`` kills the process right after its N-th
-    Iceberg table commit, as ``kill -9`` would (no cleanup, no checkpoint)."""
-    spec = os.environ.get(FAILPOINT_ENV, "")
-    if spec.startswith("sink-commit:") and commits == int(spec.split(":", 1)[1]):
-        os._exit(86)
 
 
 class CheckpointError(SinkError):
@@ -326,7 +317,7 @@ class IcebergSink(Sink):
             props[ks.PROP_TO_TS] = str(run.to_ts)
             tx.set_properties(props)
         self._commits += 1
-        _failpoint(self._commits)
+        failpoints.inject("sink-commit", self._commits)
         if self.tag_runs:
             self._tag(tbl.name(), run.to_ts)
 

@@ -3,7 +3,7 @@ into a real (SQLite) Iceberg catalog."""
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from binlake.drain import run_drain_command, run_verify_command
-from binlake.drain_config import DrainerOptions
+from binlake.drain_config import DrainerConfig, IcebergSection, SparkSection, UpstreamSection
 from binlake.local import PumpProcess
 from sink.iceberg.catalog import open_catalog
 from upstream.cluster import Cluster
@@ -38,7 +38,7 @@ class Env:
     root: Path
     cluster: Cluster
     pumps: list[PumpProcess]
-    options: DrainerOptions
+    options: DrainerConfig
     outputs: list[str] = field(default_factory=list)
 
     def sql(self, script: str, server: int = 0) -> list[Any]:
@@ -52,7 +52,7 @@ class Env:
         wait_watermarks(self.pumps, self.cluster.cluster_id, target, timeout=60)
         return target
 
-    def drain(self, options: DrainerOptions | None = None, **kw: Any) -> dict[str, Any]:
+    def drain(self, options: DrainerConfig | None = None, **kw: Any) -> dict[str, Any]:
         """Settle, then run one drain in-process; returns its report."""
         self.settle()
         out = io.StringIO()
@@ -61,21 +61,24 @@ class Env:
         finally:
             self.outputs.append(out.getvalue())
 
-    def verify(self, ts: int, options: DrainerOptions | None = None) -> str:
+    def verify(self, ts: int, options: DrainerConfig | None = None) -> str:
         """Run ``verify`` at ``ts``; fail the test with its output unless it found no difference."""
         out = io.StringIO()
         code = run_verify_command(options or self.options, ts, out=out)
         assert code == 0, out.getvalue()
         return out.getvalue()
 
-    def catalog(self, options: DrainerOptions | None = None) -> Any:
+    def catalog(self, options: DrainerConfig | None = None) -> Any:
         """The drainer's Iceberg catalog."""
         o = options or self.options
-        return open_catalog(o.warehouse, o.catalog_uri or None)
+        return open_catalog(o.iceberg.warehouse, o.iceberg.catalog_uri or None)
 
-    def fresh_options(self, name: str) -> DrainerOptions:
+    def fresh_options(self, name: str) -> DrainerConfig:
         """Options for another warehouse (a backfill or a control run)."""
-        return replace(self.options, warehouse=str(self.root / name), data_dir=str(self.root / f"{name}-drainer"))
+        fresh = self.options.model_copy(deep=True)
+        fresh.iceberg.warehouse = str(self.root / name)
+        fresh.data_dir = str(self.root / f"{name}-drainer")
+        return fresh
 
 
 @pytest.fixture
@@ -90,9 +93,10 @@ def env(tmp_path: Path, spark: Any) -> Iterator[Env]:
     try:
         for p in pumps:
             p.start()
-        options = DrainerOptions(registry=registry, pd_urls=cluster.tso_url, upstream_status_url=cluster.status_url,
-                                 warehouse=str(tmp_path / "warehouse"), data_dir=str(tmp_path / "drainer"),
-                                 spark_master="local[2]")
+        options = DrainerConfig(registry=registry, pd_urls=cluster.tso_url, data_dir=str(tmp_path / "drainer"),
+                                upstream=UpstreamSection(status_url=cluster.status_url),
+                                iceberg=IcebergSection(warehouse=str(tmp_path / "warehouse")),
+                                spark=SparkSection(master="local[2]"))
         yield Env(tmp_path, cluster, pumps, options)
     finally:
         for p in pumps:

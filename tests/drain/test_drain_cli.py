@@ -6,27 +6,31 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
-from binlake.drain_config import DrainerOptions
-from sink.iceberg.writer import FAILPOINT_ENV
+from binlake.drain_config import DrainerConfig
 from tests.drain.conftest import Env, read_table
+from tests.drain.crashing_cli import CRASH_STATUS
+
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.integration
 
 
-def cli_args(o: DrainerOptions) -> list[str]:
-    return ["--registry", o.registry, "--pd-urls", o.pd_urls, "--upstream-status-url", o.upstream_status_url,
-            "--warehouse", o.warehouse]
+def cli_args(o: DrainerConfig) -> list[str]:
+    return ["--registry", o.registry, "--pd-urls", o.pd_urls, "--upstream-status-url", o.upstream.status_url,
+            "--warehouse", o.iceberg.warehouse]
 
 
-def binlake(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "binlake.cli", *args], capture_output=True, text=True,
-                          timeout=600, env={**os.environ, **(env or {})}, cwd=cwd)
+def binlake(*args: str, failpoints: tuple[str, ...] = (), cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """``binlake ARGS…`` in a child process; with ``failpoints`` (``NAME=N``), the child exits with
+    ``CRASH_STATUS`` when one fires (``tests/drain/crashing_cli.py``)."""
+    cmd = ["-m", "tests.drain.crashing_cli", *failpoints, "--"] if failpoints else ["-m", "binlake.cli"]
+    return subprocess.run([sys.executable, *cmd, *args], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=cwd)
 
 
 def test_dry_run_prints_the_plan_and_a_too_high_to_ts_is_refused(env: Env) -> None:
@@ -35,7 +39,7 @@ def test_dry_run_prints_the_plan_and_a_too_high_to_ts_is_refused(env: Env) -> No
     r = binlake("drain", "--dry-run", *cli_args(env.options), cwd=env.root)
     assert r.returncode == 0, r.stderr
     assert "range (from_ts, to_ts] = (0, " in r.stdout and "pump pump-1" in r.stdout and "pump pump-2" in r.stdout
-    assert not Path(env.options.warehouse, "test").exists()               # nothing written
+    assert not Path(env.options.iceberg.warehouse, "test").exists()               # nothing written
     r = binlake("drain", "--dry-run", "--to-ts", str(wm * 2), *cli_args(env.options), cwd=env.root)
     assert r.returncode == 1
     assert "above the pumps' watermark" in r.stderr
@@ -50,9 +54,9 @@ def test_a_drain_killed_mid_commit_and_rerun_equals_an_uninterrupted_run(env: En
         env.sql(f"update {t} set v = 'x' where id = 1", server=1)
     env.settle()
     # killed right after its 3rd table commit (b's changelog committed, b's mirror not)
-    r = binlake("drain", *cli_args(env.options), "--spark-master", "local[2]", env={FAILPOINT_ENV: "sink-commit:3"},
+    r = binlake("drain", *cli_args(env.options), "--spark-master", "local[2]", failpoints=("sink-commit=3",),
                 cwd=env.root)
-    assert r.returncode == 86, r.stderr[-2000:]
+    assert r.returncode == CRASH_STATUS, r.stderr[-2000:]
     cat = env.catalog()
     assert cat.table_exists("test.a") and cat.table_exists("test.b__changelog")
     assert not cat.table_exists("test.b") or cat.load_table("test.b").current_snapshot() is None
@@ -80,14 +84,18 @@ def test_filters_and_the_parquet_sink(env: Env) -> None:
     env.sql("insert into keep values (1, 1), (2, 2); insert into skip_me values (1)")
     env.sql("insert into other.o values (5)")
     env.sql("update keep set v = 20 where id = 2")
-    opts = replace(env.options, ignore_table=[("test", "skip_me")], replicate_do_db=["test"])
+    opts = env.options.model_copy(deep=True)
+    opts.syncer.ignore_table = [("test", "skip_me")]
+    opts.syncer.replicate_do_db = ["test"]
     report = env.drain(opts)
     assert {t["table"] for t in report["tables"]} == {"test.keep"}
     cat = env.catalog()
     assert not cat.table_exists("test.skip_me") and not cat.table_exists("other.o")
     # the same range into Parquet files
-    pq_opts = replace(env.options, sink="parquet", parquet_dir=str(env.root / "cdc"),
-                      data_dir=str(env.root / "pq-drainer"))
+    pq_opts = env.options.model_copy(deep=True)
+    pq_opts.syncer.db_type = "parquet"
+    pq_opts.parquet.dir = str(env.root / "cdc")
+    pq_opts.data_dir = str(env.root / "pq-drainer")
     pq = env.drain(pq_opts, to_ts=report["to_ts"])
     assert {t["table"] for t in pq["tables"]} == {"test.keep", "test.skip_me", "other.o"}
     log = read_changelog(str(env.root / "cdc"), "test", "keep")
@@ -119,3 +127,28 @@ def test_a_change_to_a_table_the_history_does_not_know_fails_the_run_by_name(env
         env.drain()
     assert env.catalog().list_namespaces() in ([], [("_binlake",)])      # nothing written, no checkpoint
     assert not env.catalog().table_exists("test.known")
+
+
+def test_spark_settings_from_the_config_and_flags_reach_the_session(env: Env) -> None:
+    """``[spark.conf]`` and ``--spark-conf`` go to Spark verbatim (the flag over the file); the run
+    report shows what the live session holds."""
+    env.sql("create table s (id int primary key)")
+    env.sql("insert into s values (1)")
+    env.settle()
+    conf = env.root / "drainer.toml"
+    conf.write_text('[spark]\nmaster = "local[1]"\n[spark.conf]\n"spark.sql.shuffle.partitions" = 5\n'
+                    '"spark.sql.files.maxRecordsPerFile" = 1234\n')
+    report_path = env.root / "report.json"
+    r = binlake("drain", "--config", str(conf), *cli_args(env.options), "--report", str(report_path),
+                "--spark-conf", "spark.sql.shuffle.partitions=7", cwd=env.root)
+    assert r.returncode == 0, r.stderr[-2000:]
+    spark = json.loads(report_path.read_text())["spark"]
+    assert spark["master"] == "local[1]"
+    settings = spark["settings"]
+    assert settings["spark.sql.shuffle.partitions"] == "7"             # the flag over the file
+    assert settings["spark.sql.files.maxRecordsPerFile"] == "1234"     # the file over Spark's default
+    assert settings["spark.sql.adaptive.enabled"] == "false"           # a local default
+    r = binlake("drain", "--dry-run", *cli_args(env.options), "--spark-conf", "sql.shuffle.partitions=7",
+                cwd=env.root)
+    assert r.returncode == 1
+    assert "command line: spark.conf: 'sql.shuffle.partitions' is not a Spark setting" in r.stderr

@@ -128,7 +128,7 @@ def test_truncate_rename_and_drop_table(env: Env) -> None:
 
 
 def test_reruns_are_noops_and_a_backfill_fills_fresh_tables(env: Env) -> None:
-    env.options.tag_runs = True
+    env.options.iceberg.tag_runs = True
     env.sql("create table s (id int primary key, v int)")
     env.sql("insert into s values (1, 1)")
     r1 = env.drain()

@@ -6,8 +6,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from binlake.drain_config import load_drainer_options, parse_tables
-from ingest.errors import ConfigError
+from binlake.drain_config import DrainerConfig, parse_tables
+from ingest.config import ConfigError, load_config
 from transform.filters import TableFilter
 from transform.history import HistoryError, SchemaHistory
 from transform.plan import PlanError, make_plan
@@ -18,10 +18,10 @@ CONF = Path(__file__).resolve().parents[2] / "conf" / "drainer.toml"
 
 
 def test_the_example_config_loads_and_flags_override_it() -> None:
-    o = load_drainer_options(CONF, {"iceberg.warehouse": "/tmp/wh", "tables": "test.a,test.b"})
-    assert o.upstream_status_url == "http://127.0.0.1:10080" and o.sink == "iceberg"
-    assert o.warehouse == "/tmp/wh" and o.tables == [("test", "a"), ("test", "b")]
-    assert o.ignore_schemas == ["INFORMATION_SCHEMA", "PERFORMANCE_SCHEMA", "mysql"]
+    o = load_config(DrainerConfig, CONF, {"iceberg.warehouse": "/tmp/wh", "tables": "test.a,test.b"})
+    assert o.upstream.status_url == "http://127.0.0.1:10080" and o.syncer.db_type == "iceberg"
+    assert o.iceberg.warehouse == "/tmp/wh" and o.tables == [("test", "a"), ("test", "b")]
+    assert o.syncer.ignore_schemas == ["INFORMATION_SCHEMA", "PERFORMANCE_SCHEMA", "mysql"]
 
 
 @pytest.mark.parametrize("text, message", [
@@ -34,13 +34,15 @@ def test_bad_config_is_refused_with_the_key_named(tmp_path: Path, text: str, mes
     f = tmp_path / "drainer.toml"
     f.write_text(text)
     with pytest.raises(ConfigError, match=message):
-        load_drainer_options(f, {})
+        load_config(DrainerConfig, f, {})
 
 
 def test_tables_flag_must_name_db_and_table() -> None:
     assert parse_tables("a.b, c.d") == [("a", "b"), ("c", "d")]
-    with pytest.raises(ConfigError, match="'nodot' is not db.table"):
+    with pytest.raises(ValueError, match="'nodot' is not db.table"):
         parse_tables("a.b,nodot")
+    with pytest.raises(ConfigError, match="tables: --tables entry 'nodot' is not db.table"):
+        load_config(DrainerConfig, None, {"tables": "a.b,nodot"})
 
 
 def test_filters_follow_tidb_binlog_rules() -> None:
@@ -107,3 +109,40 @@ def test_net_change_keeps_the_last_change_per_key_and_moves_changed_keys() -> No
     net = net_change(rows, ["id"])
     assert sorted(k["id"] for k in net.touched_keys.to_pylist()) == [1, 2, 3, 9, 20]
     assert sorted((r["id"], r["v"]) for r in net.upserts.select(["id", "v"]).to_pylist()) == [(1, "a2"), (20, "b2")]
+
+
+def test_spark_defaults_apply_to_local_masters_only_and_settings_win() -> None:
+    from transform.spark import LOCAL_DEFAULTS, STACK_SETTINGS, session_settings
+
+    local = session_settings("local[2]", {"spark.sql.shuffle.partitions": "7"})
+    assert local["spark.sql.shuffle.partitions"] == "7" and local["spark.driver.memory"] == LOCAL_DEFAULTS[
+        "spark.driver.memory"]
+    cluster = session_settings("spark://10.0.0.1:7077", {"spark.executor.memory": "2g"})
+    assert not set(LOCAL_DEFAULTS) & set(cluster)
+    assert cluster == {**STACK_SETTINGS, "spark.executor.memory": "2g"}
+
+
+def test_failpoints_are_inert_until_a_test_enables_them() -> None:
+    from transform import failpoints
+
+    hits: list[tuple[object, ...]] = []
+    failpoints.inject("sink-commit", 1)                       # nothing enabled: nothing happens
+    with pytest.raises(KeyError, match="unknown failpoint 'sink-comit'"):
+        failpoints.enable("sink-comit", lambda *a: None)
+    failpoints.enable("sink-commit", lambda *a: hits.append(a))
+    try:
+        failpoints.inject("sink-commit", 2)
+    finally:
+        failpoints.disable("sink-commit")
+    failpoints.inject("sink-commit", 3)
+    assert hits == [(2,)]
+
+
+def test_spark_conf_in_the_file_and_on_the_command_line(tmp_path: Path) -> None:
+    f = tmp_path / "drainer.toml"
+    f.write_text('[spark.conf]\n"spark.sql.shuffle.partitions" = 5\n"spark.eventLog.enabled" = true\n')
+    o = load_config(DrainerConfig, f, {"spark.conf": {"spark.sql.shuffle.partitions": "7"}})
+    assert o.spark.conf == {"spark.sql.shuffle.partitions": "7", "spark.eventLog.enabled": "true"}
+    f.write_text('[spark.conf]\n"executor.memory" = "2g"\n')
+    with pytest.raises(ConfigError, match="spark.conf: 'executor.memory' is not a Spark setting"):
+        load_config(DrainerConfig, f)

@@ -5,14 +5,14 @@ from pathlib import Path
 
 import pytest
 
-from binlake.config import load_pump_options, parse_bytes, parse_duration, parse_gc
-from ingest.errors import ConfigError
+from ingest.config import ConfigError, load_config, parse_bytes, parse_duration, parse_gc
+from ingest.pump.config import PumpConfig
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "pump.toml"
 
 
 def test_example_config_loads() -> None:
-    o = load_pump_options(CONF, {})
+    o = load_config(PumpConfig, CONF, {})
     assert o.addr == "127.0.0.1:8250" and o.gc_retention == 7 * 86400 and o.storage.sync_log is True
     assert o.storage.stop_write_at_available_space == 10 << 30
 
@@ -26,7 +26,7 @@ def test_tidb_keys_and_sections(tmp_path: Path) -> None:
                  '[storage]\nsync-log = false\nstop-write-at-available-space = "512 MiB"\n'
                  'group-commit-interval = "5ms"\n'
                  '[storage.kv]\nblock-cache-capacity = 8388608\n')
-    o = load_pump_options(f, {})
+    o = load_config(PumpConfig, f, {})
     assert (o.addr, o.advertise, o.data_dir, o.node_id) == ("127.0.0.1:9000", "pump1:9000", "d", "n1")
     assert o.pd_urls == "http://a:2379,http://b:2379"
     assert (o.gc_retention, o.heartbeat_interval, o.gen_binlog_interval) == (12 * 3600, 5.0, 1.0)
@@ -38,7 +38,7 @@ def test_tidb_keys_and_sections(tmp_path: Path) -> None:
 def test_flags_override_file(tmp_path: Path) -> None:
     f = tmp_path / "pump.toml"
     f.write_text('addr = "127.0.0.1:9000"\ngc = 3\n')
-    o = load_pump_options(f, {"addr": "127.0.0.1:9100", "gc": "2h", "node-id": None})
+    o = load_config(PumpConfig, f, {"addr": "127.0.0.1:9100", "gc": "2h", "node-id": None})
     assert (o.addr, o.gc_retention, o.node_id) == ("127.0.0.1:9100", 7200.0, "")
 
 
@@ -57,12 +57,12 @@ def test_bad_config_is_a_clear_error(tmp_path: Path, text: str, message: str) ->
     f = tmp_path / "pump.toml"
     f.write_text(text)
     with pytest.raises(ConfigError, match=message):
-        load_pump_options(f, {})
+        load_config(PumpConfig, f, {})
 
 
 def test_missing_file() -> None:
     with pytest.raises(ConfigError, match="does not exist"):
-        load_pump_options("/nonexistent/pump.toml", {})
+        load_config(PumpConfig, "/nonexistent/pump.toml", {})
 
 
 def test_units() -> None:

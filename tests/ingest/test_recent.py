@@ -10,7 +10,7 @@ import pytest
 from ingest import binlog as bl
 from ingest.pump.storage.index import Entry, Index
 from ingest.pump.storage.recent import RecentEntries
-from ingest.pump.storage.storage import Storage, StorageOptions
+from ingest.pump.storage import Storage, StorageConfig
 from ingest.pump.storage.vlog import Pointer
 from tests.waiting import wait_for
 
@@ -73,7 +73,7 @@ def test_memory_and_leveldb_scans_agree_and_are_counted(tmp_path: Path) -> None:
     def source_counts(s: Storage) -> tuple[float, float]:
         return (s.metrics.scans.labels("memory")._value.get(), s.metrics.scans.labels("leveldb")._value.get())
 
-    opts = StorageOptions(stop_write_at_available_space=0, sync_log=False)
+    opts = StorageConfig(stop_write_at_available_space=0, sync_log=False)
     s = Storage(tmp_path, opts)
     for start in range(1, 200, 2):          # prewrite at start, commit at start + 101 (out of key order)
         payloads[start] = bl.marshal_gogo(bl.binlog_pb2.Binlog(tp=bl.PREWRITE, start_ts=start, prewrite_value=b"v" * start))
@@ -86,7 +86,7 @@ def test_memory_and_leveldb_scans_agree_and_are_counted(tmp_path: Path) -> None:
     assert [k for k, _ in from_memory[0]] == sorted(payloads) and all(payloads[k] == p for k, p in from_memory[0])
     s.close()
 
-    s = Storage(tmp_path, StorageOptions(stop_write_at_available_space=0, sync_log=False, scan_cache_entries=0))
+    s = Storage(tmp_path, StorageConfig(stop_write_at_available_space=0, sync_log=False, scan_cache_entries=0))
     assert scans(s) == from_memory and source_counts(s) == (0, 5)
     s.close()
 
@@ -94,7 +94,7 @@ def test_memory_and_leveldb_scans_agree_and_are_counted(tmp_path: Path) -> None:
     assert scans(s) == from_memory and source_counts(s) == (5, 0)
     s.close()
 
-    s = Storage(tmp_path, StorageOptions(stop_write_at_available_space=0, sync_log=False, scan_cache_entries=50))
+    s = Storage(tmp_path, StorageConfig(stop_write_at_available_space=0, sync_log=False, scan_cache_entries=50))
     assert s.recent.floor > 0 and len(s.recent) == 50   # only the newest 50 keys: older ranges use LevelDB
     assert scans(s) == from_memory
     memory, leveldb = source_counts(s)

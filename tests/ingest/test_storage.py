@@ -9,13 +9,13 @@ import pytest
 
 from ingest import binlog as bl
 from ingest.errors import DiskFull, StorageLocked
-from ingest.pump.storage import Entry, Storage, StorageOptions
+from ingest.pump.storage import Entry, Storage, StorageConfig
 from ingest.pump.storage import sorter as sorter_mod
 from ingest.tso import compose_ts
 from schemas import binlog_pb2
 from tests.waiting import wait_for
 
-OPTS = StorageOptions(stop_write_at_available_space=0)
+OPTS = StorageConfig(stop_write_at_available_space=0)
 
 
 def put(s: Storage, tp: int, start: int, commit: int = 0, value: bytes = b"", key: bytes = b"pk") -> None:
@@ -134,7 +134,7 @@ def test_index_rebuilt_from_value_log_when_index_lost(tmp_path: Path) -> None:
 
 
 def test_slow_indexer_switches_to_chasing_with_bounded_queue(tmp_path: Path) -> None:
-    s = Storage(tmp_path, StorageOptions(stop_write_at_available_space=0, index_queue_size=4))
+    s = Storage(tmp_path, StorageConfig(stop_write_at_available_space=0, index_queue_size=4))
     release = threading.Event()
     original = s.index.put_entries
 
@@ -168,7 +168,7 @@ def test_second_open_fails_with_lock_error(tmp_path: Path) -> None:
 
 
 def test_disk_full_refuses_writes_but_not_fake_binlogs(tmp_path: Path) -> None:
-    s = Storage(tmp_path, StorageOptions(stop_write_at_available_space=1 << 62))
+    s = Storage(tmp_path, StorageConfig(stop_write_at_available_space=1 << 62))
     with pytest.raises(DiskFull, match="no available space"):
         put(s, bl.PREWRITE, 10)
     s.write(bl.fake_binlog(20), bl.ROLLBACK, 20, 20)
@@ -177,7 +177,7 @@ def test_disk_full_refuses_writes_but_not_fake_binlogs(tmp_path: Path) -> None:
 
 
 def test_gc_purges_below_margin(tmp_path: Path) -> None:
-    s = Storage(tmp_path, StorageOptions(stop_write_at_available_space=0, file_size=200))
+    s = Storage(tmp_path, StorageConfig(stop_write_at_available_space=0), file_size=200)
     old = compose_ts(1_000_000, 0)
     for i in range(10):
         put(s, bl.PREWRITE, old + 2 * i, value=b"x" * 50)

@@ -11,14 +11,14 @@ import pytest
 
 from ingest import binlog as bl
 from ingest.errors import StorageClosed
-from ingest.pump.storage import Storage, StorageOptions
+from ingest.pump.storage import Storage, StorageConfig
 from ingest.pump.storage.vlog import Pointer, ValueLog
 from schemas import binlog_pb2
 from tests.waiting import wait_for
 
 
-def opts(interval: float = 0.002) -> StorageOptions:
-    return StorageOptions(stop_write_at_available_space=0, group_commit_interval=interval)
+def opts(interval: float = 0.002) -> StorageConfig:
+    return StorageConfig(stop_write_at_available_space=0, group_commit_interval=interval)
 
 
 def marshal(tp: int, start: int, commit: int = 0) -> bytes:

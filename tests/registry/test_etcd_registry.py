@@ -7,7 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from ingest.errors import ConfigError, RegistryError
+from ingest.config import ConfigError
+from ingest.errors import RegistryError
 from ingest.registry import PUMP, EtcdRegistry, NodeStatus, load_registry
 from ingest.registry.etcd import parse_endpoints
 from tests.servers import EtcdServer, free_port

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 import ingest.registry as registry_pkg
-from ingest.errors import ConfigError
+from ingest.config import ConfigError
 from ingest.registry import EtcdRegistry, FileRegistry, load_registry
 
 

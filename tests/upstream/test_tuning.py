@@ -84,11 +84,11 @@ def test_cli_runs_a_workload_pinned() -> None:
 
 
 def test_config_refuses_an_unknown_pump_client_mode(tmp_path: Path) -> None:
-    from upstream.config import load_options
-    from upstream.errors import UpstreamError
+    from ingest.config import ConfigError, load_config
+    from upstream.config import UpstreamConfig
 
     conf = tmp_path / "upstream.toml"
     conf.write_text('pump-client = "fork"\ncpu-affinity = "0"\n')
-    with pytest.raises(UpstreamError, match="pump-client 'fork': expected one of thread, process"):
-        load_options(str(conf), {})
-    assert load_options(str(conf), {"pump-client": "process"}).pump_client == "process"
+    with pytest.raises(ConfigError, match="pump-client: expected one of thread, process, got 'fork'"):
+        load_config(UpstreamConfig, conf)
+    assert load_config(UpstreamConfig, conf, {"pump-client": "process"}).pump_client == "process"

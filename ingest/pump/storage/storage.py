@@ -20,7 +20,6 @@ import threading
 import time
 import weakref
 from collections import deque
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
@@ -30,7 +29,8 @@ from ingest import binlog as bl
 from ingest.errors import DiskFull, MalformedBinlog, StorageClosed, StorageLocked
 from ingest.pump.metrics import PumpMetrics
 from ingest.pump.storage.index import (GC_TS_KEY, HANDLE_POINTER_KEY, MAX_COMMIT_TS_KEY, PREWRITE, Entry, Index)
-from ingest.pump.storage.recent import DEFAULT_CAPACITY, RecentEntries
+from ingest.pump.storage.config import StorageConfig
+from ingest.pump.storage.recent import RecentEntries
 from ingest.pump.storage.scan import ScanColumns, array_chunks, scan_columns, value_chunks
 from ingest.pump.storage.sorter import Sorter
 from ingest.pump.storage.vlog import DEFAULT_FILE_SIZE, ZERO, Pointer, ValueLog
@@ -45,24 +45,6 @@ GROUP_SMALL = 128 << 10
 INDEX_BATCH = 1024
 INDEX_PAUSE = 0.01
 DISK_CHECK_INTERVAL = 3.0
-
-
-@dataclass
-class StorageOptions:
-    """Tunables of the store; defaults are TiDB Binlog's where it has one."""
-
-    sync_log: bool = True
-    file_size: int = DEFAULT_FILE_SIZE
-    index_queue_size: int = 65536
-    slow_write_threshold: float = 1.0
-    # binlake: while writes from an event loop arrive concurrently (the last group commit held
-    # more than one), start at most one group commit per this many seconds, so each holds more
-    # calls (fewer syncs and thread wake-ups per call; bench/pump_write.py: 2.6 -> 6.8 binlogs per
-    # group commit, ~20 % less pump CPU per call). A lone writer is never held. 0 disables.
-    group_commit_interval: float = 0.002
-    stop_write_at_available_space: int = 10 << 30
-    # binlake: the newest index entries kept in memory for range scans (29 bytes each; 0 disables).
-    scan_cache_entries: int = DEFAULT_CAPACITY
 
 
 _STOP = object()
@@ -225,12 +207,12 @@ class _IndexQueue:
 class Storage:
     """Opens (and locks) ``data_dir``; runs the writer, indexer and sorter threads until ``close``."""
 
-    def __init__(self, data_dir: Path, options: StorageOptions | None = None,
+    def __init__(self, data_dir: Path, options: StorageConfig | None = None,
                  resolver: Callable[[Entry], bool] | None = None,
-                 metrics: PumpMetrics | None = None) -> None:
+                 metrics: PumpMetrics | None = None, file_size: int = DEFAULT_FILE_SIZE) -> None:
         self.dir = Path(data_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.options = options or StorageOptions()
+        self.options = options or StorageConfig()
         self.metrics = metrics or PumpMetrics()
         self._resolver = resolver or (lambda entry: False)
         self._lock_fd = _lock_dir(self.dir)
@@ -240,7 +222,7 @@ class Storage:
         except Exception:
             os.close(self._lock_fd)
             raise
-        self.vlog = ValueLog(self.dir / "value", self.options.file_size, self.options.sync_log,
+        self.vlog = ValueLog(self.dir / "value", file_size, self.options.sync_log,
                              ts_of=bl.max_ts, on_corrupt=self._count_corrupt)
         if self.vlog.truncated_at is not None:
             dropped = self.index.drop_pointers_from(self.vlog.truncated_at)

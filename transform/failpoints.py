@@ -1,0 +1,35 @@
+"""Named failpoints for crash tests of the Drainer and its sinks (TiDB's failpoints, the Python way).
+
+Product code marks a point with ``inject("name", *args)``. Unless a test enabled that name with
+:func:`enable` (from Python, in the process under test), ``inject`` is a dictionary miss and does
+nothing: no environment variable or flag turns a failpoint on, so a deployed binlake can never
+hit one. Every point is listed in ``POINTS`` with when it fires and what it receives.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+POINTS: dict[str, str] = {
+    "sink-commit": "after each Iceberg table commit of a run; receives the commit's number in the run (1, 2, …)",
+}
+
+_enabled: dict[str, Callable[..., None]] = {}
+
+
+def inject(name: str, *args: object) -> None:
+    """Run the action enabled for ``name`` (nothing when none is)."""
+    action = _enabled.get(name)
+    if action is not None:
+        action(*args)
+
+
+def enable(name: str, action: Callable[..., None]) -> None:
+    """Make ``inject(name, …)`` call ``action(…)``; ``KeyError`` for a name not in ``POINTS``."""
+    if name not in POINTS:
+        raise KeyError(f"unknown failpoint {name!r}; known: {', '.join(sorted(POINTS))}")
+    _enabled[name] = action
+
+
+def disable(name: str) -> None:
+    """Make ``inject(name, …)`` do nothing again."""
+    _enabled.pop(name, None)
