@@ -18,10 +18,11 @@ import struct
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from concurrent import futures
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import grpc
 import psutil
@@ -101,7 +102,7 @@ class SharedOracle:
         self._value = value
 
     @classmethod
-    def create(cls, ctx: Any) -> "SharedOracle":
+    def create(cls, ctx: Any) -> SharedOracle:
         return cls(ctx.Value("q", 0, lock=True))
 
     @property
@@ -161,7 +162,7 @@ class Sampler:
                     pass
             self._stop.wait(self.interval)
 
-    def start(self) -> "Sampler":
+    def start(self) -> Sampler:
         self._thread.start()
         return self
 
@@ -229,7 +230,7 @@ class LocalPump:
             if not self.keep:
                 shutil.rmtree(self.tmp, ignore_errors=True)
 
-    def __enter__(self) -> "LocalPump":
+    def __enter__(self) -> LocalPump:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -11,8 +11,8 @@ Usage: python bench/decode.py [--rows N] [--repeat R] [--seed S]
 from __future__ import annotations
 
 import argparse
-import gc
 import datetime as dt
+import gc
 import json
 import os
 import random
@@ -22,14 +22,14 @@ from decimal import Decimal
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-import pyarrow as pa  # noqa: E402
+import pyarrow as pa
 
-from transform.codec import mysqltypes as mt  # noqa: E402
-from transform.codec.batch import decode_batch  # noqa: E402
-from transform.codec.rows import encode_row  # noqa: E402
-from transform.codec.model import TableInfo, arrow_type  # noqa: E402
+from transform.codec import mysqltypes as mt
+from transform.codec.batch import decode_batch
+from transform.codec.model import TableInfo, arrow_type
+from transform.codec.rows import encode_row
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 STATUS = ["new", "paid", "shipped", "cancelled", "returned"]
 
 

@@ -44,17 +44,17 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import pyarrow.compute as pc  # noqa: E402
+import pyarrow.compute as pc
 
-from bench._common import BenchError, machine_line, wait_watermark  # noqa: E402
-from transform.codec import mysqltypes as mt  # noqa: E402
+from bench._common import BenchError, machine_line, wait_watermark
+from transform.codec import mysqltypes as mt
 
 ROOT = Path(__file__).resolve().parent.parent
 DB = "bench"
 RATE_TARGET = 20_000.0
 SCALING_TARGET = 2.2
 SMALL_TARGET = 30.0
-UTC = dt.timezone.utc
+UTC = dt.UTC
 CLIENT_OPTIONS = {"check_interval": 0.5, "watch_interval": 0.3, "commit_retry_interval": 0.2,
                   "retry_interval": 0.05, "write_timeout": 10.0}
 

@@ -26,10 +26,27 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import (CLUSTER_ID, MiB, BenchError, LoadResult, LocalPump, NoopServer,  # noqa: E402
-                           Sampler, SharedOracle, code_version, cpu_seconds, fmt_size, iter_frames,
-                           machine_line, parse_size, percentile, run_load, vlog_files, wait_watermark)
-from schemas import binlog_pb2  # noqa: E402
+from bench._common import (
+    CLUSTER_ID,
+    BenchError,
+    LoadResult,
+    LocalPump,
+    MiB,
+    NoopServer,
+    Sampler,
+    SharedOracle,
+    code_version,
+    cpu_seconds,
+    fmt_size,
+    iter_frames,
+    machine_line,
+    parse_size,
+    percentile,
+    run_load,
+    vlog_files,
+    wait_watermark,
+)
+from schemas import binlog_pb2
 
 RATIO_TARGET = 0.7
 RSS_TARGET = 300 * MiB
@@ -172,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     txns = max(1, args.bytes // args.payload)
 
-    print(f"pump_write  {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}  {machine_line()}, "
+    print(f"pump_write  {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M UTC}  {machine_line()}, "
           f"{code_version()}")
     print(f"  {txns} transactions x (prewrite with {args.payload} B prewrite_value + commit) = "
           f"{fmt_size(txns * args.payload)} payload, {args.clients} calls in flight, "

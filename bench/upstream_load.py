@@ -58,22 +58,23 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from binlake.local import PumpProcess, PumpWriter  # noqa: E402
-from ingest import binlog as bl  # noqa: E402
-from ingest.registry import PUMP, NodeStatus, load_registry, node_key  # noqa: E402
-from schemas import binlog_pb2  # noqa: E402
-from upstream import sql as S  # noqa: E402
-from upstream.cluster import Cluster  # noqa: E402
-from upstream.errors import TxnAborted  # noqa: E402
-from upstream.exprs import Cmp, Col, Lit  # noqa: E402
-from upstream.tuning import DEFAULT_GC_THRESHOLD, pin_process, tune_gc  # noqa: E402
+from binlake.local import PumpProcess, PumpWriter
+from ingest import binlog as bl
+from ingest.registry import PUMP, NodeStatus, load_registry, node_key
+from schemas import binlog_pb2
+from upstream import sql as S
+from upstream.cluster import Cluster
+from upstream.errors import TxnAborted
+from upstream.exprs import Cmp, Col, Lit
+from upstream.tuning import DEFAULT_GC_THRESHOLD, pin_process, tune_gc
 
 ROWS = 5
 TARGET = 2000.0

@@ -7,7 +7,8 @@ import os
 import signal
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from binlake.drain_config import DrainerConfig
@@ -273,7 +274,7 @@ def _spark_setting(text: str) -> tuple[str, str]:
     return key.strip(), value
 
 
-def _drainer_options(args: argparse.Namespace) -> "DrainerConfig":
+def _drainer_options(args: argparse.Namespace) -> DrainerConfig:
     from binlake.drain_config import DrainerConfig
     from ingest.config import load_config
 
@@ -286,7 +287,6 @@ def _drainer_options(args: argparse.Namespace) -> "DrainerConfig":
 
 def _run_drain(args: argparse.Namespace) -> int:
     from binlake.drain import run_drain_command
-
     from transform.spark import is_local
 
     options = _drainer_options(args)

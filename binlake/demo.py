@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 
 from binlake.drain import run_drain_command, run_verify_command
 from binlake.drain_config import DrainerConfig
-from ingest.config import load_config
 from binlake.local import PumpProcess
 from ingest import ctl
+from ingest.config import load_config
 from ingest.registry import load_registry
 from ingest.registry.base import PUMP
 from ingest.scan_client import ScanClient
@@ -33,7 +33,7 @@ def _say(text: str) -> None:
     print(f"\n==> {text}", flush=True)
 
 
-def _settle(cluster: "Cluster", pumps: list[PumpProcess], timeout: float = 60.0) -> None:
+def _settle(cluster: Cluster, pumps: list[PumpProcess], timeout: float = 60.0) -> None:
     """Wait until every pump's watermark passes the cluster's current ts; raise after ``timeout``."""
     cluster.flush(timeout)
     target = cluster.ts()

@@ -68,7 +68,7 @@ class PumpProcess:
         """Base URL of the pump's HTTP API."""
         return f"http://{self.status_addr}"
 
-    def start(self, wait: bool = True, timeout: float = 30.0) -> "PumpProcess":
+    def start(self, wait: bool = True, timeout: float = 30.0) -> PumpProcess:
         """Launch the process; with ``wait``, return once its HTTP API reports it online."""
         args = [sys.executable, "-m", "binlake.cli", "pump", "--addr", self.addr,
                 "--status-addr", self.status_addr, "--data-dir", str(self.data_dir),

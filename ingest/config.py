@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Mapping, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, model_validator
 
@@ -147,7 +148,7 @@ class TomlModel(BaseModel):
         """Raise ``ValueError`` naming the rule a valid set of fields still breaks (default: none)."""
 
     @model_validator(mode="after")
-    def _cross_checks(self) -> "TomlModel":
+    def _cross_checks(self) -> TomlModel:
         self.validate_config()
         return self
 

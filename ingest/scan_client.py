@@ -1,8 +1,8 @@
 """Client of a pump's ``binlake.v1.PumpScan`` service: watermark, range scans, prewrite lookups."""
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Iterable, Iterator
 
 import grpc
 import numpy as np
@@ -184,7 +184,7 @@ class ScanClient:
         """Close the channel."""
         self._channel.close()
 
-    def __enter__(self) -> "ScanClient":
+    def __enter__(self) -> ScanClient:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -44,9 +44,10 @@ import errno
 import fcntl
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -54,8 +55,19 @@ import pyarrow.parquet as pq
 
 from sink.base import Sink, TableReport
 from sink.errors import SinkError
-from transform.changes import (BEFORE, COMMIT_TIME, COMMIT_TIME_TYPE, COMMIT_TS, OP, ROWID, SEQ, START_TS,
-                               RunBatch, Segment, TableChanges)
+from transform.changes import (
+    BEFORE,
+    COMMIT_TIME,
+    COMMIT_TIME_TYPE,
+    COMMIT_TS,
+    OP,
+    ROWID,
+    SEQ,
+    START_TS,
+    RunBatch,
+    Segment,
+    TableChanges,
+)
 from transform.codec.model import TableInfo, arrow_type
 
 CHECKPOINT_FILE = "_binlake_checkpoint.json"
@@ -176,7 +188,7 @@ class CommittedRun:
                 "versions": list(self.versions), "rows": dict(self.rows), "ddl": list(self.ddl)}
 
     @classmethod
-    def from_json(cls, obj: Any, path: Path) -> "CommittedRun":
+    def from_json(cls, obj: Any, path: Path) -> CommittedRun:
         """Parse one manifest entry (``path`` names the manifest in errors)."""
         try:
             return cls(table_id=int(obj["table_id"]), cluster_id=int(obj["cluster_id"]),

@@ -21,9 +21,10 @@ import datetime as dt
 import math
 import re
 import struct
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
@@ -31,8 +32,16 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot, ancestors_of
 from pyiceberg.types import (
-    DateType, DecimalType, DoubleType, FloatType, IcebergType, IntegerType, LongType, StringType,
-    TimestampType, TimestamptzType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IcebergType,
+    IntegerType,
+    LongType,
+    StringType,
+    TimestampType,
+    TimestamptzType,
 )
 
 from sink.errors import SinkError
@@ -77,7 +86,7 @@ def render_value(v: Any) -> Any:
         return str(v)
     if isinstance(v, dt.datetime):
         if v.tzinfo is not None:
-            v = v.astimezone(dt.timezone.utc).replace(tzinfo=None)
+            v = v.astimezone(dt.UTC).replace(tzinfo=None)
         text = v.strftime("%Y-%m-%d %H:%M:%S")   # as upstream: glibc does not pad years < 1000
         return f"{text}.{v.microsecond:06d}" if v.microsecond else text
     if isinstance(v, dt.date):

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
 
 @pytest.fixture(scope="session")
-def etcd_server() -> Iterator["EtcdServer"]:
+def etcd_server() -> Iterator[EtcdServer]:
     """A single-node Debian etcd on 127.0.0.1 for the whole session (installed on first use)."""
     from tests.servers import EtcdServer
     with EtcdServer() as server:

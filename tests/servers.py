@@ -107,7 +107,7 @@ class EtcdServer:
             "--listen-metrics-urls", f"http://127.0.0.1:{self.metrics_port}",
         ]
 
-    def start(self) -> "EtcdServer":
+    def start(self) -> EtcdServer:
         """Start etcd (creating the data dir on first start) and wait until it is healthy."""
         if self.proc is not None and self.proc.poll() is None:
             return self
@@ -176,7 +176,7 @@ class EtcdServer:
             raise ServerError(f"etcdctl {' '.join(args)} failed ({proc.returncode}): {proc.stderr}")
         return proc.stdout
 
-    def __enter__(self) -> "EtcdServer":
+    def __enter__(self) -> EtcdServer:
         try:
             return self.start()
         except BaseException:

@@ -16,9 +16,10 @@ from __future__ import annotations
 import time
 import uuid
 from collections import defaultdict
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator, Protocol, TypeVar
+from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
 
 import pyarrow as pa
 from pyspark.errors import PythonException
@@ -31,9 +32,9 @@ from transform.errors import DrainError
 from transform.filters import TableFilter
 from transform.history import DROP_SCHEMA, DROP_TABLE, DROP_VIEW, TRUNCATE_TABLE, SchemaHistory
 from transform.plan import Plan
-from transform.spark import spark_ddl
 from transform.pull import RAW_SCHEMA, TASK_DDL, lookup_prewrites, pull_tasks, split_range
 from transform.rowchanges import OUT_SCHEMA, DecodeContext, decode_transactions, read_ipc
+from transform.spark import spark_ddl
 
 T = TypeVar("T")
 

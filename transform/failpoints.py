@@ -7,7 +7,7 @@ hit one. Every point is listed in ``POINTS`` with when it fires and what it rece
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 POINTS: dict[str, str] = {
     "sink-commit": "after each Iceberg table commit of a run; receives the commit's number in the run (1, 2, …)",

@@ -4,8 +4,8 @@ whole name case-insensitively)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 DEFAULT_IGNORE_SCHEMAS = ("INFORMATION_SCHEMA", "PERFORMANCE_SCHEMA", "mysql")
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import bisect
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 import requests
 
@@ -55,14 +56,14 @@ class SchemaHistory:
         self._keys = {tid: [v.schema_version for v in vs] for tid, vs in self._versions.items()}
 
     @classmethod
-    def from_json(cls, doc: Any) -> "SchemaHistory":
+    def from_json(cls, doc: Any) -> SchemaHistory:
         """Parse the JSON array ``/ddl/history`` answers."""
         if not isinstance(doc, list):
             raise HistoryError(f"/ddl/history must be a JSON array, got {type(doc).__name__}")
         return cls(Job.from_json(j) for j in doc)
 
     @classmethod
-    def fetch(cls, status_url: str, timeout: float = 30.0) -> "SchemaHistory":
+    def fetch(cls, status_url: str, timeout: float = 30.0) -> SchemaHistory:
         """Read ``{status_url}/ddl/history`` from the upstream (TiDB's status port or the emulator)."""
         url = status_url.rstrip("/") + "/ddl/history"
         try:

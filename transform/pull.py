@@ -6,7 +6,7 @@ dropped here; a commit's payload is not needed — its prewrite carries the tran
 """
 from __future__ import annotations
 
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa

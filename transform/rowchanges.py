@@ -11,8 +11,8 @@ inserts, so that within one commit a key's delete comes before its re-insert.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -21,10 +21,10 @@ from schemas import binlog_pb2
 from transform import changes as ch
 from transform.codec import mysqltypes as mt
 from transform.codec.batch import BEFORE_COLUMN, HANDLE_COLUMN, INVALID_TIMES_KEY, OP_COLUMN, decode_batch
+from transform.codec.rows import DELETE, INSERT, UPDATE, iter_mutation
 from transform.errors import DrainError
 from transform.filters import TableFilter
 from transform.history import SchemaHistory
-from transform.codec.rows import DELETE, INSERT, UPDATE, iter_mutation
 
 OUT_SCHEMA = pa.schema([
     pa.field("kind", pa.string(), nullable=False),        # "rows" or "ddl"

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Mapping
+from collections.abc import Mapping
 
 import pyarrow as pa
 from pyspark.sql import SparkSession

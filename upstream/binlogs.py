@@ -10,16 +10,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Executor, Future
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from ingest.errors import IngestError
-from upstream.pump_client.errors import PumpClientClosed, PumpClientError
-from upstream.pump_client import PumpsClient
-from upstream.pump_client.process import ProcessPumpsClient
 from schemas import binlog_pb2
 from upstream.errors import BinlogWriteFailed
 from upstream.faults import Faults
+from upstream.pump_client import PumpsClient
+from upstream.pump_client.errors import PumpClientClosed, PumpClientError
+from upstream.pump_client.process import ProcessPumpsClient
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +83,7 @@ class BinlogSink:
         except (PumpClientError, IngestError) as e:
             return self._failed(binlog, e)
 
-    def start_prewrite(self, binlog: binlog_pb2.Binlog) -> "PendingPrewrite | None":
+    def start_prewrite(self, binlog: binlog_pb2.Binlog) -> PendingPrewrite | None:
         """Send a prewrite binlog without waiting; ``result()`` of the answer is ``prewrite``'s.
 
         None when binlogs are disabled. With a slow-pump delay configured, use ``prewrite`` in a

@@ -11,11 +11,9 @@ from __future__ import annotations
 import bisect
 import threading
 from dataclasses import dataclass, field
-from typing import Iterator
 
 from transform.codec import mysqltypes as mt
 from transform.codec.model import Job, TableInfo
-
 from upstream.errors import SQLError
 
 
@@ -82,7 +80,7 @@ class InfoSchema:
         return sorted((e for e in self.tables.values() if e.db.id == db_id), key=lambda e: e.info.id)
 
     def derive(self, version: int, commit_ts: int, dbs: dict[str, DBInfo] | None = None,
-               tables: dict[int, TableEntry] | None = None) -> "InfoSchema":
+               tables: dict[int, TableEntry] | None = None) -> InfoSchema:
         """A new snapshot sharing unchanged maps."""
         return InfoSchema(version, commit_ts, self.dbs if dbs is None else dbs,
                           self.tables if tables is None else tables)

@@ -18,7 +18,6 @@ from typing import Any
 
 from transform.codec import mysqltypes as mt
 from transform.codec.model import HistoryInfo, Job
-
 from upstream import ddl as ddlmod
 from upstream import gojson, keys
 from upstream.catalog import Catalog, DBInfo, InfoSchema, TableEntry
@@ -208,7 +207,7 @@ class Cluster:
         if self.tso_server is not None:
             self.tso_server.stop(grace=0.5).wait()
 
-    def __enter__(self) -> "Cluster":
+    def __enter__(self) -> Cluster:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -16,14 +16,18 @@ from transform.codec.datums import EncodedJson
 from transform.codec.errors import CodecError
 from transform.codec.model import ColumnInfo, FieldType
 from transform.codec.values import (
-    InvalidTime, duration_ns, duration_text, int_range, packed_from_value, time_from_packed,
+    InvalidTime,
+    duration_ns,
+    duration_text,
+    int_range,
+    packed_from_value,
+    time_from_packed,
 )
-
 from upstream.errors import SQLError, UnsupportedSQL
 
 F = mt.Family
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 T = exp.DataType.Type
 
 # sqlglot type -> (tp, unsigned)

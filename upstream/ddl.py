@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from sqlglot import exp
 
 from transform.codec import mysqltypes as mt
 from transform.codec.model import ColumnInfo, FieldType, IndexColumn, IndexInfo, TableInfo
-
 from upstream.catalog import DBInfo, InfoSchema, TableEntry
 from upstream.coltypes import coerce, default_text, field_type, type_class, zero_text
 from upstream.errors import SQLError, UnsupportedSQL

@@ -9,11 +9,11 @@ unique index, as MySQL does.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from transform.codec import mysqltypes as mt
 from transform.codec.model import ColumnInfo, TableInfo
-
 from upstream import keys
 from upstream.catalog import Catalog
 from upstream.coltypes import DEFAULT, coerce

@@ -9,12 +9,12 @@ from __future__ import annotations
 import datetime as dt
 import operator
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Callable
+from typing import Any
 
 from transform.codec.model import ColumnInfo, TableInfo
-
 from upstream.coltypes import coerce
 from upstream.errors import SQLError, UpstreamError
 
@@ -143,7 +143,7 @@ _ARITH = {"+": operator.add, "-": operator.sub, "*": operator.mul}
 
 def now_utc(fsp: int = 6) -> dt.datetime:
     """The current time in UTC (naive), truncated to ``fsp`` digits."""
-    t = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    t = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     unit = 10 ** (6 - fsp)
     return t.replace(microsecond=t.microsecond // unit * unit)
 

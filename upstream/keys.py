@@ -7,14 +7,14 @@ These helpers live here rather than in ``transform`` (which only decodes row pay
 from __future__ import annotations
 
 import struct
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from transform.codec import mysqltypes as mt
 from transform.codec.datums import DecimalDatum, Duration, KeyBytes, KeyInt, KeyUint, Uint, encode_datum
 from transform.codec.model import ColumnInfo, TableInfo
 from transform.codec.values import make_flatten
 from transform.codec.varint import encode_cmp_int, encode_memcmp_bytes
-
 from upstream.errors import UnsupportedSQL
 
 _BIN_COLLATIONS = ("utf8mb4_bin", "utf8_bin", "ascii_bin", "latin1_bin", "binary")

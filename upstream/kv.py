@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import base64
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from transform.codec.datums import encode_datum
 from transform.codec.model import TableInfo
 from transform.codec.values import make_flatten
-
 from upstream.errors import WriteConflict
 
 PUT, DEL, LOCK, ROLLBACK = 0, 1, 2, 3

@@ -33,7 +33,7 @@ def render(v: Any) -> Any:
         return str(v)
     if isinstance(v, dt.datetime):
         if v.tzinfo is not None:
-            v = v.astimezone(dt.timezone.utc).replace(tzinfo=None)
+            v = v.astimezone(dt.UTC).replace(tzinfo=None)
         text = v.strftime("%Y-%m-%d %H:%M:%S")
         return text + (f".{v.microsecond:06d}" if v.microsecond else "")
     if isinstance(v, dt.date):

@@ -5,9 +5,9 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from upstream.pump_client.process import ProcessPumpsClient
 from upstream.binlogs import BinlogSink
 from upstream.faults import Faults
+from upstream.pump_client.process import ProcessPumpsClient
 from upstream.session import Result, Session
 from upstream.twopc import Committer
 from upstream.txn import Transaction
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 class TiDBServer:
     """A TiDB stand-in in the cluster (``index`` is its position in ``Cluster.servers``)."""
 
-    def __init__(self, cluster: "Cluster", index: int, registry: str | None, ignore_error: bool = False,
+    def __init__(self, cluster: Cluster, index: int, registry: str | None, ignore_error: bool = False,
                  client_options: dict[str, Any] | None = None, client_process: bool = False,
                  client_cpus: set[int] | None = None) -> None:
         self.cluster = cluster

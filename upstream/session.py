@@ -37,7 +37,7 @@ class Result:
 class Session:
     """One connection's state."""
 
-    def __init__(self, server: "TiDBServer", db: str | None = "test", clustered_default: bool | None = None) -> None:
+    def __init__(self, server: TiDBServer, db: str | None = "test", clustered_default: bool | None = None) -> None:
         self.server = server
         self.db = db
         self.txn: Transaction | None = None

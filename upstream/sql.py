@@ -6,7 +6,7 @@ naming the construct. DDL statements keep their sqlglot tree for ``upstream.ddl`
 """
 from __future__ import annotations
 
-import datetime as dt
+import logging
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -16,13 +16,10 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError
 
-import logging
-
 from upstream import fastsql
 from upstream.coltypes import DEFAULT
 from upstream.errors import UnsupportedSQL
 from upstream.exprs import And, Arith, Between, Cmp, Col, Expr, InList, IsNull, Like, Lit, Not, Now, Or
-
 
 logging.getLogger("sqlglot").setLevel(logging.ERROR)  # its "falling back to Command" warnings
 

@@ -50,7 +50,7 @@ def _atoi(v: str) -> int:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    cluster: "Cluster"
+    cluster: Cluster
     protocol_version = "HTTP/1.1"
 
     def log_message(self, fmt: str, *args: Any) -> None:
@@ -64,10 +64,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self._dispatch("GET")
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         self._dispatch("POST")
 
     def _dispatch(self, method: str) -> None:
@@ -207,7 +207,7 @@ class _Handler(BaseHTTPRequestHandler):
 class StatusServer:
     """The HTTP server thread."""
 
-    def __init__(self, cluster: "Cluster", addr: str) -> None:
+    def __init__(self, cluster: Cluster, addr: str) -> None:
         host, port = addr.rsplit(":", 1)
         handler = type("StatusHandler", (_Handler,), {"cluster": cluster})
         self.httpd = ThreadingHTTPServer((host, int(port)), handler)

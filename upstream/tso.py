@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from concurrent import futures
-from typing import Iterator
 
 import grpc
 

@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from schemas import binlog_pb2
 from upstream.binlogs import BinlogSink
 from upstream.catalog import Catalog
 from upstream.errors import BinlogWriteFailed, SchemaChanged, ServerCrashed, SQLError, TxnAborted, UpstreamError
 from upstream.faults import Faults
-from upstream.kv import MVCCStore, Mutation
+from upstream.kv import Mutation, MVCCStore
 from upstream.txn import Transaction
 
 log = logging.getLogger(__name__)

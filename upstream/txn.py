@@ -11,13 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from schemas import binlog_pb2
 from transform.codec import rows as trows
 from transform.codec.model import ColumnInfo, TableInfo
 from transform.codec.values import missing_value
-
-from schemas import binlog_pb2
 from upstream.catalog import InfoSchema
-from upstream.kv import DEL, PUT, MVCCStore, Mutation, Row
+from upstream.kv import DEL, PUT, Mutation, MVCCStore, Row
 
 _MISSING: dict[int, tuple[ColumnInfo, Any]] = {}
 

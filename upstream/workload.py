@@ -76,7 +76,7 @@ class _Worker:
         base = dt.datetime(2024, 1, 1) + dt.timedelta(seconds=r.randrange(0, 86400 * 365), milliseconds=r.randrange(1000))
         return [oid, f"cust-{r.randrange(1000)}", Decimal(r.randrange(-10**8, 10**8)) / 100,
                 r.choice(["new", "paid", "shipped"]), r.choice(["", "a", "a,b", "b,c", "a,b,c"]), base,
-                dt.datetime(2024, 6, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=r.randrange(10**12)),
+                dt.datetime(2024, 6, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=r.randrange(10**12)),
                 r.choice(["", "hello", "ünïcödé ✓", "x" * r.randrange(50)]) if r.random() < 0.9 else None,
                 r.choice(['{"a": 1}', '[1, 2, "x"]', '{"k": {"n": null, "b": true}}', '"s"', "3.5"]),
                 r.randrange(256), r.randrange(65536), r.uniform(-1e6, 1e6), float(r.randrange(-1000, 1000)) / 4,

@@ -13,7 +13,6 @@ from urllib.parse import unquote
 
 import grpc
 from hpack import Decoder
-from hpack.exceptions import HPACKError
 from hpack.table import HeaderTable
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"

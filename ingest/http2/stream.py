@@ -24,16 +24,41 @@ from __future__ import annotations
 
 import collections
 import socket
-from typing import Iterator
+from collections.abc import Iterator
 
 import grpc
 from hpack.exceptions import HPACKError
 
-from ingest.http2.framing import (ACK, CONNECT_TIMEOUT, CONTINUATION, DATA, END_HEADERS, END_STREAM, GOAWAY,
-                                       HEADERS, MAX_STREAM_ID, MAX_WINDOW, PADDED, PING, PREFACE, PRIORITY_FLAG,
-                                       PUSH_PROMISE, RST_STREAM, S_ENABLE_PUSH, S_INITIAL_WINDOW_SIZE,
-                                       S_MAX_FRAME_SIZE, SETTINGS, WINDOW_UPDATE, HeaderDecoder, WireRpcError,
-                                       frame, http_error, request_headers, rst_error, trailers_error)
+from ingest.http2.framing import (
+    ACK,
+    CONNECT_TIMEOUT,
+    CONTINUATION,
+    DATA,
+    END_HEADERS,
+    END_STREAM,
+    GOAWAY,
+    HEADERS,
+    MAX_STREAM_ID,
+    MAX_WINDOW,
+    PADDED,
+    PING,
+    PREFACE,
+    PRIORITY_FLAG,
+    PUSH_PROMISE,
+    RST_STREAM,
+    S_ENABLE_PUSH,
+    S_INITIAL_WINDOW_SIZE,
+    S_MAX_FRAME_SIZE,
+    SETTINGS,
+    WINDOW_UPDATE,
+    HeaderDecoder,
+    WireRpcError,
+    frame,
+    http_error,
+    request_headers,
+    rst_error,
+    trailers_error,
+)
 
 WINDOW = 1 << 30               # what the server may send before it sees a WINDOW_UPDATE
 MAX_FRAME = (1 << 24) - 1      # the largest DATA frame we accept (RFC 9113's maximum)
@@ -83,7 +108,7 @@ class _Call:
     def _recv_into(self, view: memoryview) -> int:
         try:
             n = self.sock.recv_into(view)
-        except socket.timeout as exc:
+        except TimeoutError as exc:
             raise WireRpcError(grpc.StatusCode.DEADLINE_EXCEEDED,
                                f"{self.authority} sent nothing for {self.idle_timeout:g}s") from exc
         except OSError as exc:
@@ -123,7 +148,7 @@ class _Call:
     def _send(self, data: bytes) -> None:
         try:
             self.sock.sendall(data)
-        except socket.timeout as exc:
+        except TimeoutError as exc:
             raise WireRpcError(grpc.StatusCode.DEADLINE_EXCEEDED,
                                f"{self.authority} took no data for {self.idle_timeout:g}s") from exc
         except OSError as exc:

@@ -27,7 +27,7 @@ _DEBUG_BINLOG_ROUTE = re.compile(r"^/debug/binlog/(?P<ts>-?\d+)$")
 class StatusServer:
     """Serves ``/status``, ``/state/{id}/{pause|close}``, ``/drainers``, ``/debug/…`` and ``/metrics``."""
 
-    def __init__(self, pump: "Pump", addr: str) -> None:
+    def __init__(self, pump: Pump, addr: str) -> None:
         host, _, port = addr.rpartition(":")
         handler = type("Handler", (_Handler,), {"pump": pump})
         self.httpd = ThreadingHTTPServer((host or "127.0.0.1", int(port)), handler)
@@ -45,10 +45,10 @@ class StatusServer:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    pump: "Pump"
+    pump: Pump
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         log.debug("http %s", format % args)
 
     def _send(self, status: int, body: bytes, content_type: str) -> None:
@@ -64,7 +64,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _text(self, text: str, status: int = 200) -> None:
         self._send(status, text.encode(), "text/plain; charset=utf-8")
 
-    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+    def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
         if path == "/status":
             self._status()
@@ -77,7 +77,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._text("404 page not found\n", 404)
 
-    def do_PUT(self) -> None:  # noqa: N802
+    def do_PUT(self) -> None:
         m = _STATE_ROUTE.match(self.path)
         if not m:
             self._text("404 page not found\n", 404)
@@ -100,7 +100,7 @@ class _Handler(BaseHTTPRequestHandler):
         threading.Thread(target=_run_logged, args=(stop,), name=f"pump-{action}", daemon=True).start()
         self._json({"message": f"apply state {action} success", "code": 200, "data": None})
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         if self.path == "/debug/gc/trigger":
             self._text("trigger gc success" if self.pump.trigger_gc() else "gc is working")
         else:
@@ -152,6 +152,6 @@ def _run_logged(fn: Any) -> None:
         fn()
     except IngestError as exc:
         log.error("state change failed: %s", exc)
-    except Exception:  # noqa: BLE001
+    except Exception:
         log.exception("state change failed")
 

@@ -5,8 +5,8 @@ import logging
 import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import grpc
 

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 
 from ingest import binlog as bl
 from ingest.errors import IngestError, NotOnline, TSOError
+from ingest.pump.config import PumpConfig
 from ingest.pump.http_api import StatusServer
 from ingest.pump.metrics import PumpMetrics
 from ingest.pump.node import Node, NotifyError, resolve_node_id
-from ingest.pump.config import PumpConfig
 from ingest.pump.resolver import UpstreamResolver
 from ingest.pump.server import ServerThread
 from ingest.pump.storage import Storage
@@ -168,7 +168,7 @@ class Pump:
 
     # ---- writes -----------------------------------------------------------------------------
 
-    def write_binlog(self, payload: bytes, writer: "LoopWriter | None" = None) -> "asyncio.Future[None] | None":
+    def write_binlog(self, payload: bytes, writer: LoopWriter | None = None) -> asyncio.Future[None] | None:
         """Validate one binlog from WriteBinlog and start storing it (on the running event loop,
         through ``writer`` if given); await the returned future: it is done once the binlog is
         durable. The all-zero probe is accepted and dropped (None); prewrites are refused unless
@@ -254,7 +254,7 @@ class Pump:
                 if time.monotonic() - last_check > DRAINER_CHECK_INTERVAL:
                     last_check = time.monotonic()
                     self._check_drainers()
-            except Exception:  # noqa: BLE001 - GC failures are logged; the next round retries
+            except Exception:
                 log.exception("gc failed")
             finally:
                 self.gc_running = False

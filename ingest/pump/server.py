@@ -11,15 +11,16 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, AsyncIterator, Coroutine, Iterator, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 import uvloop
 
 from ingest.errors import DiskFull, MalformedBinlog, NotOnline, StorageClosed
-from ingest.pump.config import PumpConfig
 from ingest.http2.framing import HTTP2_OPTIONS
+from ingest.pump.config import PumpConfig
 from schemas import binlake_pb2, binlake_pb2_grpc, pump_pb2, pump_pb2_grpc
 
 if TYPE_CHECKING:
@@ -42,12 +43,12 @@ _DONE = object()
 class PumpService(pump_pb2_grpc.PumpServicer):
     """``/binlog.Pump/WriteBinlog`` and ``/binlog.Pump/PullBinlogs`` as TiDB's client and drainer expect."""
 
-    def __init__(self, pump: "Pump", io: ThreadPoolExecutor) -> None:
+    def __init__(self, pump: Pump, io: ThreadPoolExecutor) -> None:
         self.pump = pump
         self.io = io
         self._succ = pump.metrics.rpc_duration.labels("WriteBinlog", "succ")
         self._fail = pump.metrics.rpc_duration.labels("WriteBinlog", "fail")
-        self._writer: "LoopWriter | None" = None  # batches this server loop's writes (set on first call)
+        self._writer: LoopWriter | None = None  # batches this server loop's writes (set on first call)
 
     async def WriteBinlog(self, request: pump_pb2.WriteBinlogReq,
                           context: grpc.aio.ServicerContext) -> pump_pb2.WriteBinlogResp:
@@ -105,7 +106,7 @@ class ScanService(binlake_pb2_grpc.PumpScanServicer):
     pass-through serializer, so the wire contract is that of ``binlake.proto``.
     """
 
-    def __init__(self, pump: "Pump", io: ThreadPoolExecutor) -> None:
+    def __init__(self, pump: Pump, io: ThreadPoolExecutor) -> None:
         self.pump = pump
         self.io = io
 
@@ -191,7 +192,7 @@ async def _prefetch(items: Iterator[T], io: ThreadPoolExecutor, depth: int = SCA
         room.release()  # a producer waiting for room sees ``stopped`` and ends
 
 
-def add_scan_service(service: "ScanService", server: grpc.aio.Server) -> None:
+def add_scan_service(service: ScanService, server: grpc.aio.Server) -> None:
     """Register ``binlake.v1.PumpScan``; Scan and LookupPrewrites send pre-encoded RecordBatches."""
     handlers = {
         "Scan": grpc.unary_stream_rpc_method_handler(
@@ -215,7 +216,7 @@ def _batch_limit(requested: int) -> int:
     return min(requested, MAX_BATCH_BYTES) if requested > 0 else DEFAULT_BATCH_BYTES
 
 
-async def _check_cluster(pump: "Pump", cluster_id: int, context: grpc.aio.ServicerContext) -> None:
+async def _check_cluster(pump: Pump, cluster_id: int, context: grpc.aio.ServicerContext) -> None:
     if cluster_id != pump.cluster_id:
         await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
                             f"cluster ID are mismatch, {cluster_id} vs {pump.cluster_id}")
@@ -235,7 +236,7 @@ def _credentials(options: PumpConfig) -> grpc.ServerCredentials | None:
                                        require_client_auth=ca is not None)
 
 
-async def start_server(pump: "Pump", options: PumpConfig, io: ThreadPoolExecutor) -> grpc.aio.Server:
+async def start_server(pump: Pump, options: PumpConfig, io: ThreadPoolExecutor) -> grpc.aio.Server:
     """Create and start the aio gRPC server with both services on ``options.addr`` (TLS if configured)."""
     server = grpc.aio.server(options=[("grpc.max_receive_message_length", options.max_message_size),
                                       ("grpc.max_send_message_length", -1),
@@ -254,7 +255,7 @@ class ServerThread:
     """Runs the aio server's event loop (uvloop: ~10 % more WriteBinlog calls/s than asyncio's
     default loop, bench/pump_write.py) in a thread of its own; start/stop from any thread."""
 
-    def __init__(self, pump: "Pump", options: PumpConfig, io_threads: int = 32) -> None:
+    def __init__(self, pump: Pump, options: PumpConfig, io_threads: int = 32) -> None:
         self.io = ThreadPoolExecutor(max_workers=io_threads, thread_name_prefix="pump-io")
         self.loop = uvloop.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="pump-grpc", daemon=True)
@@ -279,6 +280,6 @@ class ServerThread:
         if self._server is not None:
             try:
                 self._run(self._server.stop(grace), timeout=grace + 5)
-            except Exception:  # noqa: BLE001 - shutting down regardless
+            except Exception:
                 log.exception("gRPC server stop failed")
         self._stop_loop()

@@ -74,7 +74,7 @@ class NodeStatus:
         return json.dumps(obj, separators=(",", ":"))
 
     @classmethod
-    def from_json(cls, data: str | bytes) -> "NodeStatus":
+    def from_json(cls, data: str | bytes) -> NodeStatus:
         """Parse TiDB's Status JSON; raise ``RegistryError`` naming what is wrong."""
         try:
             obj = json.loads(data)

@@ -93,7 +93,7 @@ class EtcdRegistry(Registry):
         self._current = 0
 
     @classmethod
-    def from_spec(cls, spec: str, timeout: float = DEFAULT_TIMEOUT) -> "EtcdRegistry":
+    def from_spec(cls, spec: str, timeout: float = DEFAULT_TIMEOUT) -> EtcdRegistry:
         """Build from ``host:port[,host:port...]`` (see ``parse_endpoints``)."""
         return cls(parse_endpoints(spec), timeout=timeout)
 
@@ -175,7 +175,7 @@ class EtcdRegistry(Registry):
         for client in self._clients:
             client.session.close()
 
-    def __enter__(self) -> "EtcdRegistry":
+    def __enter__(self) -> EtcdRegistry:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,

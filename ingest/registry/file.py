@@ -152,7 +152,7 @@ class FileRegistry(Registry):
     def close(self) -> None:
         """Nothing to release: no descriptor is kept open between calls."""
 
-    def __enter__(self) -> "FileRegistry":
+    def __enter__(self) -> FileRegistry:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,

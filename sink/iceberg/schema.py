@@ -16,8 +16,21 @@ from typing import Any
 import pyarrow as pa
 from pyiceberg.schema import Schema
 from pyiceberg.table.update.schema import UpdateSchema
-from pyiceberg.types import (BinaryType, DateType, DecimalType, DoubleType, FloatType, IcebergType, IntegerType,
-                             LongType, NestedField, StringType, StructType, TimestampType, TimestamptzType)
+from pyiceberg.types import (
+    BinaryType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IcebergType,
+    IntegerType,
+    LongType,
+    NestedField,
+    StringType,
+    StructType,
+    TimestampType,
+    TimestamptzType,
+)
 
 from sink.errors import IncompatibleSchemaChange, SinkError
 from transform import changes as ch

@@ -37,9 +37,9 @@ from sink.errors import SinkError
 from sink.iceberg import schema as ks
 from transform import changes as ch
 from transform import failpoints
+from transform.codec.model import TableInfo
 from transform.history import DROP_SCHEMA, DROP_TABLE, DROP_VIEW, RENAME_TABLE, TRUNCATE_TABLE
 from transform.reduce import net_change
-from transform.codec.model import TableInfo
 
 CHANGELOG_SUFFIX = "__changelog"
 META_NAMESPACE = "_binlake"

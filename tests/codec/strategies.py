@@ -10,11 +10,11 @@ from hypothesis import strategies as st
 
 from tests.codec.tables import PK, col, table
 from transform.codec import mysqltypes as mt
-from transform.codec.mydecimal import EXACT
 from transform.codec.model import ColumnInfo, TableInfo
+from transform.codec.mydecimal import EXACT
 from transform.codec.values import duration_text
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 ENUM = ["small", "medium", "large", "x-large"]
 SET = ["a", "b", "c", "d", "e"]
 BIN = {"charset": "binary", "collate": "binary"}

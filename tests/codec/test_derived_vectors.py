@@ -11,13 +11,22 @@ from tests.codec.tables import PK, col, table
 from tests.codec.util import h
 from transform.codec import mysqltypes as mt
 from transform.codec.datums import (
-    DecimalDatum, Duration, Json, KeyBytes, KeyInt, KeyUint, Uint, decode_datums, encode_datums, record_key,
+    DecimalDatum,
+    Duration,
+    Json,
+    KeyBytes,
+    KeyInt,
+    KeyUint,
+    Uint,
+    decode_datums,
+    encode_datums,
+    record_key,
 )
-from transform.codec.rows import decode_row, encode_row
 from transform.codec.model import ColumnInfo, TableInfo
+from transform.codec.rows import decode_row, encode_row
 from transform.codec.values import make_flatten, make_unflatten, pack_time
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 def both(value: object, hexbytes: str) -> None:

@@ -16,8 +16,8 @@ from transform.codec import mysqltypes as mt
 from transform.codec.batch import decode_batch
 from transform.codec.datums import decode_datums
 from transform.codec.errors import CodecError
-from transform.codec.rows import KINDS, decode_row, encode_row
 from transform.codec.model import TableInfo
+from transform.codec.rows import KINDS, decode_row, encode_row
 
 ALL = S.pk_table()
 ROWID = S.rowid_table()

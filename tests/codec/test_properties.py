@@ -13,10 +13,19 @@ from hypothesis import strategies as st
 
 from tests.codec import strategies as S
 from tests.codec.tables import col, table
-from transform.codec import mysqltypes as mt
 from transform.codec import jsonbinary, mydecimal
+from transform.codec import mysqltypes as mt
 from transform.codec.datums import (
-    DecimalDatum, Duration, Json, KeyBytes, KeyInt, KeyUint, Uint, decode_datums, encode_datum, encode_datums,
+    DecimalDatum,
+    Duration,
+    Json,
+    KeyBytes,
+    KeyInt,
+    KeyUint,
+    Uint,
+    decode_datums,
+    encode_datum,
+    encode_datums,
 )
 from transform.codec.errors import CodecError
 from transform.codec.mydecimal import EXACT

@@ -12,10 +12,13 @@ from transform.codec import mydecimal
 from transform.codec import mysqltypes as mt
 from transform.codec.datums import KeyUint, decode_datums
 from transform.codec.errors import CodecError, DecimalError, TruncatedError
-from transform.codec.rows import decode_row, encode_row, iter_mutation
 from transform.codec.model import TableInfo
+from transform.codec.rows import decode_row, encode_row, iter_mutation
 from transform.codec.varint import (
-    decode_memcmp_bytes, decode_memcmp_bytes_desc, encode_memcmp_bytes, encode_memcmp_bytes_desc,
+    decode_memcmp_bytes,
+    decode_memcmp_bytes_desc,
+    encode_memcmp_bytes,
+    encode_memcmp_bytes_desc,
 )
 
 # 1. memcomparable bytes (asc, desc)

@@ -13,12 +13,22 @@ from tests.codec.tables import PK, col, table
 from tests.codec.util import h
 from transform.codec import mysqltypes as mt
 from transform.codec.datums import Uint, encode_datums
-from transform.codec.errors import CodecError, ColumnValueError, DecimalError, JSONBinaryError, RowLayoutError, SchemaError, TruncatedError, UnknownFlagError, VarintOverflowError
-from transform.codec.rows import decode_row, encode_row, iter_mutation
+from transform.codec.errors import (
+    CodecError,
+    ColumnValueError,
+    DecimalError,
+    JSONBinaryError,
+    RowLayoutError,
+    SchemaError,
+    TruncatedError,
+    UnknownFlagError,
+    VarintOverflowError,
+)
 from transform.codec.model import TableInfo
+from transform.codec.rows import decode_row, encode_row, iter_mutation
 from transform.codec.values import InvalidTime
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 def _defaults_table() -> TableInfo:

@@ -3,9 +3,10 @@ into a real (SQLite) Iceberg catalog."""
 from __future__ import annotations
 
 import io
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -14,8 +15,8 @@ from binlake.drain import run_drain_command, run_verify_command
 from binlake.drain_config import DrainerConfig, IcebergSection, SparkSection, UpstreamSection
 from binlake.local import PumpProcess
 from sink.iceberg.catalog import open_catalog
-from upstream.cluster import Cluster
 from tests.upstream.binlogs import wait_watermarks
+from upstream.cluster import Cluster
 
 CLIENT_OPTIONS = {"check_interval": 0.5, "watch_interval": 0.3, "commit_retry_interval": 0.2,
                   "retry_interval": 0.05, "write_timeout": 3.0}

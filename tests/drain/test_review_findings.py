@@ -15,9 +15,10 @@ from __future__ import annotations
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -26,8 +27,8 @@ from schemas import binlog_pb2
 from sink.iceberg.catalog import open_catalog
 from sink.iceberg.writer import IcebergSink
 from sink.verify import verify_mirrors
-from tests.waiting import wait_for
 from tests.drain.conftest import Env
+from tests.waiting import wait_for
 from transform import changes as ch
 from transform.drain import _assemble
 from transform.filters import TableFilter

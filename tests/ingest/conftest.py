@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
-from typing import Iterator
 
 import pytest
 

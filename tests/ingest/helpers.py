@@ -38,7 +38,7 @@ class MVCCHandler(BaseHTTPRequestHandler):
     asked: list[str] = []
     rollback_unknown = False
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         key = self.path.rsplit("/", 1)[-1].upper()
         self.asked.append(key)
         answer = self.answers.get(key)

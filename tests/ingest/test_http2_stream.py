@@ -4,15 +4,16 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+from collections.abc import Iterator
 from concurrent import futures
-from typing import Any, Iterator
+from typing import Any
 
 import grpc
 import pytest
 
-from ingest.http2.stream import stream_call
-from ingest.http2.framing import WireRpcError
 from binlake.local import free_port
+from ingest.http2.framing import WireRpcError
+from ingest.http2.stream import stream_call
 
 SIZES = [0, 1, 5, 16_383, 16_384, 70_000, 1 << 20, 5 << 20 | 7]
 

@@ -5,14 +5,15 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import grpc
 import pytest
 from hpack import Encoder
 
-from ingest.http2.stream import stream_call
 from ingest.http2.framing import PREFACE, WireRpcError, frame
+from ingest.http2.stream import stream_call
 
 DATA, HEADERS, RST, SETTINGS, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = 0, 1, 3, 4, 6, 7, 8, 9
 END_STREAM, END_HEADERS, PADDED, PRIORITY = 0x1, 0x4, 0x8, 0x20

@@ -6,9 +6,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent import futures
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import grpc
 import pytest

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from ingest import binlog as bl
+from ingest.pump.storage import Storage, StorageConfig
 from ingest.pump.storage.index import Entry, Index
 from ingest.pump.storage.recent import RecentEntries
-from ingest.pump.storage import Storage, StorageConfig
 from ingest.pump.storage.vlog import Pointer
 from tests.waiting import wait_for
 

@@ -138,7 +138,7 @@ def test_slow_indexer_switches_to_chasing_with_bounded_queue(tmp_path: Path) -> 
     release = threading.Event()
     original = s.index.put_entries
 
-    def slow_put(entries, head, sync=False):  # noqa: ANN001 - test double of one method
+    def slow_put(entries, head, sync=False):
         release.wait()
         return original(entries, head, sync)
 

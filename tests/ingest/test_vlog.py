@@ -8,8 +8,7 @@ import crc32c
 import pytest
 
 from ingest.errors import CorruptRecord
-from ingest.pump.storage.vlog import (FILE_END_MAGIC, RECORD_MAGIC, LogFile, Pointer, ValueLog,
-                                      encode_record, file_name)
+from ingest.pump.storage.vlog import FILE_END_MAGIC, RECORD_MAGIC, LogFile, Pointer, ValueLog, encode_record, file_name
 
 
 def test_record_layout_is_tidbs() -> None:

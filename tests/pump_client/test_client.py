@@ -10,12 +10,12 @@ import pytest
 
 from binlake.local import LocalTSO, PumpProcess
 from ingest import binlog as bl
-from upstream.pump_client.errors import BinlogTooLarge, NoPumpFound, WriteBinlogFailed
-from upstream.pump_client import PumpsClient, hash_ts
 from ingest.registry import PAUSED, PUMP, NodeStatus, load_registry, node_key
 from ingest.scan_client import ScanClient
 from schemas import binlog_pb2
 from tests.waiting import wait_for
+from upstream.pump_client import PumpsClient, hash_ts
+from upstream.pump_client.errors import BinlogTooLarge, NoPumpFound, WriteBinlogFailed
 
 pytestmark = pytest.mark.integration
 

@@ -3,16 +3,17 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Iterator
+from typing import Any
 
 import grpc
 import pytest
 
-from upstream.pump_client.channel import WRITE_BINLOG, H2WriteChannel, open_write_channel
 from ingest.http2.framing import WireRpcError
-from upstream.pump_client.h2channel import H2Channel
 from schemas import pump_pb2, pump_pb2_grpc
+from upstream.pump_client.channel import WRITE_BINLOG, H2WriteChannel, open_write_channel
+from upstream.pump_client.h2channel import H2Channel
 
 SERVER_MAX_RECEIVE = 8 << 20
 

@@ -12,7 +12,7 @@ if _REPO not in sys.path:  # `pytest` run without `python -m` does not put the r
     sys.path.insert(0, _REPO)
 
 from ingest.registry import EtcdRegistry, FileRegistry, Registry  # noqa: E402
-from tests.servers import EtcdServer  # noqa: E402,F401 - type of the suite-wide fixture
+from tests.servers import EtcdServer  # noqa: E402 - type of the suite-wide fixture
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ WRITERS = 4
 ROUNDS = 40
 
 
-def _put_own_keys(path: str, writer: int, start: "multiprocessing.synchronize.Event") -> None:
+def _put_own_keys(path: str, writer: int, start: multiprocessing.synchronize.Event) -> None:
     start.wait()
     reg = FileRegistry(path)
     for i in range(ROUNDS):
@@ -25,7 +25,7 @@ def _put_own_keys(path: str, writer: int, start: "multiprocessing.synchronize.Ev
             reg.put(f"/k/{writer}/gone", b"x")
 
 
-def _increment(path: str, start: "multiprocessing.synchronize.Event") -> None:
+def _increment(path: str, start: multiprocessing.synchronize.Event) -> None:
     start.wait()
     reg = FileRegistry(path)
 

@@ -7,7 +7,16 @@ import pytest
 
 from ingest.errors import RegistryError
 from ingest.registry import (
-    DRAINER, OFFLINE, ONLINE, PAUSED, PUMP, STATUS_ADDR_LABEL, NodeStatus, Registry, kind_prefix, node_key,
+    DRAINER,
+    OFFLINE,
+    ONLINE,
+    PAUSED,
+    PUMP,
+    STATUS_ADDR_LABEL,
+    NodeStatus,
+    Registry,
+    kind_prefix,
+    node_key,
 )
 
 TIDB_KEY_ORDER = ["nodeId", "host", "state", "isAlive", "score", "label", "maxCommitTS", "updateTS"]

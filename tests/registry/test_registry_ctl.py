@@ -5,7 +5,7 @@ import json
 import threading
 import urllib.parse
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -13,7 +13,14 @@ import pytest
 from ingest import ctl
 from ingest.errors import CtlError, NodeNotFound, RegistryError
 from ingest.registry import (
-    DRAINER, OFFLINE, ONLINE, PAUSED, PUMP, STATUS_ADDR_LABEL, NodeStatus, Registry,
+    DRAINER,
+    OFFLINE,
+    ONLINE,
+    PAUSED,
+    PUMP,
+    STATUS_ADDR_LABEL,
+    NodeStatus,
+    Registry,
 )
 from ingest.tso import compose_ts
 from tests.servers import free_port
@@ -32,7 +39,7 @@ class FakeNode:
         node = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_PUT(self) -> None:  # noqa: N802 (http.server naming)
+            def do_PUT(self) -> None:
                 node.requests.append(("PUT", self.path))
                 parts = self.path.strip("/").split("/")
                 if len(parts) != 3 or parts[0] != "state":
@@ -94,11 +101,11 @@ def test_list_hides_offline_unless_asked(registry: Registry) -> None:
 
 
 def test_format_nodes_table_with_update_time_from_tso() -> None:
-    when = datetime(2024, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    when = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
     ts = compose_ts(int(when.timestamp() * 1000) + 678, 12)
     nodes = [NodeStatus(node_id="pump-1", host="127.0.0.1:8250", max_commit_ts=ts, update_ts=ts),
              NodeStatus(node_id="p2", host="h:1", state=PAUSED)]
-    lines = ctl.format_nodes(nodes, tz=timezone.utc).splitlines()
+    lines = ctl.format_nodes(nodes, tz=UTC).splitlines()
     assert lines[0].split() == ["NodeID", "Addr", "State", "MaxCommitTS", "UpdateTime"]
     assert lines[1].split() == ["pump-1", "127.0.0.1:8250", "online", str(ts), "2024-01-02", "03:04:05", "+0000"]
     assert lines[2].split() == ["p2", "h:1", "paused", "0", "-"]

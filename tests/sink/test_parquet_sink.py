@@ -14,17 +14,37 @@ import pytest
 
 from sink.base import TableReport
 from sink.errors import SinkError
-from sink.parquet import (CHECKPOINT_FILE, MANIFEST_FILE, ClusterMismatchError, CorruptStateError,
-                          ParquetSink, ParquetSinkError, SinkBusyError, committed_files, read_changelog,
-                          table_dir)
+from sink.parquet import (
+    CHECKPOINT_FILE,
+    MANIFEST_FILE,
+    ClusterMismatchError,
+    CorruptStateError,
+    ParquetSink,
+    ParquetSinkError,
+    SinkBusyError,
+    committed_files,
+    read_changelog,
+    table_dir,
+)
+from transform.changes import (
+    BEFORE,
+    COMMIT_TIME,
+    COMMIT_TIME_TYPE,
+    COMMIT_TS,
+    OP,
+    SEQ,
+    START_TS,
+    DDLEvent,
+    RunBatch,
+    Segment,
+    TableChanges,
+)
 from transform.codec import mysqltypes as mt
-from transform.changes import (BEFORE, COMMIT_TIME, COMMIT_TIME_TYPE, COMMIT_TS, OP, SEQ, START_TS, DDLEvent,
-                               RunBatch, Segment, TableChanges)
 from transform.codec.model import HistoryInfo, Job, TableInfo, arrow_type
 
 CLUSTER = 7001
-DAY1 = dt.datetime(2024, 3, 1, 23, 59, 0, tzinfo=dt.timezone.utc)
-DAY2 = dt.datetime(2024, 3, 2, 0, 1, 0, tzinfo=dt.timezone.utc)
+DAY1 = dt.datetime(2024, 3, 1, 23, 59, 0, tzinfo=dt.UTC)
+DAY2 = dt.datetime(2024, 3, 2, 0, 1, 0, tzinfo=dt.UTC)
 
 
 def tso(when: dt.datetime, logical: int = 0) -> int:
@@ -51,7 +71,7 @@ def table_info(tid: int, name: str, extra_cols: tuple[str, ...] = ()) -> TableIn
 def rows(info: TableInfo, changes: list[tuple[str, int, int, dict[str, Any], dict[str, Any] | None]]) -> pa.Table:
     """Changelog rows: (op, commit_ts, seq, after-image, before-image) per change."""
     fields = [pa.field(c.name, arrow_type(c)) for c in info.columns]
-    phys = [dt.datetime.fromtimestamp((ts >> 18) / 1000, tz=dt.timezone.utc) for _, ts, _, _, _ in changes]
+    phys = [dt.datetime.fromtimestamp((ts >> 18) / 1000, tz=dt.UTC) for _, ts, _, _, _ in changes]
     data: dict[str, pa.Array] = {
         OP: pa.array([c[0] for c in changes], pa.string()),
         COMMIT_TS: pa.array([c[1] for c in changes], pa.int64()),

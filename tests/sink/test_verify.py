@@ -15,8 +15,18 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyiceberg.types import (
-    BinaryType, DateType, DecimalType, DoubleType, FloatType, IcebergType, IntegerType, LongType,
-    NestedField, StringType, TimestampType, TimestamptzType,
+    BinaryType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IcebergType,
+    IntegerType,
+    LongType,
+    NestedField,
+    StringType,
+    TimestampType,
+    TimestamptzType,
 )
 
 from sink.errors import SinkError
@@ -25,7 +35,7 @@ from sink.verify import VerifyError, choose_snapshot, comparable, render_value, 
 from transform.codec.values import InvalidTime
 from upstream.render import render, render_rows
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 META = [("_tidb_commit_ts", LongType()), ("_tidb_commit_time", TimestamptzType())]
 
 

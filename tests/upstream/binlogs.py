@@ -8,10 +8,9 @@ from binlake.local import PumpProcess
 from ingest import binlog as bl
 from ingest.scan_client import ScanClient
 from schemas import binlog_pb2
-from transform.codec.rows import decode_row, iter_mutation
-from transform.codec.model import Job, TableInfo
 from tests.waiting import wait_for
-
+from transform.codec.model import Job, TableInfo
+from transform.codec.rows import decode_row, iter_mutation
 
 # TiDB's classic binlog example: the table, then (server index, statement) in order, and the row
 # changes TiDB writes for them.

@@ -1,8 +1,8 @@
 """An emulated TiDB cluster (in-process) with real pump processes on loopback."""
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 

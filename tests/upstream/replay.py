@@ -5,12 +5,12 @@ import json
 from typing import Any
 
 from schemas import binlog_pb2
+from tests.upstream.binlogs import SchemaTracker, Txn, decoded_changes
 from transform.codec import mysqltypes as mt
-from transform.codec.rows import DELETE, INSERT
 from transform.codec.model import TableInfo
+from transform.codec.rows import DELETE, INSERT
 from transform.codec.values import missing_value
 from upstream.render import render
-from tests.upstream.binlogs import SchemaTracker, Txn, decoded_changes
 
 
 def replay(txns: list[Txn], tracker: SchemaTracker, upto: int) -> dict[int, dict[Any, dict[int, Any]]]:

@@ -3,16 +3,23 @@ from __future__ import annotations
 
 import json
 import urllib.request
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 
 from binlake.local import PumpProcess
 from schemas import binlog_pb2
+from tests.upstream.binlogs import (
+    CLASSIC_CHANGES,
+    CLASSIC_STATEMENTS,
+    CLASSIC_TABLE,
+    SchemaTracker,
+    committed,
+    decoded_changes,
+    wait_watermarks,
+)
 from transform.codec.model import Job
 from upstream.cluster import Cluster
-from tests.upstream.binlogs import (CLASSIC_CHANGES, CLASSIC_STATEMENTS, CLASSIC_TABLE, SchemaTracker, committed,
-                                    decoded_changes, wait_watermarks)
 
 pytestmark = pytest.mark.integration
 

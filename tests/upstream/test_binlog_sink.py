@@ -9,11 +9,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from upstream.pump_client.errors import NoAvailablePump, PumpClientClosed
 from schemas import binlog_pb2
 from upstream.binlogs import BinlogSink, PendingPrewrite
 from upstream.errors import BinlogWriteFailed
 from upstream.faults import Faults
+from upstream.pump_client.errors import NoAvailablePump, PumpClientClosed
 
 
 class _Slow:

@@ -30,7 +30,7 @@ def values(rng: random.Random) -> list[Any]:
                       "", "abc", "abcdef", "ünï", "12", Decimal("1.005"), Decimal("-0.00"),
                       Decimal("99999999.995"), Decimal("1e40"), Decimal("NaN"), Decimal("-12.3456"),
                       dt.datetime(2024, 5, 1, 12, 0, 0, 999_999), dt.datetime(9999, 12, 31, 23, 59, 59, 999_999),
-                      dt.datetime(2020, 1, 1, tzinfo=dt.timezone.utc), 1.5, '{"b": 1, "a": [1, 2.5]}']
+                      dt.datetime(2020, 1, 1, tzinfo=dt.UTC), 1.5, '{"b": 1, "a": [1, 2.5]}']
     for _ in range(300):
         out.append(rng.choice([rng.randrange(-2 ** 64, 2 ** 64), rng.randrange(-300, 300),
                                Decimal(rng.randrange(-10 ** 12, 10 ** 12)).scaleb(-rng.randrange(0, 8)),

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 
 from binlake.local import PumpProcess
 from ingest import binlog as bl
 from schemas import binlog_pb2
-from upstream.pump_client.process import _Answer
 from tests.upstream.binlogs import SchemaTracker, committed, decoded_changes, wait_watermarks
 from tests.upstream.conftest import CLIENT_OPTIONS
 from tests.upstream.test_binlog_integration import history
@@ -22,6 +22,7 @@ from upstream import sql as S
 from upstream.cluster import Cluster
 from upstream.errors import TxnAborted, WriteConflict
 from upstream.exprs import Cmp, Col, Lit
+from upstream.pump_client.process import _Answer
 
 pytestmark = pytest.mark.integration
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
-from transform.codec.rows import decode_row
 from transform.codec.model import Job, TableInfo
+from transform.codec.rows import decode_row
 from upstream.cluster import Cluster
 from upstream.errors import SQLError, UnsupportedSQL
 from upstream.sql import split

@@ -7,18 +7,19 @@ import json
 import threading
 import time
 import urllib.request
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from binlake.local import PumpProcess
+from tests.upstream.binlogs import SchemaTracker, committed, wait_watermarks
+from tests.upstream.replay import canonical, canonical_snapshot, replay
 from transform.codec.model import Job
 from upstream.cluster import Cluster
 from upstream.errors import ServerCrashed, TxnAborted
 from upstream.keys import int_record_key
 from upstream.workload import Workload
-from tests.upstream.binlogs import SchemaTracker, committed, wait_watermarks
-from tests.upstream.replay import canonical, canonical_snapshot, replay
 
 pytestmark = pytest.mark.integration
 

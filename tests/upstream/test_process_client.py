@@ -4,20 +4,20 @@ client's own failure paths (no pump at start, errors from the child, a child tha
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 from binlake.local import PumpProcess
 from ingest import binlog as bl
-from upstream.pump_client.errors import BinlogTooLarge, NoPumpFound, PumpClientClosed
-from upstream.pump_client.process import ProcessPumpsClient
 from schemas import binlog_pb2
 from tests.upstream.conftest import CLIENT_OPTIONS
 from tests.upstream.test_binlog_integration import test_classic_example_binlogs  # noqa: F401 - rerun here
 from tests.upstream.test_faults_and_snapshot import test_pump_killed_and_restarted_and_crash_resolved  # noqa: F401
 from upstream.cluster import Cluster
+from upstream.pump_client.errors import BinlogTooLarge, NoPumpFound, PumpClientClosed
+from upstream.pump_client.process import ProcessPumpsClient
 
 pytestmark = pytest.mark.integration
 

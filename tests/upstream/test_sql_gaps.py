@@ -2,7 +2,8 @@
 PRIMARY KEY on non-clustered tables, and the sqlglot-free fast path for common DML shapes."""
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 

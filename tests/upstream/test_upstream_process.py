@@ -8,14 +8,21 @@ import signal
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 from binlake.local import PumpProcess, free_port
-from tests.upstream.binlogs import (CLASSIC_CHANGES, CLASSIC_STATEMENTS, CLASSIC_TABLE, SchemaTracker, committed,
-                                    decoded_changes, wait_watermarks)
+from tests.upstream.binlogs import (
+    CLASSIC_CHANGES,
+    CLASSIC_STATEMENTS,
+    CLASSIC_TABLE,
+    SchemaTracker,
+    committed,
+    decoded_changes,
+    wait_watermarks,
+)
 from tests.waiting import wait_for
 from transform.codec.model import Job
 from upstream.client import StatusClient

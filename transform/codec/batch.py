@@ -24,8 +24,9 @@ Output columns:
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable, Sequence
 from decimal import Decimal
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -33,8 +34,8 @@ import pyarrow as pa
 from transform.codec import jsonbinary, mydecimal
 from transform.codec import mysqltypes as mt
 from transform.codec.errors import CodecError
-from transform.codec.rows import DELETE, INSERT, UPDATE, decode_row, plan_for
 from transform.codec.model import ColumnInfo, TableInfo, arrow_type
+from transform.codec.rows import DELETE, INSERT, UPDATE, decode_row, plan_for
 from transform.codec.values import FLOAT32_MAX, InvalidTime, duration_text, int_range, make_unflatten
 
 OP_COLUMN = "_tidb_op"
@@ -510,7 +511,7 @@ class _ColumnOut:
         self.size += len(arr)
         return base
 
-    def rows(self, start: int, stop: int) -> "_RowsView":
+    def rows(self, start: int, stop: int) -> _RowsView:
         """The output of rows ``start:stop`` (one chunk): same blocks, a view of ``idx``."""
         return _RowsView(self, start, stop)
 

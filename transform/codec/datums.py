@@ -27,15 +27,25 @@ they compare equal to plain values).
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from decimal import Decimal
-from typing import Any, Iterable
+from typing import Any
 
 from transform.codec import jsonbinary, mydecimal
 from transform.codec.errors import CodecError, DecimalError, TruncatedError, UnknownFlagError
 from transform.codec.varint import (
-    decode_cmp_float, decode_cmp_int, decode_memcmp_bytes, decode_u64, decode_uvarint,
-    decode_varint, encode_cmp_float, encode_cmp_int, encode_memcmp_bytes, encode_u64,
-    encode_uvarint, encode_varint,
+    decode_cmp_float,
+    decode_cmp_int,
+    decode_memcmp_bytes,
+    decode_u64,
+    decode_uvarint,
+    decode_varint,
+    encode_cmp_float,
+    encode_cmp_int,
+    encode_memcmp_bytes,
+    encode_u64,
+    encode_uvarint,
+    encode_varint,
 )
 
 NIL_FLAG = 0x00
@@ -83,7 +93,7 @@ class EncodedJson(str):
     payload: bytes
 
     @classmethod
-    def of(cls, doc: Any) -> "EncodedJson":
+    def of(cls, doc: Any) -> EncodedJson:
         """The canonical text and payload of a parsed JSON value (``CodecError`` if TiDB can't store it)."""
         typecode, binary = jsonbinary.from_object(doc)
         self = cls(jsonbinary.to_text(typecode, binary))
@@ -97,7 +107,7 @@ class DecimalDatum(Decimal):
     prec: int
     frac: int
 
-    def __new__(cls, value: Any, prec: int | None = None, frac: int | None = None) -> "DecimalDatum":
+    def __new__(cls, value: Any, prec: int | None = None, frac: int | None = None) -> DecimalDatum:
         self = super().__new__(cls, value)
         nat_prec, nat_frac = mydecimal.precision_and_frac(self)
         self.frac = nat_frac if frac is None else frac
@@ -111,9 +121,9 @@ class DecimalDatum(Decimal):
 class _MaxValue:
     """The MaxValue sentinel (maxFlag 0xFA), used only in key ranges."""
 
-    _instance: "_MaxValue | None" = None
+    _instance: _MaxValue | None = None
 
-    def __new__(cls) -> "_MaxValue":
+    def __new__(cls) -> _MaxValue:
         if cls._instance is None:
             cls._instance = super().__new__(cls)
         return cls._instance

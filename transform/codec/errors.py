@@ -25,7 +25,7 @@ class CodecError(ValueError):
             where.append(f"byte offset {self.offset}")
         return f"{self.message} ({', '.join(where)})" if where else self.message
 
-    def at(self, column_id: int | None = None, base: int = 0) -> "CodecError":
+    def at(self, column_id: int | None = None, base: int = 0) -> CodecError:
         """Return this error with its column id set (if unset) and its offset shifted by ``base``."""
         if self.column_id is None:
             self.column_id = column_id

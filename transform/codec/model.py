@@ -63,7 +63,7 @@ class FieldType:
     extra: JSONDict = field(default_factory=dict, compare=False)
 
     @classmethod
-    def from_json(cls, obj: JSONDict) -> "FieldType":
+    def from_json(cls, obj: JSONDict) -> FieldType:
         """Parse TiDB's FieldType JSON."""
         if not isinstance(obj, dict):
             raise SchemaError(f"column type must be an object, got {obj!r}")
@@ -121,7 +121,7 @@ class ColumnInfo:
     extra: JSONDict = field(default_factory=dict, compare=False)
 
     @classmethod
-    def from_json(cls, obj: JSONDict) -> "ColumnInfo":
+    def from_json(cls, obj: JSONDict) -> ColumnInfo:
         """Parse TiDB's ColumnInfo JSON."""
         if not isinstance(obj, dict):
             raise SchemaError(f"column must be an object, got {obj!r}")
@@ -238,7 +238,7 @@ class IndexInfo:
     extra: JSONDict = field(default_factory=dict, compare=False)
 
     @classmethod
-    def from_json(cls, obj: JSONDict) -> "IndexInfo":
+    def from_json(cls, obj: JSONDict) -> IndexInfo:
         """Parse TiDB's IndexInfo JSON."""
         if not isinstance(obj, dict):
             raise SchemaError(f"index must be an object, got {obj!r}")
@@ -312,7 +312,7 @@ class TableInfo:
     source_keys: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
 
     @classmethod
-    def from_json(cls, obj: JSONDict) -> "TableInfo":
+    def from_json(cls, obj: JSONDict) -> TableInfo:
         """Parse TiDB's TableInfo JSON (as served by ``/schema`` or in ``Job.binlog.TableInfo``)."""
         if not isinstance(obj, dict):
             raise SchemaError(f"TableInfo must be an object, got {type(obj).__name__}")
@@ -465,7 +465,7 @@ class HistoryInfo:
     multiple_table_infos: tuple[TableInfo, ...] = ()
 
     @classmethod
-    def from_json(cls, obj: JSONDict | None) -> "HistoryInfo":
+    def from_json(cls, obj: JSONDict | None) -> HistoryInfo:
         """Parse the ``binlog`` object of a Job."""
         if obj is None:
             return cls()
@@ -509,7 +509,7 @@ class Job:
     extra: JSONDict = field(default_factory=dict, compare=False)
 
     @classmethod
-    def from_json(cls, obj: JSONDict) -> "Job":
+    def from_json(cls, obj: JSONDict) -> Job:
         """Parse TiDB's Job JSON."""
         if not isinstance(obj, dict):
             raise SchemaError(f"Job must be an object, got {type(obj).__name__}")

@@ -13,17 +13,17 @@ handle column is rebuilt from the handle, and ids the TableInfo does not know ar
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 from transform.codec import mydecimal
 from transform.codec import mysqltypes as mt
 from transform.codec.datums import Duration, EncodedJson, decode_one, encode_datum, skip_one
 from transform.codec.errors import CodecError, ColumnValueError, RowLayoutError, SchemaError
 from transform.codec.model import ColumnInfo, TableInfo
-from transform.codec.values import (Flatten, Unflatten, make_flatten, make_unflatten, missing_value,
-                              pack_time)
+from transform.codec.values import Flatten, Unflatten, make_flatten, make_unflatten, missing_value, pack_time
 from transform.codec.varint import INT64_MAX as _I64_MAX
 from transform.codec.varint import INT64_MIN as _I64_MIN
 from transform.codec.varint import U64_MASK, encode_uvarint, encode_varint

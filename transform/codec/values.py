@@ -29,16 +29,17 @@ import datetime as dt
 import json
 import re
 import struct
+from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
-from typing import Any, Callable
+from typing import Any
 
 from transform.codec import mysqltypes as mt
-from transform.codec.mydecimal import EXACT
 from transform.codec.datums import DecimalDatum, Json, Uint
 from transform.codec.errors import CodecError, ColumnValueError
 from transform.codec.model import ColumnInfo
+from transform.codec.mydecimal import EXACT
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 _F32 = struct.Struct("<f")
 
 
@@ -48,7 +49,7 @@ class InvalidTime(str):
 
     packed: int
 
-    def __new__(cls, text: str, packed: int = 0) -> "InvalidTime":
+    def __new__(cls, text: str, packed: int = 0) -> InvalidTime:
         self = super().__new__(cls, text)
         self.packed = packed
         return self

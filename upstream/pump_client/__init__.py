@@ -4,6 +4,7 @@
 """
 from __future__ import annotations
 
+from upstream.pump_client.channel import MAX_MESSAGE, TRANSPORTS
 from upstream.pump_client.client import (
     CHECK_INTERVAL,
     COMMIT_BINLOG_TIMEOUT,
@@ -15,7 +16,6 @@ from upstream.pump_client.client import (
     WATCH_INTERVAL,
     PumpsClient,
 )
-from upstream.pump_client.channel import MAX_MESSAGE, TRANSPORTS
 from upstream.pump_client.node import DEFAULT_MAX_ERR_NUMS, PumpNode, PumpWriteError
 from upstream.pump_client.selector import HASH, RANGE, HashSelector, RangeSelector, Selector, hash_ts, new_selector
 

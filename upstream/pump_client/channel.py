@@ -8,12 +8,13 @@ cheaper per call in CPU) for plain-text pumps, ``grpc`` (grpcio) whenever TLS cr
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import grpc
 
-from upstream.pump_client.h2channel import H2Channel
 from schemas import pump_pb2, pump_pb2_grpc
+from upstream.pump_client.h2channel import H2Channel
 
 MAX_MESSAGE = (1 << 31) - 1          # send/receive limit (2 GiB - 1), as TiDB's client sets it
 WRITE_BINLOG = "/binlog.Pump/WriteBinlog"

@@ -12,20 +12,25 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Callable
 
 import grpc
 
 from ingest import binlog as bl
 from ingest.errors import RegistryError
-from upstream.pump_client.channel import PendingWrite, check_transport
-from upstream.pump_client.errors import (BinlogTooLarge, NoAvailablePump, NoPumpFound, PumpClientClosed,
-                                          WriteBinlogFailed)
-from upstream.pump_client.node import DEFAULT_MAX_ERR_NUMS, PumpNode, PumpWriteError
-from upstream.pump_client.selector import Selector, new_selector
 from ingest.registry import PUMP, NodeStatus, Registry, kind_prefix, load_registry
 from schemas import binlog_pb2, pump_pb2
+from upstream.pump_client.channel import PendingWrite, check_transport
+from upstream.pump_client.errors import (
+    BinlogTooLarge,
+    NoAvailablePump,
+    NoPumpFound,
+    PumpClientClosed,
+    WriteBinlogFailed,
+)
+from upstream.pump_client.node import DEFAULT_MAX_ERR_NUMS, PumpNode, PumpWriteError
+from upstream.pump_client.selector import Selector, new_selector
 
 log = logging.getLogger(__name__)
 
@@ -239,7 +244,7 @@ class PumpsClient:
         with self._ts_lock:
             self._pending.discard(fut)
 
-    def start_prewrite(self, binlog: binlog_pb2.Binlog) -> "PendingPrewrite":
+    def start_prewrite(self, binlog: binlog_pb2.Binlog) -> PendingPrewrite:
         """Send a prewrite binlog without waiting (TiDB writes it in parallel with the KV prewrite).
 
         The first attempt is in flight when this returns, without any thread handoff; the returned
@@ -474,7 +479,7 @@ class PumpsClient:
         while not self._stop.wait(interval):
             try:
                 step()
-            except Exception:  # noqa: BLE001 - a background loop must survive registry/network hiccups
+            except Exception:
                 log.exception("[pumps client] %s failed", getattr(step, "__name__", step))
 
     # ---- lifecycle ---------------------------------------------------------------------------
@@ -507,7 +512,7 @@ class PumpsClient:
             pump.close()
         self._close_registry()
 
-    def __enter__(self) -> "PumpsClient":
+    def __enter__(self) -> PumpsClient:
         return self
 
     def __exit__(self, *exc: object) -> None:

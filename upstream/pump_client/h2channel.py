@@ -27,16 +27,43 @@ import select
 import socket
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import grpc
 from hpack.exceptions import HPACKError
 
-from ingest.http2.framing import (ACK, CONNECT_TIMEOUT, CONTINUATION, DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS,
-                                  MAX_STREAM_ID, MAX_WINDOW, PADDED, PING, PREFACE, PRIORITY, PRIORITY_FLAG,
-                                  PUSH_PROMISE, RST_STREAM, S_ENABLE_PUSH, S_INITIAL_WINDOW_SIZE,
-                                  S_MAX_CONCURRENT_STREAMS, S_MAX_FRAME_SIZE, SETTINGS, WINDOW_UPDATE, HeaderDecoder,
-                                  WireRpcError, frame, http_error, request_headers, rst_error, trailers_error)
+from ingest.http2.framing import (
+    ACK,
+    CONNECT_TIMEOUT,
+    CONTINUATION,
+    DATA,
+    END_HEADERS,
+    END_STREAM,
+    GOAWAY,
+    HEADERS,
+    MAX_STREAM_ID,
+    MAX_WINDOW,
+    PADDED,
+    PING,
+    PREFACE,
+    PRIORITY_FLAG,
+    PUSH_PROMISE,
+    RST_STREAM,
+    S_ENABLE_PUSH,
+    S_INITIAL_WINDOW_SIZE,
+    S_MAX_CONCURRENT_STREAMS,
+    S_MAX_FRAME_SIZE,
+    SETTINGS,
+    WINDOW_UPDATE,
+    HeaderDecoder,
+    WireRpcError,
+    frame,
+    http_error,
+    request_headers,
+    rst_error,
+    trailers_error,
+)
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +87,7 @@ class UnaryCall:
         self.http_status: bytes | None = None
         self._waiter = threading.Lock()
         self._waiter.acquire()
-        self._callbacks: list[Callable[["UnaryCall"], None]] | None = []
+        self._callbacks: list[Callable[[UnaryCall], None]] | None = []
         self._response: Any = None
         self._error: WireRpcError | None = None
         self._done = False
@@ -79,7 +106,7 @@ class UnaryCall:
             raise self._error
         return self._response
 
-    def add_done_callback(self, fn: Callable[["UnaryCall"], None]) -> None:
+    def add_done_callback(self, fn: Callable[[UnaryCall], None]) -> None:
         """Run ``fn(self)`` when the call ends (at once, in this thread, if it already has)."""
         with _CALLBACKS:
             if self._callbacks is not None:
@@ -99,7 +126,7 @@ class UnaryCall:
         for fn in callbacks or ():
             try:
                 fn(self)
-            except Exception:  # noqa: BLE001 - a callback must not kill the reader thread
+            except Exception:
                 log.exception("done-callback of a pump write failed")
         return True
 

@@ -2,14 +2,15 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import grpc
 
-from upstream.pump_client.errors import PumpClientError
-from upstream.pump_client.channel import PendingWrite, WriteChannel, open_write_channel
 from ingest.registry.base import ONLINE, NodeStatus
 from schemas import pump_pb2
+from upstream.pump_client.channel import PendingWrite, WriteChannel, open_write_channel
+from upstream.pump_client.errors import PumpClientError
 
 DEFAULT_MAX_ERR_NUMS = 10            # TiDB's defaultMaxErrNums
 
@@ -123,14 +124,14 @@ class PumpNode:
         """Send one WriteBinlog with a per-RPC ``timeout``; raise ``PumpWriteError`` on any failure."""
         self.finish_write(self.start_write(req, timeout))
 
-    def start_write(self, req: pump_pb2.WriteBinlogReq, timeout: float) -> "PendingWrite":
+    def start_write(self, req: pump_pb2.WriteBinlogReq, timeout: float) -> PendingWrite:
         """Send one WriteBinlog without waiting (no thread is used); hand the result to ``finish_write``."""
         try:
             return self._get_channel().write(req, timeout)
         except ValueError as exc:  # the channel was closed under us by a concurrent reset
             return _Refused(exc)
 
-    def finish_write(self, pending: "PendingWrite") -> None:
+    def finish_write(self, pending: PendingWrite) -> None:
         """Wait for a write started by ``start_write``; raise ``PumpWriteError`` on any failure."""
         try:
             resp = pending.result()

@@ -22,12 +22,13 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
 from ingest import errors as ingest_errors
-from upstream.pump_client import errors as E
 from schemas import binlog_pb2
+from upstream.pump_client import errors as E
 
 log = logging.getLogger(__name__)
 
@@ -238,7 +239,7 @@ class _Answer:
 def _call(fn: Callable[[], None]) -> None:
     try:
         fn()
-    except Exception:  # noqa: BLE001 - a callback's failure must not stop the answer reader
+    except Exception:
         log.exception("pump client answer callback failed")
 
 

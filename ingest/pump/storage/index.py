@@ -10,8 +10,9 @@ Meta keys (``!binlog!gcts``, ``!binlog!maxCommitTS``, ``!binlog!handlePointer``,
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import plyvel
@@ -62,7 +63,7 @@ class Entry(NamedTuple):
         return _VALUE.unpack(value)
 
     @classmethod
-    def unpack(cls, key: bytes, value: bytes) -> "Entry":
+    def unpack(cls, key: bytes, value: bytes) -> Entry:
         """Parse an index key and value."""
         fid, offset, tp, start, commit = _VALUE.unpack(value)
         return cls(int.from_bytes(key[len(TS_PREFIX):], "big"), tp, start, commit, Pointer(fid, offset))

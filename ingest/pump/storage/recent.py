@@ -17,12 +17,13 @@ per key (the last one written wins, as LevelDB's put does). Every LevelDB entry 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from itertools import islice
-from typing import Iterable
 
 import numpy as np
 
 from ingest.pump.storage.index import VALUE_DTYPE, value_key_ts
+
 BLOCK = 1 << 16             # entries per block (the unit of eviction)
 DEFAULT_CAPACITY = 1 << 21  # ~58 MiB of entries
 

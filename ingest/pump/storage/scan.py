@@ -16,8 +16,8 @@ copied back to back).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
-from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -97,7 +97,7 @@ class ScanColumns:
         return b"".join(out)
 
     @staticmethod
-    def concat(pieces: list["ScanColumns"]) -> "ScanColumns":
+    def concat(pieces: list[ScanColumns]) -> ScanColumns:
         """One batch of several, in order (their data back to back)."""
         if len(pieces) == 1:
             return pieces[0]

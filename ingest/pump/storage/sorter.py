@@ -10,7 +10,7 @@ import logging
 import threading
 import time
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 
 from ingest.pump.storage.index import PREWRITE, Entry
 
@@ -143,7 +143,7 @@ class Sorter:
     def _try_resolve(self, head: Entry) -> bool:
         try:
             return self._resolve(head)
-        except Exception:  # noqa: BLE001 - a failing resolver must not stop the watermark thread
+        except Exception:
             log.exception("resolving prewrite start_ts=%d failed; will retry", head.start_ts)
             return False
 

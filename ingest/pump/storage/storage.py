@@ -20,16 +20,16 @@ import threading
 import time
 import weakref
 from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
 from ingest import binlog as bl
 from ingest.errors import DiskFull, MalformedBinlog, StorageClosed, StorageLocked
 from ingest.pump.metrics import PumpMetrics
-from ingest.pump.storage.index import (GC_TS_KEY, HANDLE_POINTER_KEY, MAX_COMMIT_TS_KEY, PREWRITE, Entry, Index)
 from ingest.pump.storage.config import StorageConfig
+from ingest.pump.storage.index import GC_TS_KEY, HANDLE_POINTER_KEY, MAX_COMMIT_TS_KEY, PREWRITE, Entry, Index
 from ingest.pump.storage.recent import RecentEntries
 from ingest.pump.storage.scan import ScanColumns, array_chunks, scan_columns, value_chunks
 from ingest.pump.storage.sorter import Sorter
@@ -60,17 +60,17 @@ class _Batch:
 
     __slots__ = ("payloads", "metas", "futures", "owner", "done", "size", "error", "pointer", "completed")
 
-    def __init__(self, owner: "LoopWriter | None" = None) -> None:
+    def __init__(self, owner: LoopWriter | None = None) -> None:
         self.payloads: list[bytes] = []
         self.metas: list[tuple[int, int, int]] = []  # (tp, start_ts, commit_ts) per payload
-        self.futures: "list[asyncio.Future[None]]" = []
+        self.futures: list[asyncio.Future[None]] = []
         self.owner = owner
         self.size = 0
         self.error: BaseException | None = None
         self.pointer = ZERO  # of the first record (what a synchronous ``write`` returns)
         self.completed = False
         if owner is None:
-            self.done: "threading.Lock | None" = threading.Lock()
+            self.done: threading.Lock | None = threading.Lock()
             self.done.acquire()
         else:
             self.done = None
@@ -103,7 +103,7 @@ class LoopWriter:
     __slots__ = ("storage", "loop", "pending", "in_flight", "interval", "last_start", "last_count",
                  "timer")
 
-    def __init__(self, storage: "Storage", loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, storage: Storage, loop: asyncio.AbstractEventLoop) -> None:
         self.storage = storage
         self.loop = loop
         self.pending: _Batch | None = None
@@ -113,7 +113,7 @@ class LoopWriter:
         self.last_count = 0    # writes it held
         self.timer = False     # a delayed submit is scheduled
 
-    def write(self, payload: bytes, tp: int, start_ts: int, commit_ts: int) -> "asyncio.Future[None]":
+    def write(self, payload: bytes, tp: int, start_ts: int, commit_ts: int) -> asyncio.Future[None]:
         future = self.loop.create_future()
         batch = self.pending
         if batch is None:
@@ -244,8 +244,8 @@ class Storage:
         self._committed_end = self.vlog.end()
         self.disk_available = self._check_disk()
         self._closing = False
-        self._write_q: "queue.SimpleQueue[object]" = queue.SimpleQueue()
-        self._loop_writers: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopWriter]" = \
+        self._write_q: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._loop_writers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopWriter] = \
             weakref.WeakKeyDictionary()
         self._index_q = _IndexQueue(self.options.index_queue_size)
         self.sorter = Sorter(self._on_emit, self._resolver, last_emitted=self._max_commit_ts)
@@ -297,7 +297,7 @@ class Storage:
         return batch.pointer
 
     def write_async(self, payload: bytes, tp: int, start_ts: int, commit_ts: int,
-                    writer: "LoopWriter | None" = None) -> "asyncio.Future[None]":
+                    writer: LoopWriter | None = None) -> asyncio.Future[None]:
         """``write`` for coroutines (await the returned future): the event loop is not blocked
         while the group commit runs, and the writes of one loop iteration travel together.
 
@@ -308,7 +308,7 @@ class Storage:
             writer = self.loop_writer(asyncio.get_running_loop())
         return writer.write(payload, tp, start_ts, commit_ts)
 
-    def loop_writer(self, loop: asyncio.AbstractEventLoop) -> "LoopWriter":
+    def loop_writer(self, loop: asyncio.AbstractEventLoop) -> LoopWriter:
         """The batcher of ``loop``'s writes (one per loop); use it only on that loop."""
         writer = self._loop_writers.get(loop)
         if writer is None:
@@ -339,7 +339,7 @@ class Storage:
                 size += nxt.size
             try:
                 self._write_batches(batches, size)
-            except BaseException as exc:  # noqa: BLE001 - never leave a writer waiting forever
+            except BaseException as exc:
                 log.exception("value log writer failed")
                 for b in batches:
                     b.complete(exc)
@@ -437,7 +437,7 @@ class Storage:
             try:
                 packed = self.index.put_entries(entries, head=entries[-1].pointer)
                 break
-            except Exception as exc:  # noqa: BLE001 - TiDB retries KV writes forever (e.g. disk full)
+            except Exception as exc:
                 self.metrics.error_count.labels("batch_write_kv").inc()
                 log.error("index write failed, retrying in 1s: %s", exc)
                 if self._closed:

@@ -10,9 +10,9 @@ import logging
 import os
 import struct
 import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
 import crc32c
 
@@ -49,7 +49,7 @@ class Pointer:
         return self._STRUCT.pack(self.fid, self.offset)
 
     @classmethod
-    def unpack(cls, data: bytes) -> "Pointer":
+    def unpack(cls, data: bytes) -> Pointer:
         """Parse the first 12 bytes of ``data``."""
         fid, offset = cls._STRUCT.unpack_from(data)
         return cls(fid, offset)
@@ -303,7 +303,7 @@ class ValueLog:
             raise CorruptRecord(f"value log file {file_name(ptr.fid)} does not exist (purged by GC?)")
         return f.read(ptr.offset)
 
-    def reader(self, chunk: int = READ_AHEAD) -> "ReadAhead":
+    def reader(self, chunk: int = READ_AHEAD) -> ReadAhead:
         """A reader for many records in roughly file order (one pread per ``chunk`` bytes)."""
         return ReadAhead(self, chunk)
 
