@@ -11,6 +11,7 @@ import asyncio
 import multiprocessing as mp
 import os
 import platform
+import queue
 import re
 import shutil
 import signal
@@ -131,7 +132,7 @@ class TSOServer:
         from upstream.tso import TSOService
 
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="bench-tso"))
-        pdpb_pb2_grpc.add_PDServicer_to_server(TSOService(cluster_id, oracle), self.server)  # type: ignore[arg-type]
+        pdpb_pb2_grpc.add_PDServicer_to_server(TSOService(cluster_id, oracle), self.server)
         self.port = self.server.add_insecure_port("127.0.0.1:0")
         self.server.start()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -443,10 +444,10 @@ def run_load(addr: str, txns: int, clients: int, payload: int, oracle: SharedOra
                       f"({done / (last_report - t0):,.0f} txn/s)", flush=True)
             try:
                 outs.append(results.get(timeout=1.0))
-            except Exception:  # queue.Empty
+            except queue.Empty:
                 dead = [p for p in workers if not p.is_alive() and p.exitcode not in (0, None)]
                 if dead:
-                    raise BenchError(f"load process {dead[0].name} died with exit code {dead[0].exitcode}")
+                    raise BenchError(f"load process {dead[0].name} died with exit code {dead[0].exitcode}") from None
                 continue
         elapsed = max(o["t_end"] for o in outs) - t0
         for p in workers:

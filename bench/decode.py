@@ -64,7 +64,8 @@ def bench_table() -> TableInfo:
 
 def make_row(rng: random.Random, i: int) -> dict:
     """One random row of the benchmark table (about 1 in 5 nullable values NULL)."""
-    null = lambda: rng.random() < 0.2  # noqa: E731
+    def null() -> bool:
+        return rng.random() < 0.2
     return {
         "id": i,
         "user_id": rng.randint(1, 2_000_000),
@@ -73,7 +74,8 @@ def make_row(rng: random.Random, i: int) -> dict:
         "name": "".join(rng.choice("abcdefghijklmnopqrstuvwxyzé测") for _ in range(rng.randint(4, 24))),
         "note": None if null() else "note " + str(rng.random()),
         "created": dt.datetime(2020, 1, 1) + dt.timedelta(microseconds=rng.randint(0, 10 ** 14)),
-        "updated": None if null() else dt.datetime(2021, 1, 1, tzinfo=UTC) + dt.timedelta(seconds=rng.randint(0, 10 ** 8)),
+        "updated": None if null() else (dt.datetime(2021, 1, 1, tzinfo=UTC)
+                                        + dt.timedelta(seconds=rng.randint(0, 10 ** 8))),
         "doc": None if null() else json.dumps({"sku": f"S{rng.randint(0, 10 ** 6)}", "n": rng.randint(0, 100),
                                                "tags": ["a", "b"][: rng.randint(0, 2)]}, sort_keys=True),
         "status": rng.choice(STATUS),
@@ -145,7 +147,8 @@ def main() -> None:
             raise SystemExit(f"column {c.name} differs from the baseline")
     n = args.rows
     print(f"{'':13s} {'wall s':>8s} {'rows/s (wall)':>14s} {'cpu s':>8s} {'rows/s (cpu)':>14s} {'MB/s (cpu)':>11s}")
-    print(f"{'decode_batch':13s} {best:8.3f} {n / best:14,.0f} {best_cpu:8.3f} {n / best_cpu:14,.0f} {mb / best_cpu:11.1f}")
+    print(f"{'decode_batch':13s} {best:8.3f} {n / best:14,.0f} {best_cpu:8.3f} {n / best_cpu:14,.0f} "
+          f"{mb / best_cpu:11.1f}")
     print(f"{'baseline':13s} {best_base:8.3f} {n / best_base:14,.0f} {best_base_cpu:8.3f} {n / best_base_cpu:14,.0f} "
           f"{'':>11s}  (pa.array from ready Python lists)")
     ratio = best_base_cpu / best_cpu

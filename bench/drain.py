@@ -28,6 +28,7 @@ import argparse
 import datetime as dt
 import json
 import multiprocessing as mp
+import queue
 import random
 import shutil
 import subprocess
@@ -204,7 +205,7 @@ def _load_main(index: int, addr: str, tso_url: str, cluster_id: int, tables: lis
             writer.write(marshal_gogo(com), timeout=120)
             with lock:
                 max_commit = max(max_commit, commit_ts)
-        except BaseException as e:  # reported by the phase loop
+        except BaseException as e:  # noqa: BLE001 - reported by the phase loop
             errors.append(e)
             with turn:
                 turn.notify_all()
@@ -337,7 +338,7 @@ def generate(env: Env, phases: list[int], seed: int) -> list[dict[str, Any]]:
             while len(got) < len(procs):
                 try:
                     got.append(results.get(timeout=5))
-                except Exception:  # queue.Empty
+                except queue.Empty:
                     dead = [p for p in procs if p.exitcode not in (None, 0)]
                     if dead:
                         raise BenchError(f"{dead[0].name} died with exit code {dead[0].exitcode}") from None
@@ -564,7 +565,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  emulator + 2 pumps + 4 tables (schema version {env.schema_version}) in "
               f"{time.perf_counter() - t0:.1f} s; work dir {root}", flush=True)
         loads = generate(env, phases, args.seed)
-        results = [run_one(env, root, f"{rows // 1000}k" if rows < 1_000_000 else f"{rows / 1e6:g}M", loads[0], args.profile)]
+        label = f"{rows // 1000}k" if rows < 1_000_000 else f"{rows / 1e6:g}M"
+        results = [run_one(env, root, label, loads[0], args.profile)]
         if args.scaling:
             results.append(run_one(env, root, f"{2 * rows / 1e6:g}M", loads[1], args.profile))
         print()

@@ -66,7 +66,7 @@ def _run(name: str, addr: str, server_pid: int, args: argparse.Namespace, txns: 
 
     print(f"  {name}: {txns} transactions from {args.client_procs} load process(es), "
           f"{args.clients} calls in flight ...", flush=True)
-    result = run_load(addr, txns, args.clients, args.payload, oracle,  # type: ignore[arg-type]
+    result = run_load(addr, txns, args.clients, args.payload, oracle,
                       procs=args.client_procs, on_start=on_start)
     stats = {"server_cpu": cpu_seconds(server_pid) - marks["server_cpu0"],
              "machine_busy": sum(psutil.cpu_times()[:3]) - marks["sys0"],
@@ -148,7 +148,7 @@ def _pump_metrics(pump: LocalPump) -> dict[str, float]:
     """Sums and counts of the pump's write histograms, from its ``/metrics``."""
     from binlake.local import http
 
-    status, body = http("GET", f"{pump.pump.status_url}/metrics")  # type: ignore[union-attr]
+    status, body = http("GET", f"{pump.pump.status_url}/metrics")
     wanted = {'binlog_pump_storage_write_binlog_duration_time_count{type="batch"}': "batches",
               'binlog_pump_storage_write_binlog_duration_time_sum{type="batch"}': "batch_secs",
               'binlog_pump_rpc_duration_seconds_count{label="succ",method="WriteBinlog"}': "rpcs",
@@ -217,7 +217,8 @@ def main(argv: list[str] | None = None) -> int:
         print(_row("no-op", *noop))
     print(_row("pump", res, st))
     print("  (MiB/s = prewrite_value payload; p50/p99 over every WriteBinlog call, P = prewrites, "
-          "C = commits;\n   CPU columns = cores busy on average: load processes, server process, whole machine,\n   and what else ran on the machine (other than this benchmark's processes))")
+          "C = commits;\n   CPU columns = cores busy on average: load processes, server process, whole machine,\n"
+          "   and what else ran on the machine (other than this benchmark's processes))")
     print(f"  pump wrote {fmt_size(res.wire_bytes)} of marshalled binlogs, "
           f"{fmt_size(vlog_bytes)} of value log")
     if metrics.get("batches") and metrics.get("rpcs"):

@@ -31,6 +31,12 @@ class _Pending(Protocol):
     def result(self) -> str | None: ...
 
 
+class PendingCommit(Protocol):
+    """A commit/rollback binlog in flight (either pump client's answer): the node id, or None."""
+
+    def result(self, timeout: float | None = None) -> str | None: ...
+
+
 class BinlogSink:
     """Writes one server's binlogs; disabled when ``registry`` is None."""
 
@@ -103,7 +109,7 @@ class BinlogSink:
             return False
         raise BinlogWriteFailed(f"[global:2]write binlog failed: {e}", binlog.start_ts) from e
 
-    def finish(self, binlog: binlog_pb2.Binlog) -> Future[str | None] | None:
+    def finish(self, binlog: binlog_pb2.Binlog) -> PendingCommit | None:
         """Send a commit/rollback binlog asynchronously (to the pump holding its prewrite). Never
         raises for a binlog it cannot send: after ``close`` it logs and returns None, and the pump
         resolves the transaction from the upstream's MVCC answer, as after a TiDB crash."""

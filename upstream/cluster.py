@@ -102,7 +102,8 @@ class Cluster:
 
     # ---- DDL ---------------------------------------------------------------------------------
 
-    def run_ddl(self, server: TiDBServer, stmt: DDL, db: str | None, clustered_default: bool) -> tuple[int, int, int] | None:
+    def run_ddl(self, server: TiDBServer, stmt: DDL, db: str | None,
+                clustered_default: bool) -> tuple[int, int, int] | None:
         """Run one DDL job on ``server`` (as the DDL owner); return (job id, txn start ts, commit ts).
 
         The job is recorded in the history and the DDL binlog written through ``server``'s pumps.

@@ -116,7 +116,7 @@ def build_column(cd: exp.ColumnDef, col_id: int, offset: int, charset: str, coll
         elif isinstance(k, exp.OnUpdateColumnConstraint):
             on_update = True
         else:
-            raise UnsupportedSQL(f"column option {k.sql('mysql')[:60]}", stmt)
+            raise UnsupportedSQL(f"column option {(k or c).sql('mysql')[:60]}", stmt)
     ft = field_type(kind, ccharset, ccollate)
     flag = ft.flag
     if primary or not_null:
@@ -293,7 +293,7 @@ def build_table(tree: exp.Create, table_id: int, clustered: bool | None, cluster
     if len(primaries) > 1:
         raise SQLError("Multiple primary key defined")
     cols = [s.col for s in specs]
-    for _, parts, _, primary in index_defs:
+    for _, parts, _, _ in index_defs:
         for n, _ in parts:
             if n.lower() not in by_name:
                 raise SQLError(f"Key column '{n}' doesn't exist in table")
@@ -321,9 +321,9 @@ def build_table(tree: exp.Create, table_id: int, clustered: bool | None, cluster
             continue
         if name is None:
             base = parts[0][0]
-            name, n = base, 2
+            name, suffix = base, 2
             while name.lower() in used:
-                name, n = f"{base}_{n}", n + 1
+                name, suffix = f"{base}_{suffix}", suffix + 1
         if name.lower() in used:
             raise SQLError(f"Duplicate key name '{name}'")
         used.add(name.lower())
@@ -556,7 +556,7 @@ def check_existing_rows(old: TableInfo | None, new: TableInfo, rows: Iterable[Ma
     was_nullable = {c.id for c in old.columns if c.nullable} if old is not None else set()
     not_null = [c.id for c in new.columns if c.id in was_nullable and not c.nullable]
     by_name = {c.name.lower(): c for c in new.columns}
-    specs = []
+    specs: list[tuple[IndexInfo, list[tuple[ColumnInfo, int]], set[tuple[Any, ...]]]] = []
     for ix in new.indices:
         if ix.unique and ix.id not in known:
             cols = [(by_name[ic.name.lower()], ic.length) for ic in ix.columns]

@@ -308,8 +308,10 @@ def point_values(where: Expr | None, column: str) -> list[Any] | None:
         if isinstance(where.right, Col) and where.right.name.lower() == low and isinstance(where.left, Lit):
             return [where.left.value]
     if isinstance(where, InList) and not where.negate and isinstance(where.left, Col) \
-            and where.left.name.lower() == low and all(isinstance(i, Lit) for i in where.items):
-        return [i.value for i in where.items]  # type: ignore[attr-defined]
+            and where.left.name.lower() == low:
+        values = [i.value for i in where.items if isinstance(i, Lit)]
+        if len(values) == len(where.items):
+            return values
     if isinstance(where, And):
         for item in where.items:
             found = point_values(item, column)

@@ -201,7 +201,7 @@ def parse(text: str) -> Any:
         if verb == "UPDATE":
             db, table = p.table()
             p.take("kw", "SET")
-            assigns = []
+            assigns: list[tuple[str, Expr]] = []
             while True:
                 name = p.take("id")
                 p.take("op", "=")

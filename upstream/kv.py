@@ -176,9 +176,9 @@ class MVCCStore:
             if k is None:
                 return None
             w = self._visible(k, ts)
-        if w is None or w.op == DEL or w.row is None:
+        if w is None or w.op == DEL or w.row is None or w.table is None:
             return None
-        return w.row, w.table  # type: ignore[return-value]
+        return w.row, w.table
 
     def scan_table(self, table_id: int, ts: int) -> list[tuple[bytes, Any, Row]]:
         """Every live row of a table as of ``ts``: (key, handle, row), in key order."""
@@ -196,8 +196,7 @@ class MVCCStore:
         """Keys currently locked (for diagnostics)."""
         with self._lock:
             items = [(key, k.lock) for key, k in self._keys.items() if k.lock is not None]
-        for key, lock in items:
-            yield key, lock  # type: ignore[misc]
+        yield from items
 
     def mvcc_info(self, key: bytes) -> dict[str, Any]:
         """TiKV's ``MvccInfo`` JSON for a key: ``lock`` and ``writes`` (newest first), zero fields omitted."""

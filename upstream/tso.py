@@ -50,7 +50,8 @@ class TSOService(pdpb_pb2_grpc.PDServicer):
         self.cluster_id = cluster_id
         self.oracle = oracle or TimestampOracle()
 
-    def Tso(self, request_iterator: Iterator[pdpb_pb2.TsoRequest], context: grpc.ServicerContext) -> Iterator[pdpb_pb2.TsoResponse]:
+    def Tso(self, request_iterator: Iterator[pdpb_pb2.TsoRequest],
+            context: grpc.ServicerContext) -> Iterator[pdpb_pb2.TsoResponse]:
         for req in request_iterator:
             header = pdpb_pb2.ResponseHeader(cluster_id=self.cluster_id)
             if req.header.cluster_id not in (0, self.cluster_id):

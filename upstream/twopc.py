@@ -222,7 +222,7 @@ class Committer:
         return self._commit(self._prewrite(start_ts, primary, muts, binlog), check, install)
 
 
-def _finish(prewrite: binlog_pb2.Binlog, tp: int, commit_ts: int) -> binlog_pb2.Binlog:
+def _finish(prewrite: binlog_pb2.Binlog, tp: binlog_pb2.BinlogType, commit_ts: int) -> binlog_pb2.Binlog:
     """The commit/rollback binlog: same object, ``prewrite_value`` cleared (key and DDL fields stay)."""
     b = binlog_pb2.Binlog()
     b.CopyFrom(prewrite)

@@ -83,13 +83,13 @@ class Transaction:
 
     def scan(self, table: TableInfo) -> list[tuple[bytes, Any, Row]]:
         """Every row of ``table`` this transaction sees: (key, handle, row) in key order."""
-        seen = {}
+        seen: dict[bytes, tuple[Any, Row]] = {}
         for key, handle, row in self.kv.scan_table(table.id, self.start_ts):
             seen[key] = (handle, materialize(table, row))
         for key, m in self.writes.items():
             if m.table_id != table.id:
                 continue
-            if m.op == DEL:
+            if m.op == DEL or m.row is None:
                 seen.pop(key, None)
             else:
                 seen[key] = (m.handle, m.row)

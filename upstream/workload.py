@@ -22,11 +22,13 @@ from upstream.exprs import Cmp, Col, Lit
 
 TABLES_SQL = [
     """create table if not exists wl_orders (
-        id bigint primary key, customer varchar(32) not null, amount decimal(12,2), status enum('new','paid','shipped') not null default 'new',
+        id bigint primary key, customer varchar(32) not null, amount decimal(12,2),
+        status enum('new','paid','shipped') not null default 'new',
         tags set('a','b','c'), created datetime(3), ts timestamp(6) null, note text, payload json, flags bit(8),
         qty smallint unsigned default 1, ratio double, score float, d date, t time(3), y year, bin varbinary(16),
         fixed binary(4), c char(5), tiny tinyint, med mediumint, big bigint unsigned)""",
-    "create table if not exists wl_events (k varchar(20), seq int, v bigint, note varchar(40), primary key (k, seq) clustered)",
+    "create table if not exists wl_events (k varchar(20), seq int, v bigint, note varchar(40), "
+    "primary key (k, seq) clustered)",
     "create table if not exists wl_log (a int, b varchar(10), c double, key ia (a))",
     "create table if not exists wl_ddl (id int primary key, v int)",
 ]
@@ -73,7 +75,8 @@ class _Worker:
 
     def order_row(self, oid: int) -> list[Any]:
         r = self.rng
-        base = dt.datetime(2024, 1, 1) + dt.timedelta(seconds=r.randrange(0, 86400 * 365), milliseconds=r.randrange(1000))
+        base = dt.datetime(2024, 1, 1) + dt.timedelta(seconds=r.randrange(0, 86400 * 365),
+                                                      milliseconds=r.randrange(1000))
         return [oid, f"cust-{r.randrange(1000)}", Decimal(r.randrange(-10**8, 10**8)) / 100,
                 r.choice(["new", "paid", "shipped"]), r.choice(["", "a", "a,b", "b,c", "a,b,c"]), base,
                 dt.datetime(2024, 6, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=r.randrange(10**12)),
@@ -86,7 +89,7 @@ class _Worker:
                 bytes(r.randrange(256) for _ in range(4)), r.choice(["", "ab", "abcde"]), r.randrange(-128, 128),
                 r.randrange(-2**23, 2**23), r.randrange(2**64)]
 
-    def ops(self, n: int) -> tuple[list[S.Statement], list[Any]]:
+    def ops(self, n: int) -> tuple[list[S.Statement], Any]:
         """``n`` row operations and the bookkeeping to apply when they commit."""
         stmts: list[S.Statement] = []
         r = self.rng

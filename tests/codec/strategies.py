@@ -91,7 +91,8 @@ def values_for(c: ColumnInfo) -> st.SearchStrategy[Any]:
         bits = {mt.TYPE_TINY: 8, mt.TYPE_SHORT: 16, mt.TYPE_INT24: 24, mt.TYPE_LONG: 32, mt.TYPE_LONGLONG: 64}[tp]
         if c.unsigned:
             return st.integers(0, 2 ** bits - 1) | st.sampled_from([0, 2 ** bits - 1])
-        return st.integers(-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) | st.sampled_from([-(2 ** (bits - 1)), 2 ** (bits - 1) - 1])
+        lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+        return st.integers(lo, hi) | st.sampled_from([lo, hi])
     if tp == mt.TYPE_FLOAT:
         return st.floats(width=32, allow_nan=False)
     if tp == mt.TYPE_DOUBLE:

@@ -90,7 +90,8 @@ def test_float32_widened() -> None:
     c = _column(mt.TYPE_FLOAT)
     d = make_flatten(c)(1.1)
     assert encode_datums([d]) == h("05 BF F1 99 99 A0 00 00 00")
-    assert make_unflatten(c)(decode_datums(h("05 BF F1 99 99 A0 00 00 00"))[0]) == struct.unpack("<f", struct.pack("<f", 1.1))[0]
+    f32 = struct.unpack("<f", struct.pack("<f", 1.1))[0]
+    assert make_unflatten(c)(decode_datums(h("05 BF F1 99 99 A0 00 00 00"))[0]) == f32
 
 
 @pytest.mark.parametrize("v,x", [
@@ -219,7 +220,8 @@ JSONS = [
     ("9223372036854775808", "0A 0A 00 00 00 00 00 00 00 80"), ("1.5", "0A 0B 00 00 00 00 00 00 F8 3F"),
     ('""', "0A 0C 00"), ('"abc"', "0A 0C 03 61 62 63"), ("[]", "0A 03 00 00 00 00 08 00 00 00"),
     ("{}", "0A 01 00 00 00 00 08 00 00 00"),
-    ('[1, "a", null]', "0A 03 03 00 00 00 21 00 00 00 09 17 00 00 00 0C 1F 00 00 00 04 00 00 00 00 01 00 00 00 00 00 00 00 01 61"),
+    ('[1, "a", null]', "0A 03 03 00 00 00 21 00 00 00 09 17 00 00 00 0C 1F 00 00 00 04 00 00 00 00 "
+                       "01 00 00 00 00 00 00 00 01 61"),
     ('{"a": "b"}', "0A 01 01 00 00 00 16 00 00 00 13 00 00 00 01 00 0C 14 00 00 00 61 01 62"),
 ]
 

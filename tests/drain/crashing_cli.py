@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 
 from binlake import cli
 from transform import failpoints
@@ -12,7 +13,7 @@ from transform import failpoints
 CRASH_STATUS = 86
 
 
-def _crash_at(n: int):  # type: ignore[no-untyped-def]
+def _crash_at(n: int) -> Callable[..., None]:
     def action(count: int, *_: object) -> None:
         if count == n:
             os._exit(CRASH_STATUS)

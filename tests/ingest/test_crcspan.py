@@ -10,7 +10,8 @@ from ingest.pump.storage.crcspan import MAX_BULK_LEN, bad_records, one_by_one
 from ingest.pump.storage.vlog import encode_record
 
 
-def _span(rng: np.random.Generator, lengths: list[int], gap_every: int = 0) -> tuple[bytes, np.ndarray, np.ndarray, np.ndarray]:
+def _span(rng: np.random.Generator, lengths: list[int],
+          gap_every: int = 0) -> tuple[bytes, np.ndarray, np.ndarray, np.ndarray]:
     """Frames (value-log encoding) back to back, with foreign bytes every ``gap_every`` frames."""
     out = bytearray(rng.integers(0, 256, 40, dtype=np.uint8).tobytes())  # bytes before the first frame
     frame, crc = [], []

@@ -173,7 +173,8 @@ def test_scans_over_the_wire_read_what_grpcio_reads(pumps: Start, tso: Any, ts: 
 
     lookup = [starts[3], *range(1, 20_000), starts[30]]   # ~100 KB of request
     with ScanClient(p.addr, tso.cluster_id) as client, grpc.insecure_channel(p.addr) as ch:
-        scan = ch.unary_stream("/binlake.v1.PumpScan/Scan", request_serializer=binlake_pb2.ScanRequest.SerializeToString,
+        scan = ch.unary_stream("/binlake.v1.PumpScan/Scan",
+                               request_serializer=binlake_pb2.ScanRequest.SerializeToString,
                                response_deserializer=ScanBatch)
         find = ch.unary_stream("/binlake.v1.PumpScan/LookupPrewrites",
                                request_serializer=binlake_pb2.LookupRequest.SerializeToString,

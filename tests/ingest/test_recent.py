@@ -76,9 +76,11 @@ def test_memory_and_leveldb_scans_agree_and_are_counted(tmp_path: Path) -> None:
     opts = StorageConfig(stop_write_at_available_space=0, sync_log=False)
     s = Storage(tmp_path, opts)
     for start in range(1, 200, 2):          # prewrite at start, commit at start + 101 (out of key order)
-        payloads[start] = bl.marshal_gogo(bl.binlog_pb2.Binlog(tp=bl.PREWRITE, start_ts=start, prewrite_value=b"v" * start))
+        payloads[start] = bl.marshal_gogo(bl.binlog_pb2.Binlog(tp=bl.PREWRITE, start_ts=start,
+                                                               prewrite_value=b"v" * start))
         s.write(payloads[start], bl.PREWRITE, start, 0)
-        payloads[start + 101] = bl.marshal_gogo(bl.binlog_pb2.Binlog(tp=bl.COMMIT, start_ts=start, commit_ts=start + 101))
+        payloads[start + 101] = bl.marshal_gogo(bl.binlog_pb2.Binlog(tp=bl.COMMIT, start_ts=start,
+                                                                     commit_ts=start + 101))
         s.write(payloads[start + 101], bl.COMMIT, start, start + 101)
     wait_for(lambda: s.max_commit_ts == 300)
     from_memory = scans(s)

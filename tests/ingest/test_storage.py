@@ -91,7 +91,7 @@ def test_pull_commits_copies_prewrite_fields(store: Storage) -> None:
     wait_for(lambda: store.max_commit_ts == 12)
     stop = threading.Event()
     got = []
-    for entry, payload in store.pull_commits(0, stop.is_set):
+    for _, payload in store.pull_commits(0, stop.is_set):
         got.append(bl.parse(payload))
         if len(got) == 2:
             stop.set()
@@ -142,7 +142,7 @@ def test_slow_indexer_switches_to_chasing_with_bounded_queue(tmp_path: Path) -> 
         release.wait()
         return original(entries, head, sync)
 
-    s.index.put_entries = slow_put  # type: ignore[method-assign]
+    s.index.put_entries = slow_put
     wait_for(lambda: not s._chasing)  # recovery done
     writers = [threading.Thread(target=put, args=(s, bl.PREWRITE, ts)) for ts in range(1, 200)]
     for w in writers:

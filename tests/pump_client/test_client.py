@@ -159,15 +159,15 @@ def test_killed_pump_fails_over_and_late_commit_arrives(pumps: Start, tso: Local
         p2.kill()                                          # kill -9: the registry still says online
         others = [ts() for _ in range(4)]
         assert [c.write_binlog(prewrite(s)) for s in others] == ["pump-1"] * 4
-        assert c.pump("pump-2") is not None and c.pump("pump-2").err_num >= 1  # type: ignore[union-attr]
+        assert c.pump("pump-2") is not None and c.pump("pump-2").err_num >= 1
 
         commits = {s: ts() for s in [a, *others]}
         for s, cts in commits.items():
             assert c.write_binlog(commit(s, cts)) == "pump-1"
         commits[b] = ts()
         late = c.write_commit_async(commit(b, commits[b]))  # its pump is down: keeps retrying pump-2
-        errors_before = c.pump("pump-2").err_num  # type: ignore[union-attr]
-        wait_until(lambda: c.pump("pump-2").err_num >= errors_before + 2,  # type: ignore[union-attr]
+        errors_before = c.pump("pump-2").err_num
+        wait_until(lambda: c.pump("pump-2").err_num >= errors_before + 2,
                    "the commit to retry against the dead pump")
         assert not late.done()
         p2.start()                                         # same data dir and address
@@ -214,7 +214,7 @@ def test_backoff_path_uses_an_unavailable_online_pump(pumps: Start, tso: LocalTS
         s = ts()
         assert c.write_binlog(prewrite(s)) == "pump-2"     # pump-1 fails once and is retired
         assert c.available_pumps() == ["pump-2"] and c.unavailable_pumps() == ["pump-1"]
-        p1.start()                                         # back, but only the probe (hour-long here) or backoff sees it
+        p1.start()                         # back, but only the probe (hour-long here) or backoff sees it
         p2.kill()
         s2 = ts()
         assert c.write_binlog(prewrite(s2)) == "pump-1"    # available pump-2 fails; backoff tries pump-1
@@ -231,7 +231,7 @@ def test_oversize_binlog_fails_at_once(pumps: Start, tso: LocalTSO, ts: TS, regi
         s = ts()
         with pytest.raises(BinlogTooLarge, match="binlog data is too large"):
             c.write_binlog(prewrite(s, b"x" * (2 << 20)))
-        assert c.pump("pump-1").err_num == 1 and c.pump("pump-2").err_num == 0  # type: ignore[union-attr]
+        assert c.pump("pump-1").err_num == 1 and c.pump("pump-2").err_num == 0
         assert c.pending_prewrites() == 0
         s2 = ts()
         assert c.write_binlog(prewrite(s2)) == "pump-2"
@@ -267,7 +267,7 @@ def test_all_pumps_down_then_commit_gives_up(pumps: Start, tso: LocalTSO, ts: TS
             p.kill()
         with pytest.raises(WriteBinlogFailed, match="^write binlog failed, the last error pump pump-"):
             c.write_binlog(prewrite(ts()))
-        assert c.pump("pump-1").err_num >= 1 and c.pump("pump-2").err_num >= 1  # type: ignore[union-attr]
+        assert c.pump("pump-1").err_num >= 1 and c.pump("pump-2").err_num >= 1
         assert c.write_binlog(commit(a, ts())) is None     # gives up without raising
         assert c.commit_give_ups == 1 and c.pending_prewrites() == 0
         assert c.write_commit_async(commit(ts(), ts())).result(timeout=10) is None  # no matching prewrite

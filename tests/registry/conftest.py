@@ -1,18 +1,13 @@
 """Fixtures for registry tests: one real etcd per session and a registry of each backend."""
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-_REPO = str(Path(__file__).resolve().parents[2])
-if _REPO not in sys.path:  # `pytest` run without `python -m` does not put the repo root on sys.path
-    sys.path.insert(0, _REPO)
-
-from ingest.registry import EtcdRegistry, FileRegistry, Registry  # noqa: E402
-from tests.servers import EtcdServer  # noqa: E402 - type of the suite-wide fixture
+from ingest.registry import EtcdRegistry, FileRegistry, Registry
+from tests.servers import EtcdServer
 
 
 @pytest.fixture

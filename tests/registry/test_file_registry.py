@@ -39,7 +39,7 @@ def _increment(path: str, start: multiprocessing.synchronize.Event) -> None:
 def _run_writers(target: object, args_for: list[tuple[object, ...]]) -> None:
     ctx = multiprocessing.get_context("fork")
     start = ctx.Event()
-    procs = [ctx.Process(target=target, args=(*args, start)) for args in args_for]  # type: ignore[arg-type]
+    procs = [ctx.Process(target=target, args=(*args, start)) for args in args_for]
     for p in procs:
         p.start()
     start.set()

@@ -197,4 +197,4 @@ def test_run_command_dispatches_binlogctl_names(file_registry: Registry, node: F
     for args, msg in (({"cmd": "frobnicate"}, "unknown command"), ({"cmd": "pause-pump"}, "needs a node id"),
                       ({"cmd": "update-drainer", "node_id": "d"}, "needs a state")):
         with pytest.raises(CtlError, match=msg):
-            ctl.run_command(file_registry, **args)  # type: ignore[arg-type]
+            ctl.run_command(file_registry, **args)

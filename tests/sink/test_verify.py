@@ -73,7 +73,7 @@ def arrow(table: Table, rows: list[dict[str, Any]], commit_ts: int = 1) -> pa.Ta
 def append(table: Table, rows: list[dict[str, Any]], from_ts: int, to_ts: int) -> int:
     """Append ``rows`` as one snapshot marked ``(from_ts, to_ts]``; its id."""
     table.append(arrow(table, rows, to_ts), snapshot_properties=marks(from_ts, to_ts))
-    return table.current_snapshot().snapshot_id  # type: ignore[union-attr]
+    return table.current_snapshot().snapshot_id
 
 
 def wire(snapshot: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
@@ -434,5 +434,5 @@ def test_filters(catalog: Catalog) -> None:
 def test_malformed_upstream_snapshot(catalog: Catalog) -> None:
     for bad in ([], {"nodot": []}, {"test.t": {"id": 1}}, {"test.t": [1]}):
         with pytest.raises(VerifyError) as err:
-            verify_mirrors(catalog, bad, 1)  # type: ignore[arg-type]
+            verify_mirrors(catalog, bad, 1)
         assert isinstance(err.value, SinkError)

@@ -44,8 +44,8 @@ def wait_watermarks(pumps: list[PumpProcess], cluster_id: int, above: int, timeo
     """Wait until every pump's watermark passed ``above``."""
     for p in pumps:
         with ScanClient(p.addr, cluster_id) as c:
-            wait_for(lambda: c.watermark().max_commit_ts >= above, timeout,
-                     lambda: f"pump {p.node_id}'s watermark to pass {above}\n{p.log_tail()}")
+            wait_for(lambda c=c: c.watermark().max_commit_ts >= above, timeout,
+                     lambda p=p: f"pump {p.node_id}'s watermark to pass {above}\n{p.log_tail()}")
 
 
 def committed(pumps: list[PumpProcess], cluster_id: int, to_ts: int = 0) -> list[Txn]:

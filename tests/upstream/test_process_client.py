@@ -14,7 +14,9 @@ from ingest import binlog as bl
 from schemas import binlog_pb2
 from tests.upstream.conftest import CLIENT_OPTIONS
 from tests.upstream.test_binlog_integration import test_classic_example_binlogs  # noqa: F401 - rerun here
-from tests.upstream.test_faults_and_snapshot import test_pump_killed_and_restarted_and_crash_resolved  # noqa: F401
+from tests.upstream.test_faults_and_snapshot import (  # noqa: F401 - rerun here
+    test_pump_killed_and_restarted_and_crash_resolved,
+)
 from upstream.cluster import Cluster
 from upstream.pump_client.errors import BinlogTooLarge, NoPumpFound, PumpClientClosed
 from upstream.pump_client.process import ProcessPumpsClient

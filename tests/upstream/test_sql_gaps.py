@@ -162,7 +162,8 @@ def test_job_types_of_new_alters(c: Cluster) -> None:
 # ---- the fast path -------------------------------------------------------------------------------
 
 FAST = [
-    "insert into bench values (1, 'name-1', 12.50, '2024-05-01 12:00:00', 5, '{\"k\": 1}'), (2, 'n''2', -13.50, 'x', -6, NULL)",
+    "insert into bench values (1, 'name-1', 12.50, '2024-05-01 12:00:00', 5, '{\"k\": 1}'), "
+    "(2, 'n''2', -13.50, 'x', -6, NULL)",
     "INSERT INTO test.t (id, name) VALUES (1, 'a'), (2, DEFAULT)",
     "replace into t values (1, 2.5e3, -0.0, TRUE, FALSE, .5)",
     "update t set d = 5, a = 'zz' where id = 3",

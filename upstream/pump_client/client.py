@@ -274,13 +274,15 @@ class PumpsClient:
                 if self._closed:
                     raise PumpClientClosed(f"pumps client closed while writing prewrite {start_ts}")
                 pending: PendingWrite | None = None
+                chosen: PumpNode | None
                 if first is not None:
-                    (pump, pending), first = first, None
+                    (chosen, pending), first = first, None
                 else:
-                    pump = self._selector.select(start_ts, retry)  # type: ignore[assignment]
-                if pump is None:
+                    chosen = self._selector.select(start_ts, retry)
+                if chosen is None:
                     last_err = NoAvailablePump(NO_AVAILABLE_PUMP)
                     break
+                pump = chosen
                 try:
                     if pending is None:
                         pump.write(req, self.write_timeout)
@@ -307,10 +309,10 @@ class PumpsClient:
                 self._check_available()
 
         log.info("[pumps client] write binlog to available pumps all failed, will try unavailable pumps")
-        pump = self._backoff_write(req)
-        if pump is not None:
-            self._remember(start_ts, pump)
-            return pump.node_id
+        fallback = self._backoff_write(req)
+        if fallback is not None:
+            self._remember(start_ts, fallback)
+            return fallback.node_id
         raise WriteBinlogFailed(f"write binlog failed, the last error {last_err}") from last_err
 
     def _backoff_write(self, req: pump_pb2.WriteBinlogReq) -> PumpNode | None:
@@ -446,7 +448,8 @@ class PumpsClient:
             pump.reset()  # a commit still bound to it re-dials on its next try
 
     def probe(self) -> list[str]:
-        """Send an empty WriteBinlog to each unavailable pump the registry says is online; return those made available."""
+        """Send an empty WriteBinlog to each unavailable pump the registry says is online; return those made
+        available."""
         req = pump_pb2.WriteBinlogReq(clusterID=self.cluster_id, payload=b"")
         with self._lock:
             candidates = [p for p in self._unavailable.values() if p.should_be_usable()]

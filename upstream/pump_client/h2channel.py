@@ -97,7 +97,8 @@ class UnaryCall:
         return self._done
 
     def result(self, timeout: float | None = None) -> Any:
-        """The decoded response message; raise ``WireRpcError`` for a failed call, ``TimeoutError`` if not done in time."""
+        """The decoded response message; raise ``WireRpcError`` for a failed call, ``TimeoutError`` if not
+        done in time."""
         if not self._done:
             if not self._waiter.acquire(timeout=-1 if timeout is None else max(0.0, timeout)):
                 raise TimeoutError("call not finished")
