@@ -12,13 +12,13 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export GX_ANALYTICS_ENABLED := false
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test deps system-deps proto bench clean
+.PHONY: demo test lint deps system-deps proto bench clean
 
 # Python environment: pinned by pyproject.toml, transitively frozen by constraints.txt.
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -c constraints.txt -e '.[spark,iceberg,dev]' 2>&1 | { grep -v '^WARNING: Location' || true; }
-	$(BIN)/python -c "import grpc, plyvel, pyarrow, pyspark, pyiceberg, duckdb, schemas.pump_pb2"
+	$(BIN)/python -c "import grpc, plyvel, pyarrow, pyspark, pyiceberg, pydantic, duckdb, schemas.pump_pb2"
 	touch $@
 
 deps: $(STAMP)
@@ -34,8 +34,13 @@ system-deps:
 proto: deps
 	$(BIN)/python -m schemas.generate
 
-# The whole suite; servers (etcd, pumps, TSO) are started and stopped by the tests themselves.
-test: deps system-deps
+# Lint and types (configured in pyproject.toml: ruff on everything, mypy strict on the stages).
+lint: deps
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+# Lint and types, then the whole suite; servers (etcd, pumps, TSO) are started and stopped by the tests.
+test: lint system-deps
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 demo: deps
@@ -49,4 +54,4 @@ bench: deps
 	$(BIN)/python bench/pump_write.py
 
 clean:
-	rm -rf $(VENV) demo .pytest_cache
+	rm -rf $(VENV) demo .pytest_cache .mypy_cache .ruff_cache

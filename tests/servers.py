@@ -1,12 +1,11 @@
-"""Real servers for integration tests: free ports and a throwaway single-node etcd.
+"""Real servers for integration tests: a throwaway single-node etcd (Debian's, installed on first use).
 
-Generic on purpose: any test folder may ``from tests.servers import EtcdServer, free_port``.
+Generic on purpose: any test folder may ``from tests.servers import EtcdServer``.
 """
 from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import threading
@@ -16,18 +15,13 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 
+from binlake.local import free_port
+
 _INSTALL_LOCK = threading.Lock()
 
 
 class ServerError(RuntimeError):
     """A test server could not be installed, started or reached."""
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """Return a TCP port on ``host`` that was free a moment ago (the OS picked it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 def apt_install(packages: list[str], binaries: list[str]) -> None:

@@ -10,6 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from binlake.local import free_port
 from ingest import ctl
 from ingest.errors import CtlError, NodeNotFound, RegistryError
 from ingest.registry import (
@@ -23,7 +24,6 @@ from ingest.registry import (
     Registry,
 )
 from ingest.tso import compose_ts
-from tests.servers import free_port
 
 
 class FakeNode:

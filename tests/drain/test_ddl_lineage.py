@@ -1,4 +1,6 @@
-"""Review findings on the Drainer (transform/ + sink/iceberg): one test per finding.
+"""Table lineage across DDL in the Drainer (transform/ + sink/iceberg): TRUNCATE, RENAME, DROP and
+re-create, primary keys added and dropped, column renames under composite keys, DROP DATABASE, and
+``--tables`` runs over renames, each ending with the mirror equal to the upstream.
 
 Most tests run the drainer's own code without Spark and without pump processes, to stay cheap:
 the emulator (``upstream.cluster.Cluster``) writes its binlogs to an in-memory recorder instead of
@@ -7,8 +9,6 @@ and then goes through the real decode stage (``transform.rowchanges.decode_trans
 real assembly (``transform.drain._assemble``) and the real :class:`sink.iceberg.writer.IcebergSink`
 on a SQLite catalog. Only the pull/pair stage on Spark is skipped. The one end-to-end test uses the
 ``env`` fixture (two real pumps, local Spark).
-
-Tests marked ``xfail(strict=True)`` show a bug that is still there; remove the marker when fixing it.
 """
 from __future__ import annotations
 
@@ -154,7 +154,7 @@ def _by(rows: list[dict[str, Any]], *keys: str) -> dict[Any, dict[str, Any]]:
 # ---------------------------------------------------------------------------------------------
 # the harness itself: a plain scenario works and verifies
 
-def test_harness_baseline_two_runs_verify(up: Local) -> None:
+def test_two_runs_with_dml_and_an_added_column_verify(up: Local) -> None:
     up.sql("create table t (id int primary key, v varchar(10))")
     up.sql("insert into t values (1, 'a'), (2, 'b')")
     r1 = up.drain()
@@ -169,7 +169,7 @@ def test_harness_baseline_two_runs_verify(up: Local) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# end to end: the plan leaves out offline pumps, and nothing makes a pump wait for the batch drainer
+# end to end: a pump taken offline waits for the batch drainer registered at its checkpoint
 
 def test_a_pump_taken_offline_waits_until_the_batch_drainer_has_its_binlogs(env: Env) -> None:
     import io
@@ -207,10 +207,9 @@ def test_a_pump_taken_offline_waits_until_the_batch_drainer_has_its_binlogs(env:
 
 
 # ---------------------------------------------------------------------------------------------
-# TRUNCATE TABLE (transform/drain.py _assemble): the old table id's extra DDLEvent does not move
-# versions[old id] to the truncate's schema version, so the old id looks alive (or nameless)
+# TRUNCATE TABLE: the old table id ends at the truncate and the new id continues the same tables
 
-def test_truncate_without_earlier_dml_in_the_run_fails_the_drain(up: Local) -> None:
+def test_truncate_with_no_earlier_dml_in_the_run_drains_and_verifies(up: Local) -> None:
     up.sql("create table x (id int primary key, v int)")
     up.sql("insert into x values (1, 1)")
     up.drain()
@@ -220,7 +219,7 @@ def test_truncate_without_earlier_dml_in_the_run_fails_the_drain(up: Local) -> N
     up.verify(r.to_ts)
 
 
-def test_truncate_between_dml_in_one_run_loses_the_rows_after_it(up: Local) -> None:
+def test_truncate_between_dml_in_one_run_keeps_the_rows_after_it(up: Local) -> None:
     up.sql("create table x (id int primary key, v int)")
     up.sql("insert into x values (1, 1)")
     up.drain()
@@ -233,8 +232,7 @@ def test_truncate_between_dml_in_one_run_loses_the_rows_after_it(up: Local) -> N
 
 
 # ---------------------------------------------------------------------------------------------
-# RENAME TABLE onto a name another table of the run held (IcebergSink._rename is a no-op when the
-# destination exists; the group then resets the destination and never moves the source's rows)
+# RENAME TABLE onto a name another table of the run held: the dropped table is finished first
 
 def test_drop_then_rename_into_the_dropped_name_keeps_every_row(up: Local) -> None:
     up.sql("create table t1 (id int primary key, v int)")
@@ -272,21 +270,21 @@ def test_swapping_table_names_in_one_run_is_refused_and_split_runs_finish_it(up:
 
 
 # ---------------------------------------------------------------------------------------------
-# the mirror merge of composite keys (IcebergSink._merge): rows sharing the first key column are
-# re-read with the table's OLD schema and conformed to the new one by name
+# the mirror merge of composite keys: rows sharing the first key column are re-read and renamed by
+# column id
 
-def test_composite_key_merge_after_column_rename_nulls_untouched_rows(up: Local) -> None:
+def test_composite_key_merge_after_a_column_rename_keeps_untouched_rows(up: Local) -> None:
     up.sql("create table c (a int, b varchar(10), v int, primary key (a, b) clustered)")
     up.sql("insert into c values (1, 'x', 10), (1, 'y', 20)")
     up.drain()
     up.sql("alter table c rename column v to w")
     up.sql("update c set w = 11 where a = 1 and b = 'x'")
     r = up.drain()
-    assert _by(up.mirror("test.c"), "a", "b")[(1, "y")]["w"] == 20     # untouched row: got None
+    assert _by(up.mirror("test.c"), "a", "b")[(1, "y")]["w"] == 20     # the untouched row keeps its value
     up.verify(r.to_ts)
 
 
-def test_composite_key_with_renamed_first_key_column_fails_the_merge(up: Local) -> None:
+def test_composite_key_merge_after_renaming_the_first_key_column(up: Local) -> None:
     up.sql("create table c (a int, b varchar(10), v int, primary key (a, b) clustered)")
     up.sql("insert into c values (1, 'x', 10), (1, 'y', 20)")
     up.drain()
@@ -322,9 +320,9 @@ def test_drop_primary_key_then_drop_its_column(up: Local) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# schema evolution the Iceberg side refuses although TiDB accepts it
+# schema changes Iceberg could not follow in place: a re-created table and a reused column name
 
-def test_drop_and_recreate_with_another_column_type_is_refused_forever(up: Local) -> None:
+def test_drop_and_recreate_with_another_column_type_starts_new_tables(up: Local) -> None:
     up.sql("create table t (id int primary key, v varchar(10))")
     up.sql("insert into t values (1, 'a')")
     up.drain()
@@ -360,7 +358,7 @@ def test_drop_database_drops_its_mirrors(up: Local) -> None:
     assert not up.catalog.table_exists("d2.x")
 
 
-def test_tables_run_over_a_rename_into_the_listed_name_loses_earlier_rows(up: Local) -> None:
+def test_a_full_run_after_a_tables_run_over_a_rename_keeps_every_row(up: Local) -> None:
     up.sql("create table a (id int primary key)")
     up.sql("insert into a values (1)")
     up.sql("rename table a to b")

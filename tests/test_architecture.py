@@ -1,0 +1,92 @@
+"""The import directions of docs/architecture.md hold over the source tree.
+
+The rules are read from the document's ``import-rules`` table, so the page and this test cannot
+drift apart: every module of every package in the table is parsed, and each import of one of our
+packages must be the module's own package or one its row allows (the most specific row wins).
+"""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "architecture.md"
+OURS = ("schemas", "ingest", "transform", "sink", "upstream", "binlake")
+
+
+def rules() -> dict[str, set[str]]:
+    """package → the packages it may import, from the document's table."""
+    text = DOC.read_text()
+    block = re.search(r"<!-- import-rules: begin -->(.*?)<!-- import-rules: end -->", text, re.S)
+    assert block, "docs/architecture.md has no import-rules table"
+    out: dict[str, set[str]] = {}
+    for line in block.group(1).splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 2 or not cells[0].startswith("`"):
+            continue
+        out[cells[0].strip("`")] = set(re.findall(r"`([\w.]+)`", cells[1]))
+    return out
+
+
+def owner(module: str, table: dict[str, set[str]]) -> str | None:
+    """The most specific package of the table that ``module`` belongs to."""
+    best = None
+    for pkg in table:
+        if (module == pkg or module.startswith(pkg + ".")) and (best is None or len(pkg) > len(best)):
+            best = pkg
+    return best
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+def imported(path: Path) -> list[tuple[int, str]]:
+    """(line, module) of every absolute import in the file (relative imports are not used here)."""
+    tree = ast.parse(path.read_text(), str(path))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.extend((node.lineno, a.name) for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.append((node.lineno, node.module))
+            # ``from transform import codec`` imports the subpackage
+            out.extend((node.lineno, f"{node.module}.{a.name}") for a in node.names
+                       if (ROOT / Path(*node.module.split("."), a.name)).is_dir())
+    return out
+
+
+def violations(table: dict[str, set[str]]) -> list[str]:
+    found = []
+    for top in OURS:
+        for path in sorted((ROOT / top).rglob("*.py")):
+            if path.name.endswith(("_pb2.py", "_pb2_grpc.py")):
+                continue
+            mod = module_name(path)
+            me = owner(mod, table)
+            assert me is not None, f"{mod} belongs to no row of the import-rules table"
+            for line, target in imported(path):
+                if target.split(".")[0] not in OURS:
+                    continue
+                theirs = owner(target, table)
+                if theirs == me or theirs in table[me]:
+                    continue
+                found.append(f"{path.relative_to(ROOT)}:{line}: {me} imports {target} ({theirs})")
+    return found
+
+
+def test_the_tree_keeps_the_documented_import_directions() -> None:
+    table = rules()
+    assert set(OURS) <= set(table), f"the table must cover every package: {sorted(set(OURS) - set(table))}"
+    assert violations(table) == []
+
+
+def test_a_forbidden_import_is_found() -> None:
+    """The check can fail: were ``ingest`` allowed nothing, its imports of ``schemas`` are named."""
+    table = rules()
+    table["ingest"] = set()
+    found = violations(table)
+    assert any(v.startswith("ingest/") and "imports schemas" in v for v in found), found[:3]
