@@ -193,7 +193,12 @@ def _run_upstream(args: argparse.Namespace) -> int:
 
             wl = Workload(cluster, seed=opts.seed, churn=opts.workload == "churn", ddl_interval=opts.ddl_interval)
             wl.setup()
-            threading.Thread(target=lambda: (stop.wait(), wl.stop.set()), daemon=True).start()
+
+            def stop_workload() -> None:
+                stop.wait()
+                wl.stop.set()
+
+            threading.Thread(target=stop_workload, daemon=True).start()
             stats = wl.run(rate=opts.rate, duration=opts.duration, workers=opts.workers)
             log.info("workload done: %d committed (%.0f txn/s), %d aborted, %d DDL, %d errors",
                      stats.committed, stats.tps, stats.aborted, stats.ddls, len(stats.errors))
@@ -231,7 +236,8 @@ _DRAIN_FLAGS = [("--registry", "registry", str, "file://PATH or etcd://HOST:PORT
                 ("--pd-urls", "pd-urls", str, "PD URLs (the cluster id comes from PD's TSO answer)"),
                 ("--cluster-id", "cluster-id", int, "cluster id (instead of asking PD)"),
                 ("--upstream-status-url", "upstream.status-url", str, "TiDB status API (DDL history, snapshots)"),
-                ("--catalog-uri", "iceberg.catalog-uri", str, "pyiceberg catalog URI (default sqlite beside the warehouse)"),
+                ("--catalog-uri", "iceberg.catalog-uri", str,
+                 "pyiceberg catalog URI (default sqlite beside the warehouse)"),
                 ("--warehouse", "iceberg.warehouse", str, "Iceberg warehouse path or URI"),
                 ("--tables", "tables", str, "only these tables: db.t,db2.t2 (the checkpoint does not move)")]
 

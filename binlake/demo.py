@@ -25,6 +25,7 @@ from ingest.scan_client import ScanClient
 
 if TYPE_CHECKING:
     from upstream.cluster import Cluster
+    from upstream.workload import Stats
 
 TRANSACTIONS = 400
 
@@ -87,7 +88,7 @@ def run_demo(directory: Path, transactions: int = TRANSACTIONS) -> int:
         wl.setup()
         _say(f"workload: {transactions} transactions (5 rows each, every column type, deletes and re-inserts, "
              f"primary-key changes) and DDLs on wl_ddl (add / modify / rename / drop column) while it runs")
-        stats: list = []
+        stats: list[Stats] = []
         writer = threading.Thread(target=lambda: stats.append(wl.run(rate=100, duration=0, workers=4,
                                                                      max_txns=transactions)))
         writer.start()
@@ -135,7 +136,9 @@ def _duckdb_tour(options: DrainerConfig) -> bool:
     for ns in sorted(n for n in catalog.list_namespaces() if n[0] != "_binlake"):
         for ident in sorted(catalog.list_tables(ns)):
             tbl = catalog.load_table(ident)
-            n = con.sql(f"select count(*) from iceberg_scan('{tbl.metadata_location}')").fetchone()[0]
+            row = con.sql(f"select count(*) from iceberg_scan('{tbl.metadata_location}')").fetchone()
+            assert row is not None  # count(*) always answers one row
+            n = row[0]
             ok = ok and n == len(tbl.scan().to_arrow())
             print(f"    {'.'.join(ident):<32} {n:>6} rows   {tbl.metadata_location}")
     log = catalog.load_table("test.wl_orders__changelog").metadata_location

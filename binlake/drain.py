@@ -52,8 +52,8 @@ def register_drainer(options: DrainerConfig, checkpoint: int) -> None:
     """
     registry = load_registry(options.registry)
     try:
-        registry.put_node(DRAINER, NodeStatus(node_id=options.node_id, host=f"batch:{options.syncer.db_type}", state=PAUSED,
-                                              is_alive=False, max_commit_ts=checkpoint,
+        registry.put_node(DRAINER, NodeStatus(node_id=options.node_id, host=f"batch:{options.syncer.db_type}",
+                                              state=PAUSED, is_alive=False, max_commit_ts=checkpoint,
                                               update_ts=int(time.time() * 1000)))
     finally:
         registry.close()
@@ -68,7 +68,8 @@ def open_sink(options: DrainerConfig) -> Sink:
     from sink.iceberg.catalog import open_catalog
     from sink.iceberg.writer import IcebergSink
 
-    return IcebergSink(open_catalog(options.iceberg.warehouse, options.iceberg.catalog_uri or None), tag_runs=options.iceberg.tag_runs)
+    return IcebergSink(open_catalog(options.iceberg.warehouse, options.iceberg.catalog_uri or None),
+                       tag_runs=options.iceberg.tag_runs)
 
 
 def run_drain_command(options: DrainerConfig, from_ts: int | None = None, to_ts: int | None = None,
@@ -85,7 +86,8 @@ def run_drain_command(options: DrainerConfig, from_ts: int | None = None, to_ts:
     try:
         sink.check_cluster(cluster_id)
         checkpoint = sink.checkpoint()
-        begin = from_ts if from_ts is not None else (checkpoint if checkpoint is not None else options.initial_commit_ts)
+        begin = (from_ts if from_ts is not None
+                 else checkpoint if checkpoint is not None else options.initial_commit_ts)
         t0 = time.perf_counter()
         plan = make_plan(options.registry, cluster_id, begin, to_ts)
         stages["plan"] = time.perf_counter() - t0

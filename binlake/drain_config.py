@@ -70,13 +70,13 @@ DBTables = Annotated[list[tuple[str, str]], BeforeValidator(_db_tables)]
 class UpstreamSection(TomlModel):
     """``[upstream]``: the TiDB status API (DDL history, and snapshots for verify)."""
 
-    status_url: Str = Field("", alias="status-url")
+    status_url: Str = Field(default="", alias="status-url")
 
 
 class SyncerSection(TomlModel):
     """``[syncer]``: the sink and TiDB Binlog's table filters."""
 
-    db_type: Annotated[str, BeforeValidator(_sink)] = Field("iceberg", alias="db-type")
+    db_type: Annotated[str, BeforeValidator(_sink)] = Field(default="iceberg", alias="db-type")
     replicate_do_db: StringList = Field(default_factory=list, alias="replicate-do-db")
     replicate_do_table: DBTables = Field(default_factory=list, alias="replicate-do-table")
     ignore_schemas: StringList = Field(default_factory=lambda: list(DEFAULT_IGNORE_SCHEMAS), alias="ignore-schemas")
@@ -86,9 +86,9 @@ class SyncerSection(TomlModel):
 class IcebergSection(TomlModel):
     """``[iceberg]``: the catalog and warehouse."""
 
-    catalog_uri: Str = Field("", alias="catalog-uri")   # default: sqlite beside a local warehouse
+    catalog_uri: Str = Field(default="", alias="catalog-uri")   # default: sqlite beside a local warehouse
     warehouse: Str = "warehouse"
-    tag_runs: Bool = Field(False, alias="tag-runs")      # tag each table's snapshot tidb-ts-<to_ts>
+    tag_runs: Bool = Field(default=False, alias="tag-runs")      # tag each table's snapshot tidb-ts-<to_ts>
 
 
 class ParquetSection(TomlModel):
@@ -103,8 +103,8 @@ class SparkSection(TomlModel):
     (``transform.spark``: they apply to ``local[...]`` masters only)."""
 
     master: Str = "local[*]"
-    app_name: Str = Field("binlake-drain", alias="app-name")
-    splits_per_pump: Int = Field(1, alias="splits-per-pump", ge=1)   # pull tasks per pump (ts sub-ranges)
+    app_name: Str = Field(default="binlake-drain", alias="app-name")
+    splits_per_pump: Int = Field(default=1, alias="splits-per-pump", ge=1)   # pull tasks per pump (ts sub-ranges)
     conf: Annotated[dict[str, str], BeforeValidator(_spark_conf)] = Field(default_factory=dict)
 
 
@@ -112,12 +112,12 @@ class DrainerConfig(TomlModel):
     """Everything ``binlake drain`` / ``binlake verify`` need."""
 
     registry: Str = "file://registry.json"
-    node_id: Str = Field("binlake-drain", alias="node-id")
-    pd_urls: UrlList = Field("", alias="pd-urls")
-    cluster_id: Int = Field(0, alias="cluster-id", ge=0)
-    data_dir: Str = Field("data.drainer", alias="data-dir")
-    initial_commit_ts: Int = Field(0, alias="initial-commit-ts")
-    log_level: Str = Field("info", alias="log-level")
+    node_id: Str = Field(default="binlake-drain", alias="node-id")
+    pd_urls: UrlList = Field(default="", alias="pd-urls")
+    cluster_id: Int = Field(default=0, alias="cluster-id", ge=0)
+    data_dir: Str = Field(default="data.drainer", alias="data-dir")
+    initial_commit_ts: Int = Field(default=0, alias="initial-commit-ts")
+    log_level: Str = Field(default="info", alias="log-level")
     tables: Annotated[list[tuple[str, str]], BeforeValidator(parse_tables)] = Field(default_factory=list)
     upstream: UpstreamSection = Field(default_factory=UpstreamSection)
     syncer: SyncerSection = Field(default_factory=SyncerSection)

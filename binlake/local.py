@@ -101,7 +101,8 @@ class PumpProcess:
     def status(self) -> dict[str, Any]:
         """The pump's ``/status`` JSON."""
         with urllib.request.urlopen(f"{self.status_url}/status", timeout=5) as resp:
-            return json.loads(resp.read())
+            status: dict[str, Any] = json.loads(resp.read())  # /status answers a JSON object
+            return status
 
     def log_tail(self, lines: int = 30) -> str:
         """The last lines of the pump's log."""

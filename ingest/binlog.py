@@ -59,7 +59,8 @@ def marshal_gogo(b: binlog_pb2.Binlog) -> bytes:
     out.commit_ts = b.commit_ts
     out.ddl_job_id = b.ddl_job_id
     out.ddl_schema_state = b.ddl_schema_state
-    return out.SerializeToString()
+    data: bytes = out.SerializeToString()  # protobuf's Message is untyped here
+    return data
 
 
 def fake_binlog(ts: int) -> bytes:

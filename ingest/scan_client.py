@@ -149,8 +149,9 @@ class ScanClient:
 
     def watermark(self) -> binlake_pb2.WatermarkResponse:
         """The pump's watermark, oldest unresolved prewrite, state and gc ts."""
-        return self._stub.Watermark(binlake_pb2.WatermarkRequest(cluster_id=self.cluster_id),
-                                    timeout=self.timeout)
+        resp: binlake_pb2.WatermarkResponse = self._stub.Watermark(
+            binlake_pb2.WatermarkRequest(cluster_id=self.cluster_id), timeout=self.timeout)
+        return resp
 
     def scan_batches(self, from_ts: int, to_ts: int = 0, max_batch_bytes: int = 0) -> Iterator[ScanBatch]:
         """Stream the batches of records whose key ts is in ``(from_ts, to_ts]`` (≤ the watermark),

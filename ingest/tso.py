@@ -67,7 +67,7 @@ class TSOClient:
                 try:
                     resp = next(iter(self._stub(target).Tso(iter([request]), timeout=self._timeout)))
                 except grpc.RpcError as exc:
-                    errors.append(f"{target}: {exc.details() or exc.code()}")  # type: ignore[attr-defined]
+                    errors.append(f"{target}: {exc.details() or exc.code()}")
                     continue
                 except StopIteration:
                     errors.append(f"{target}: the TSO stream closed without an answer")

@@ -9,7 +9,8 @@ PROTOS = ("binlog.proto", "pump.proto", "cistern.proto", "pdpb.proto", "binlake.
 
 def generate(out_dir: Path) -> None:
     """Run protoc (grpc_tools) on every proto into ``out_dir``/schemas; raise on failure."""
-    from grpc_tools import protoc  # imported lazily: grpcio-tools is a dev dependency
+    # imported lazily: grpcio-tools is a dev dependency
+    from grpc_tools import protoc
 
     root = Path(__file__).resolve().parent.parent
     (out_dir / "schemas").mkdir(parents=True, exist_ok=True)

@@ -9,6 +9,7 @@ client use for MiB-sized messages.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from urllib.parse import unquote
 
 import grpc
@@ -60,16 +61,17 @@ class HeaderDecoder:
     def __init__(self, memo_size: int = 256) -> None:
         self._decoder = Decoder()
         self._table = self._decoder.header_table = _CountingTable()
-        self._memo: dict[bytes, list[tuple[bytes, bytes]]] = {}
+        self._memo: dict[bytes, Sequence[tuple[bytes, bytes]]] = {}
         self._memo_size = memo_size
 
-    def decode(self, block: bytes) -> list[tuple[bytes, bytes]]:
+    def decode(self, block: bytes) -> Sequence[tuple[bytes, bytes]]:
         """The (name, value) pairs of ``block``; ``HPACKError`` when it is malformed."""
         known = self._memo.get(block)
         if known is not None:
             return known
         before = (self._table.changes, self._table.maxsize)
-        headers: list[tuple[bytes, bytes]] = self._decoder.decode(block, raw=True)  # type: ignore[assignment]
+        headers = self._decoder.decode(block, raw=True)
+        assert isinstance(headers, list)  # typed Iterable[HeaderTuple]; a list, which the memo may hand out again
         if (self._table.changes, self._table.maxsize) == before:
             if len(self._memo) < self._memo_size:
                 self._memo[block] = headers
@@ -78,7 +80,7 @@ class HeaderDecoder:
         return headers
 
 
-class WireRpcError(grpc.RpcError):
+class WireRpcError(grpc.RpcError):  # type: ignore[misc]  # grpc has no type information: RpcError is Any
     """A failed call, shaped like grpcio's errors (``code()`` and ``details()``)."""
 
     def __init__(self, code: grpc.StatusCode, details: str) -> None:
@@ -109,7 +111,7 @@ def http_error(http_status: bytes | None) -> WireRpcError:
     return WireRpcError(_HTTP_STATUS.get(http, grpc.StatusCode.UNKNOWN), f"HTTP status {http} without a gRPC status")
 
 
-def trailers_error(headers: list[tuple[bytes, bytes]], http_status: bytes | None) -> WireRpcError | None:
+def trailers_error(headers: Sequence[tuple[bytes, bytes]], http_status: bytes | None) -> WireRpcError | None:
     """None when the trailers (or a trailers-only response) carry ``grpc-status: 0``; the call's error
     otherwise (from ``http_status`` when there is no grpc-status)."""
     status = message = None

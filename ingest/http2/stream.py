@@ -160,7 +160,8 @@ class _Call:
         allow; the rest is sent as WINDOW_UPDATEs arrive."""
         settings = b"".join(ident.to_bytes(2, "big") + value.to_bytes(4, "big") for ident, value in
                             ((S_ENABLE_PUSH, 0), (S_INITIAL_WINDOW_SIZE, WINDOW), (S_MAX_FRAME_SIZE, MAX_FRAME)))
-        self._send(PREFACE + frame(SETTINGS, 0, 0, settings) + frame(WINDOW_UPDATE, 0, 0, (WINDOW - 65535).to_bytes(4, "big"))
+        self._send(PREFACE + frame(SETTINGS, 0, 0, settings)
+                   + frame(WINDOW_UPDATE, 0, 0, (WINDOW - 65535).to_bytes(4, "big"))
                    + frame(HEADERS, END_HEADERS, STREAM, request_headers(self.authority, method)))
         body = memoryview(b"\0" + len(request).to_bytes(4, "big") + request)
         pos = 0

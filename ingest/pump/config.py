@@ -15,9 +15,9 @@ MAX_MESSAGE_SIZE = (1 << 31) - 1 - (4 << 20)  # TiDB: MaxInt - 4 MiB, capped to 
 class SecurityConfig(TomlModel):
     """``[security]``: TLS files; mutual TLS when ``ssl-ca`` is set."""
 
-    ssl_ca: Str = Field("", alias="ssl-ca")
-    ssl_cert: Str = Field("", alias="ssl-cert")
-    ssl_key: Str = Field("", alias="ssl-key")
+    ssl_ca: Str = Field(default="", alias="ssl-ca")
+    ssl_cert: Str = Field(default="", alias="ssl-cert")
+    ssl_key: Str = Field(default="", alias="ssl-key")
     cert_allowed_cn: StringList = Field(default_factory=list, alias="cert-allowed-cn")
 
     @property
@@ -30,21 +30,21 @@ class PumpConfig(TomlModel):
     """A pump's configuration."""
 
     addr: Str = "127.0.0.1:8250"
-    advertise_addr: Str = Field("", alias="advertise-addr")        # default: addr
-    status_addr: Str = Field("127.0.0.1:8251", alias="status-addr")  # binlake: HTTP API on its own port
-    data_dir: Str = Field("data.pump", alias="data-dir")
-    pd_urls: UrlList = Field("http://127.0.0.1:2379", alias="pd-urls")
+    advertise_addr: Str = Field(default="", alias="advertise-addr")        # default: addr
+    status_addr: Str = Field(default="127.0.0.1:8251", alias="status-addr")  # binlake: HTTP API on its own port
+    data_dir: Str = Field(default="data.pump", alias="data-dir")
+    pd_urls: UrlList = Field(default="http://127.0.0.1:2379", alias="pd-urls")
     registry: Str = "file://registry.json"                         # binlake: file://PATH or etcd://HOST:PORT
-    node_id: Str = Field("", alias="node-id")
-    cluster_id: Int = Field(0, alias="cluster-id", ge=0)           # binlake: 0 = from PD's TSO header
-    heartbeat_interval: Seconds = Field(2.0, alias="heartbeat-interval")
-    gen_binlog_interval: Seconds = Field(3.0, alias="gen-binlog-interval")
-    gc_retention: GCRetention = Field(7 * 86400.0, alias="gc")       # days or a duration; seconds here
-    upstream_status_url: Str = Field("", alias="upstream-status-url")  # binlake: TiDB status API
-    max_txn_timeout: Seconds = Field(600.0, alias="max-txn-timeout")  # binlake (TiDB's maxTxnTimeoutSecond)
-    max_message_size: Int = Field(MAX_MESSAGE_SIZE, alias="max-message-size", gt=0)
-    log_file: Str = Field("", alias="log-file")
-    log_level: Str = Field("info", alias="log-level")
+    node_id: Str = Field(default="", alias="node-id")
+    cluster_id: Int = Field(default=0, alias="cluster-id", ge=0)           # binlake: 0 = from PD's TSO header
+    heartbeat_interval: Seconds = Field(default=2.0, alias="heartbeat-interval")
+    gen_binlog_interval: Seconds = Field(default=3.0, alias="gen-binlog-interval")
+    gc_retention: GCRetention = Field(default=7 * 86400.0, alias="gc")       # days or a duration; seconds here
+    upstream_status_url: Str = Field(default="", alias="upstream-status-url")  # binlake: TiDB status API
+    max_txn_timeout: Seconds = Field(default=600.0, alias="max-txn-timeout")  # binlake (TiDB's maxTxnTimeoutSecond)
+    max_message_size: Int = Field(default=MAX_MESSAGE_SIZE, alias="max-message-size", gt=0)
+    log_file: Str = Field(default="", alias="log-file")
+    log_level: Str = Field(default="info", alias="log-level")
     security: SecurityConfig = Field(default_factory=SecurityConfig)
     storage: StorageConfig = Field(default_factory=StorageConfig)
 

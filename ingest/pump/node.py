@@ -96,6 +96,7 @@ class Node:
                     time.sleep(min(delay, max(deadline - time.monotonic(), 0)))
                     delay *= 2
             if last is not None:
+                details = getattr(last, "details", None)  # grpc's errors describe themselves with details()
                 raise NotifyError(f"fail to notify all living drainer: drainer {drainer.node_id} at "
-                                  f"{drainer.host}: {getattr(last, 'details', lambda: last)()}")
+                                  f"{drainer.host}: {last if details is None else details()}")
             log.info("notified drainer %s at %s", drainer.node_id, drainer.host)

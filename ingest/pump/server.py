@@ -8,12 +8,13 @@ pulls) run on a thread pool and hand their batches back to the loop.
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import grpc
 import uvloop
@@ -37,7 +38,15 @@ DEFAULT_BATCH_BYTES = 16 << 20
 MAX_BATCH_BYTES = 64 << 20
 SCAN_AHEAD = 1  # encoded batches a scan may have ready while one is being sent (2 measured the same)
 T = TypeVar("T")
-_DONE = object()
+
+
+class _End(enum.Enum):
+    """The end marker of ``_drain`` and ``_prefetch`` (an enum member, so ``is`` tells it from an item)."""
+
+    DONE = enum.auto()
+
+
+_DONE: Final = _End.DONE
 
 
 class PumpService(pump_pb2_grpc.PumpServicer):
@@ -149,18 +158,18 @@ async def _drain(items: Iterator[T], io: ThreadPoolExecutor) -> AsyncIterator[T]
         item = await loop.run_in_executor(io, next, items, _DONE)
         if item is _DONE:
             return
-        yield item  # type: ignore[misc]
+        yield item
 
 
 async def _prefetch(items: Iterator[T], io: ThreadPoolExecutor, depth: int = SCAN_AHEAD) -> AsyncIterator[T]:
     """``_drain`` with one producer running ahead on the I/O pool: up to ``depth`` items wait
     while one is being sent, so reading and sending overlap."""
     loop = asyncio.get_running_loop()
-    ready: asyncio.Queue[tuple[object, BaseException | None]] = asyncio.Queue()
+    ready: asyncio.Queue[tuple[T | _End, BaseException | None]] = asyncio.Queue()
     room = threading.Semaphore(depth)
     stopped = False
 
-    def put(item: object, error: BaseException | None = None) -> bool:
+    def put(item: T | _End, error: BaseException | None = None) -> bool:
         try:
             loop.call_soon_threadsafe(ready.put_nowait, (item, error))
             return True
@@ -186,7 +195,7 @@ async def _prefetch(items: Iterator[T], io: ThreadPoolExecutor, depth: int = SCA
             if item is _DONE:
                 return
             room.release()
-            yield item  # type: ignore[misc]
+            yield item
     finally:
         stopped = True
         room.release()  # a producer waiting for room sees ``stopped`` and ends

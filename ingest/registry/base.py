@@ -122,7 +122,7 @@ class Registry(ABC):
     def get_prefix(self, prefix: str) -> dict[str, bytes]:
         """Return every key starting with ``prefix`` and its value."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - a deliberate no-op default, for backends without connections
         """Release connections; the default has none."""
 
     # Node-level helpers shared by every backend.

@@ -16,16 +16,16 @@ class KVConfig(TomlModel):
     """``[storage.kv]``: TiDB's goleveldb tunables, accepted so existing pump.toml files load;
     LevelDB (plyvel) keeps its own defaults."""
 
-    block_cache_capacity: Any = Field(None, alias="block-cache-capacity")
-    block_restart_interval: Any = Field(None, alias="block-restart-interval")
-    block_size: Any = Field(None, alias="block-size")
-    compaction_l0_trigger: Any = Field(None, alias="compaction-L0-trigger")
-    compaction_table_size: Any = Field(None, alias="compaction-table-size")
-    compaction_total_size: Any = Field(None, alias="compaction-total-size")
-    compaction_total_size_multiplier: Any = Field(None, alias="compaction-total-size-multiplier")
-    write_buffer: Any = Field(None, alias="write-buffer")
-    write_l0_pause_trigger: Any = Field(None, alias="write-L0-pause-trigger")
-    write_l0_slowdown_trigger: Any = Field(None, alias="write-L0-slowdown-trigger")
+    block_cache_capacity: Any = Field(default=None, alias="block-cache-capacity")
+    block_restart_interval: Any = Field(default=None, alias="block-restart-interval")
+    block_size: Any = Field(default=None, alias="block-size")
+    compaction_l0_trigger: Any = Field(default=None, alias="compaction-L0-trigger")
+    compaction_table_size: Any = Field(default=None, alias="compaction-table-size")
+    compaction_total_size: Any = Field(default=None, alias="compaction-total-size")
+    compaction_total_size_multiplier: Any = Field(default=None, alias="compaction-total-size-multiplier")
+    write_buffer: Any = Field(default=None, alias="write-buffer")
+    write_l0_pause_trigger: Any = Field(default=None, alias="write-L0-pause-trigger")
+    write_l0_slowdown_trigger: Any = Field(default=None, alias="write-L0-slowdown-trigger")
 
     def validate_config(self) -> None:
         for name in self.model_fields_set:
@@ -36,15 +36,15 @@ class KVConfig(TomlModel):
 class StorageConfig(TomlModel):
     """The store's tunables."""
 
-    sync_log: Bool = Field(True, alias="sync-log")
-    index_queue_size: Int = Field(65536, alias="kv_chan_cap", gt=0)
-    slow_write_threshold: Seconds = Field(1.0, alias="slow_write_threshold")
-    stop_write_at_available_space: ByteSize = Field(10 << 30, alias="stop-write-at-available-space", ge=0)
+    sync_log: Bool = Field(default=True, alias="sync-log")
+    index_queue_size: Int = Field(default=65536, alias="kv_chan_cap", gt=0)
+    slow_write_threshold: Seconds = Field(default=1.0, alias="slow_write_threshold")
+    stop_write_at_available_space: ByteSize = Field(default=10 << 30, alias="stop-write-at-available-space", ge=0)
     # binlake: while writes from an event loop arrive concurrently (the last group commit held more
     # than one), start at most one group commit per this many seconds, so each holds more calls
     # (fewer syncs and thread wake-ups per call; bench/pump_write.py: 2.6 -> 6.8 binlogs per group
     # commit, ~20 % less pump CPU per call). A lone writer is never held. 0 disables.
-    group_commit_interval: Interval = Field(0.002, alias="group-commit-interval")
+    group_commit_interval: Interval = Field(default=0.002, alias="group-commit-interval")
     # binlake: the newest index entries kept in memory for range scans (29 bytes each; 0 disables).
-    scan_cache_entries: Int = Field(DEFAULT_CAPACITY, alias="scan-cache-entries", ge=0)
+    scan_cache_entries: Int = Field(default=DEFAULT_CAPACITY, alias="scan-cache-entries", ge=0)
     kv: KVConfig = Field(default_factory=KVConfig)

@@ -119,7 +119,8 @@ class Index:
 
     def raw_get(self, ts: int) -> bytes | None:
         """The raw index value keyed by ``ts``, or None."""
-        return self.db.get(ts_key(ts))
+        value: bytes | None = self.db.get(ts_key(ts))  # plyvel is untyped
+        return value
 
     def range(self, from_ts: int, to_ts: int) -> Iterator[Entry]:
         """Yield entries with ``from_ts < key ts <= to_ts`` in ascending ts."""
@@ -136,8 +137,9 @@ class Index:
         returned as it is (no generator frame resumed per entry); it closes once dropped."""
         if to_ts <= from_ts:
             return iter(())
-        return self.db.iterator(start=ts_key(from_ts + 1), stop=ts_key(to_ts + 1), include_key=False,
-                                fill_cache=False)
+        values: Iterator[bytes] = self.db.iterator(start=ts_key(from_ts + 1), stop=ts_key(to_ts + 1),
+                                                   include_key=False, fill_cache=False)  # plyvel is untyped
+        return values
 
     def delete_through(self, ts: int, batch: int = 1024) -> int:
         """Delete every ``ts:`` key at or below ``ts``; return how many were deleted."""

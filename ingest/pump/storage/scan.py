@@ -110,8 +110,8 @@ class ScanColumns:
             parts += p.parts
             offsets.append(p.offsets + base)
             base += p.size
-        return ScanColumns(*(np.concatenate([getattr(p, name) for p in pieces])
-                             for name in ("key_ts", "tp", "start_ts", "commit_ts")),
+        return ScanColumns(np.concatenate([p.key_ts for p in pieces]), np.concatenate([p.tp for p in pieces]),
+                           np.concatenate([p.start_ts for p in pieces]), np.concatenate([p.commit_ts for p in pieces]),
                            np.concatenate(offsets), np.concatenate([p.lengths for p in pieces]), parts, base)
 
 

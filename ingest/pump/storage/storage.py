@@ -167,8 +167,9 @@ class _IndexQueue:
 
     def __init__(self, max_entries: int) -> None:
         self.max_entries = max_entries
-        self._items: deque[object] = deque()
+        self._items: deque[list[Entry]] = deque()
         self._count = 0
+        self._stopped = False
         self._lock = threading.Lock()
         self._ready = threading.Condition(self._lock)
 
@@ -184,20 +185,21 @@ class _IndexQueue:
             return True
 
     def put_stop(self) -> None:
-        """Queue the stop marker (never refused)."""
+        """Queue the stop marker (never refused; the writer queues nothing after it)."""
         with self._lock:
-            self._items.append(_STOP)
+            self._stopped = True
             self._ready.notify()
 
-    def take(self, timeout: float) -> list[object]:
-        """Everything queued (batches, maybe the stop marker last), waiting up to ``timeout`` for one."""
+    def take(self, timeout: float) -> tuple[list[list[Entry]], bool]:
+        """Every queued batch and whether the stop marker follows them, waiting up to ``timeout`` for
+        either."""
         with self._lock:
-            if not self._items:
+            if not self._items and not self._stopped:
                 self._ready.wait(timeout)
             items = list(self._items)
             self._items.clear()
             self._count = 0
-            return items
+            return items, self._stopped
 
     def qsize(self) -> int:
         """Entries queued."""
@@ -407,13 +409,10 @@ class Storage:
     def _index_loop(self) -> None:
         while True:
             started = time.monotonic()
-            items = self._index_q.take(timeout=0.05)
-            stop = bool(items) and items[-1] is _STOP
-            if stop:
-                items.pop()
+            items, stop = self._index_q.take(timeout=0.05)
             entries: list[Entry] = []
             for batch in items:
-                entries.extend(batch)  # type: ignore[call-overload]
+                entries.extend(batch)
                 if len(entries) >= INDEX_BATCH:
                     self._index(entries)
                     entries = []
