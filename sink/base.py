@@ -6,6 +6,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
+from transform.changes import RunBatch
+
 
 @dataclass
 class TableReport:
@@ -32,15 +34,19 @@ class Sink(ABC):
         """The ``to_ts`` of the last run every table of which is written; None before the first run."""
 
     @abstractmethod
-    def write(self, run: Any) -> list[TableReport]:
-        """Write every table of ``run`` (a ``RunBatch``); each table commits atomically."""
+    def write(self, run: RunBatch) -> list[TableReport]:
+        """Write every table of ``run``; each table commits atomically."""
 
     @abstractmethod
-    def save_checkpoint(self, run: Any) -> None:
+    def save_checkpoint(self, run: RunBatch) -> None:
         """Record that ``run.to_ts`` is complete (called only after :meth:`write` succeeded)."""
+
+    # Optional hooks: not abstract on purpose, a sink overrides only those it needs.
 
     def check_cluster(self, cluster_id: int) -> None:
         """Raise when what the sink already holds came from another cluster (default: no check)."""
+        return None
 
     def close(self) -> None:
-        """Release connections."""
+        """Release connections (default: nothing to release)."""
+        return None

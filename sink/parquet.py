@@ -47,7 +47,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -97,6 +97,16 @@ class SinkBusyError(ParquetSinkError):
     """Another process is writing to the same root."""
 
 
+class CheckpointDoc(TypedDict):
+    """The JSON of ``_binlake_checkpoint.json`` (``to_ts``, ``cluster_id``, ``batch_id`` checked on read)."""
+
+    to_ts: int
+    cluster_id: int
+    batch_id: str
+    format: NotRequired[int]
+    from_ts: NotRequired[int]
+
+
 # ---------------------------------------------------------------------------------------------
 # durable file primitives
 
@@ -123,7 +133,7 @@ def _mkdirs(path: Path) -> None:
         _fsync_dir(d.parent)
 
 
-def _write_json_atomic(path: Path, obj: Any) -> None:
+def _write_json_atomic(path: Path, obj: object) -> None:
     """Replace ``path`` with ``obj`` as JSON: write ``<path>.inprogress``, fsync, rename, fsync dir."""
     tmp = path.with_name(path.name + INPROGRESS)
     with open(tmp, "w", encoding="utf-8") as f:
@@ -239,9 +249,11 @@ def changelog_schema(table: TableInfo) -> pa.Schema:
     return pa.schema([*fields, *cols, pa.field(BEFORE, pa.struct(cols))])
 
 
-def _schema_doc(table_id: int, db: str, name: str, version: int, info: TableInfo, schema: pa.Schema) -> dict[str, Any]:
+def _schema_doc(table_id: int, db: str, name: str, version: int, info: TableInfo,
+                schema: pa.Schema) -> dict[str, Any]:
     return {"format": FORMAT_VERSION, "table_id": table_id, "db": db, "table": name, "schema_version": version,
-            "table_info": info.to_json(), "arrow_schema": schema.remove_metadata().to_string(show_schema_metadata=False)}
+            "table_info": info.to_json(),
+            "arrow_schema": schema.remove_metadata().to_string(show_schema_metadata=False)}
 
 
 def _conform(arr: pa.ChunkedArray | pa.Array, typ: pa.DataType, what: str) -> pa.Array:
@@ -356,7 +368,7 @@ class ParquetSink(Sink):
         """Where the checkpoint lives."""
         return self.root / CHECKPOINT_FILE
 
-    def _checkpoint_doc(self) -> dict[str, Any] | None:
+    def _checkpoint_doc(self) -> CheckpointDoc | None:
         path = self.checkpoint_path
         doc = _read_json(path, "checkpoint")
         if doc is None:
@@ -365,8 +377,9 @@ class ParquetSink(Sink):
                                             for k in ("to_ts", "cluster_id"))
               and isinstance(doc.get("batch_id"), str))
         if not ok:
-            raise CorruptStateError(f"the checkpoint {path} lacks integer 'to_ts'/'cluster_id' or a 'batch_id': {doc!r}")
-        return doc
+            raise CorruptStateError(f"the checkpoint {path} lacks integer 'to_ts'/'cluster_id' "
+                                    f"or a 'batch_id': {doc!r}")
+        return cast(CheckpointDoc, doc)  # JSON (Any) whose keys were checked just above
 
     def checkpoint(self) -> int | None:
         """The ``to_ts`` of the last complete run; None before the first; :class:`CorruptStateError`

@@ -149,7 +149,7 @@ def comparable(ftype: IcebergType, v: Any) -> Any:
 def same_value(ftype: IcebergType, upstream: Any, mirror: Any) -> bool:
     """True when the comparison forms (:func:`comparable`) of an upstream and a mirror value are equal."""
     if isinstance(upstream, bool) or isinstance(mirror, bool):
-        return upstream == mirror
+        return bool(upstream == mirror)
     if type(upstream) is not type(mirror) and not (
             isinstance(upstream, (int, float)) and isinstance(mirror, (int, float))):
         return False
@@ -384,16 +384,18 @@ def _upstream_columns(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 class _Examples:
-    """Up to ``limit`` examples of each kind."""
+    """Up to ``limit`` examples of each kind (callers ask :meth:`wants` before building one)."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.by_kind: dict[str, list[Difference]] = {}
 
-    def add(self, make: Callable[[], Difference], kind: str) -> None:
-        got = self.by_kind.setdefault(kind, [])
-        if len(got) < self.limit:
-            got.append(make())
+    def wants(self, kind: str) -> bool:
+        """True while fewer than ``limit`` examples of ``kind`` are kept."""
+        return len(self.by_kind.get(kind, ())) < self.limit
+
+    def add(self, example: Difference) -> None:
+        self.by_kind.setdefault(example.kind, []).append(example)
 
     def all(self) -> list[Difference]:
         out: list[Difference] = []
@@ -423,39 +425,40 @@ def _compare(result: TableResult, upstream: Sequence[Mapping[str, Any]], schema:
     common = [c for c in data_cols if c in up_set] if upstream else data_cols
     ex = _Examples(max_examples)
 
-    def key_of(values: Callable[[str], Any]) -> tuple[Any, ...]:
-        return tuple(values(k) for k in keys)
-
+    # a key is the tuple of its columns' comparison forms (mirror_cols already holds those)
     up_by_key: dict[tuple[Any, ...], Mapping[str, Any]] = {}
     for row in upstream:
-        k = key_of(lambda c: comparable(types[c], row.get(c)))
+        k = tuple(comparable(types[c], row.get(c)) for c in keys)
         if k in up_by_key:
             result.duplicates += 1
-            ex.add(lambda: Difference("duplicate", dict(zip(keys, k)), side="upstream"), "duplicate")
+            if ex.wants("duplicate"):
+                ex.add(Difference("duplicate", dict(zip(keys, k)), side="upstream"))
             continue
         up_by_key[k] = row
 
     mirror_by_key: dict[tuple[Any, ...], int] = {}
     for i in range(mirror_len):
-        k = key_of(lambda c: mirror_cols[c][i])
+        k = tuple(mirror_cols[c][i] for c in keys)
         if k in mirror_by_key:
             result.duplicates += 1
-            ex.add(lambda: Difference("duplicate", dict(zip(keys, k)), side="mirror"), "duplicate")
+            if ex.wants("duplicate"):
+                ex.add(Difference("duplicate", dict(zip(keys, k)), side="mirror"))
             continue
         mirror_by_key[k] = i
 
     for k, row in up_by_key.items():
-        i = mirror_by_key.get(k)
-        if i is None:
+        at = mirror_by_key.get(k)
+        if at is None:
             result.missing += 1
-            ex.add(lambda: Difference("missing", dict(zip(keys, k)), row=dict(row)), "missing")
+            if ex.wants("missing"):
+                ex.add(Difference("missing", dict(zip(keys, k)), row=dict(row)))
             continue
         result.compared += 1
         diff: dict[str, tuple[Any, Any]] = {}
         for c in common:
             t = types[c]
             up = comparable(t, row.get(c))
-            mi = mirror_cols[c][i]
+            mi = mirror_cols[c][at]
             if same_value(t, up, mi):
                 continue
             if _is_nulled(t, up, mi):
@@ -464,12 +467,13 @@ def _compare(result: TableResult, upstream: Sequence[Mapping[str, Any]], schema:
             diff[c] = (row.get(c), mi)
         if diff:
             result.differing += 1
-            ex.add(lambda: Difference("differing", dict(zip(keys, k)), diff), "differing")
+            if ex.wants("differing"):
+                ex.add(Difference("differing", dict(zip(keys, k)), diff))
     for k, i in mirror_by_key.items():
         if k not in up_by_key:
             result.extra += 1
-            ex.add(lambda: Difference("extra", dict(zip(keys, k)),
-                                      row={c: mirror_cols[c][i] for c in data_cols}), "extra")
+            if ex.wants("extra"):
+                ex.add(Difference("extra", dict(zip(keys, k)), row={c: mirror_cols[c][i] for c in data_cols}))
     result.examples = ex.all()
 
 
@@ -523,7 +527,7 @@ def verify_table(catalog: Catalog, name: str, upstream: Sequence[Mapping[str, An
         result.problems.append("the mirror has no identifier fields (primary key or _tidb_rowid)")
         return result
     result.mirror_rows = arrow.num_rows
-    mirror_cols = {}
+    mirror_cols: dict[str, list[Any]] = {}
     for f in schema.fields:
         values = arrow.column(f.name).to_pylist() if f.name in arrow.column_names else [None] * arrow.num_rows
         mirror_cols[f.name] = [comparable(f.field_type, render_value(v)) for v in values]
@@ -531,7 +535,7 @@ def verify_table(catalog: Catalog, name: str, upstream: Sequence[Mapping[str, An
     return result
 
 
-def _check_snapshot(upstream_snapshot: Any) -> None:
+def _check_snapshot(upstream_snapshot: object) -> None:
     if not isinstance(upstream_snapshot, Mapping):
         raise VerifyError(f"the upstream snapshot must map 'db.table' to rows, got {type(upstream_snapshot).__name__}")
     for name, rows in upstream_snapshot.items():

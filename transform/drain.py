@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
@@ -28,12 +28,13 @@ from pyspark.sql import functions as F
 
 from ingest import binlog as bl
 from transform import changes as ch
+from transform.codec.model import Job
 from transform.errors import DrainError
 from transform.filters import TableFilter
-from transform.history import DROP_SCHEMA, DROP_TABLE, DROP_VIEW, TRUNCATE_TABLE, SchemaHistory
+from transform.history import DROP_SCHEMA, DROP_TABLE, DROP_VIEW, TRUNCATE_TABLE, SchemaHistory, TableVersion
 from transform.plan import Plan
 from transform.pull import RAW_SCHEMA, TASK_DDL, lookup_prewrites, pull_tasks, split_range
-from transform.rowchanges import OUT_SCHEMA, DecodeContext, decode_transactions, read_ipc
+from transform.rowchanges import OUT_SCHEMA, DecodeContext, OutRecord, decode_transactions, read_ipc
 from transform.spark import spark_ddl
 
 T = TypeVar("T")
@@ -114,7 +115,8 @@ def run_drain(spark: SparkSession, plan: Plan, history: SchemaHistory, table_fil
 
     def missing() -> list[int]:
         rows = commits.join(prewrites, "start_ts", "left_anti").select("start_ts").toArrow()
-        return rows.column("start_ts").to_pylist()
+        start_ts: list[int] = rows.column("start_ts").to_pylist()
+        return start_ts
 
     lost = stages.run("pair", missing, lambda v: f"{len(v)} commits need their prewrite looked up")
     if lost:
@@ -128,19 +130,19 @@ def run_drain(spark: SparkSession, plan: Plan, history: SchemaHistory, table_fil
 
     ctx = spark.sparkContext.broadcast(DecodeContext(history, table_filter))
 
-    def decode(batches):  # type: ignore[no-untyped-def]
+    def decode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         return decode_transactions(ctx.value, batches)
 
     decoded = stages.run("decode", lambda: txns.mapInArrow(decode, spark_ddl(OUT_SCHEMA)).toArrow(),
                            lambda t: f"{sum(t.column('rows').to_pylist())} row changes")
-    stages.run("collect", lambda: _assemble(batch, decoded, history, table_filter))  # type: ignore[arg-type]
+    stages.run("collect", lambda: _assemble(batch, decoded, history, table_filter))
     result.counts = {"records": raw.count(), "lookups": len(lost),
                      "row_changes": sum(t.row_count for t in batch.tables.values())}
     raw.unpersist()
     return result
 
 
-def _event_table_id(job: ch.Job) -> int:
+def _event_table_id(job: Job) -> int:
     info = job.binlog.table_info
     if job.type in (DROP_TABLE, DROP_VIEW) or info is None:
         return job.table_id
@@ -152,14 +154,17 @@ def _assemble(batch: ch.RunBatch, decoded: pa.Table, history: SchemaHistory, tab
     segs: dict[int, list[tuple[int, int, pa.Table]]] = defaultdict(list)
     events: dict[int, list[ch.DDLEvent]] = defaultdict(list)
     versions: dict[int, int] = defaultdict(int)
-    for rec in decoded.to_pylist():
+    records: list[OutRecord] = decoded.to_pylist()  # rows of OUT_SCHEMA
+    for rec in records:
         if rec["kind"] == "ddl":
             job = history.job(rec["job_id"])
             tid = _event_table_id(job)
             if job.type == DROP_SCHEMA:  # every table of the database ends here
-                for prev in history.ended_by(job.id):
-                    events[prev.table.id].append(ch.DDLEvent(rec["commit_ts"], job, None, (prev.db, prev.table.name)))
-                    versions[prev.table.id] = max(versions[prev.table.id], job.binlog.schema_version)
+                for ended in history.ended_by(job.id):
+                    table = ended.table
+                    assert table is not None, "ended_by gives the definitions before the drop"
+                    events[table.id].append(ch.DDLEvent(rec["commit_ts"], job, None, (ended.db, table.name)))
+                    versions[table.id] = max(versions[table.id], job.binlog.schema_version)
                 continue
             if not tid:
                 continue  # other schema-level DDL (CREATE DATABASE …): nothing per table
@@ -195,7 +200,8 @@ def _assemble(batch: ch.RunBatch, decoded: pa.Table, history: SchemaHistory, tab
         batch.tables[tid] = tc
 
 
-def _last_named(history: SchemaHistory, tid: int, version: int):  # type: ignore[no-untyped-def]
+def _last_named(history: SchemaHistory, tid: int, version: int) -> TableVersion | None:
+    """The newest definition of ``tid`` up to ``version`` that names a live table (None: never had one)."""
     for v in reversed(history.versions(tid)):
         if v.table is not None and v.schema_version <= version:
             return v

@@ -29,6 +29,11 @@ class TableFilter:
     ignore_schemas: tuple[str, ...] = DEFAULT_IGNORE_SCHEMAS
     ignore_tables: tuple[tuple[str, str], ...] = ()
     only: tuple[tuple[str, str], ...] = field(default=())   # --tables db.t,… (exact, on top of the rules)
+    # the patterns compiled once (set in __post_init__; not arguments, not part of equality or repr)
+    _do_db: list[re.Pattern[str]] = field(init=False, repr=False, compare=False)
+    _do_tbl: list[tuple[re.Pattern[str], re.Pattern[str]]] = field(init=False, repr=False, compare=False)
+    _ig_db: list[re.Pattern[str]] = field(init=False, repr=False, compare=False)
+    _ig_tbl: list[tuple[re.Pattern[str], re.Pattern[str]]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_do_db", [_matcher(p) for p in self.do_dbs])
@@ -40,10 +45,10 @@ class TableFilter:
         """True when changes of ``db.table`` are replicated."""
         if self.only and (db.lower(), table.lower()) not in {(d.lower(), t.lower()) for d, t in self.only}:
             return False
-        do_db, do_tbl = self._do_db, self._do_tbl  # type: ignore[attr-defined]
+        do_db, do_tbl = self._do_db, self._do_tbl
         if do_db or do_tbl:
             if not (_any(do_db, db) or any(d.match(db) and t.match(table) for d, t in do_tbl)):
                 return False
-        if _any(self._ig_db, db):  # type: ignore[attr-defined]
+        if _any(self._ig_db, db):
             return False
-        return not any(d.match(db) and t.match(table) for d, t in self._ig_tbl)  # type: ignore[attr-defined]
+        return not any(d.match(db) and t.match(table) for d, t in self._ig_tbl)

@@ -11,7 +11,6 @@ import bisect
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 import requests
 
@@ -56,7 +55,7 @@ class SchemaHistory:
         self._keys = {tid: [v.schema_version for v in vs] for tid, vs in self._versions.items()}
 
     @classmethod
-    def from_json(cls, doc: Any) -> SchemaHistory:
+    def from_json(cls, doc: object) -> SchemaHistory:
         """Parse the JSON array ``/ddl/history`` answers."""
         if not isinstance(doc, list):
             raise HistoryError(f"/ddl/history must be a JSON array, got {type(doc).__name__}")
@@ -98,8 +97,8 @@ class SchemaHistory:
                         self._put(tid, version, db, None, job)
             return
         if job.type == CREATE_TABLES or job.binlog.multiple_table_infos:
-            for info in job.binlog.multiple_table_infos:
-                self._put(info.id, version, db, info, job)
+            for each in job.binlog.multiple_table_infos:
+                self._put(each.id, version, db, each, job)
             return
         info = job.binlog.table_info
         if job.type in (DROP_TABLE, DROP_VIEW):

@@ -93,4 +93,5 @@ def lookup_prewrites(addrs: Iterable[str], cluster_id: int, start_ts: list[int])
                 if rec.tp == bl.PREWRITE and rec.start_ts in wanted:
                     found.setdefault(rec.start_ts, rec.payload)
     keys = sorted(found)
-    return pa.table({"start_ts": pa.array(keys, pa.int64()), "payload": pa.array([found[k] for k in keys], pa.binary())})
+    return pa.table({"start_ts": pa.array(keys, pa.int64()),
+                     "payload": pa.array([found[k] for k in keys], pa.binary())})

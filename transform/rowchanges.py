@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Literal, TypedDict
 
 import numpy as np
 import pyarrow as pa
@@ -21,6 +22,7 @@ from schemas import binlog_pb2
 from transform import changes as ch
 from transform.codec import mysqltypes as mt
 from transform.codec.batch import BEFORE_COLUMN, HANDLE_COLUMN, INVALID_TIMES_KEY, OP_COLUMN, decode_batch
+from transform.codec.model import TableInfo
 from transform.codec.rows import DELETE, INSERT, UPDATE, iter_mutation
 from transform.errors import DrainError
 from transform.filters import TableFilter
@@ -36,6 +38,36 @@ OUT_SCHEMA = pa.schema([
     pa.field("nulled", pa.int64(), nullable=False),
     pa.field("data", pa.binary()),                         # rows: Arrow IPC stream of the segment
 ])
+
+
+class RowsRecord(TypedDict):
+    """An ``OUT_SCHEMA`` record of the decoded rows of one (table id, schema version) group."""
+
+    kind: Literal["rows"]
+    table_id: int
+    schema_version: int
+    commit_ts: int          # commit_ts of the group's first row
+    job_id: int             # 0
+    rows: int
+    nulled: int             # values held as NULL (zero/invalid dates)
+    data: bytes             # Arrow IPC stream of the segment (see :func:`read_ipc`)
+
+
+class DDLRecord(TypedDict):
+    """An ``OUT_SCHEMA`` record of a DDL binlog (the job is looked up in the history)."""
+
+    kind: Literal["ddl"]
+    table_id: int           # 0
+    schema_version: int     # 0
+    commit_ts: int
+    job_id: int
+    rows: int               # 0
+    nulled: int             # 0
+    data: None
+
+
+OutRecord = RowsRecord | DDLRecord  # one row of OUT_SCHEMA, told apart by ``kind``
+
 _FLUSH_ROWS = 131072
 _OLD_ORDER = {DELETE: 0, UPDATE: 1, INSERT: 2}
 
@@ -64,7 +96,7 @@ def _mutation_rows(m: binlog_pb2.TableMutation) -> list[tuple[str, bytes]]:
     return rows
 
 
-def segment_table(table: ch.TableInfo, decoded: pa.RecordBatch, commit: np.ndarray, start: np.ndarray,
+def segment_table(table: TableInfo, decoded: pa.RecordBatch, commit: np.ndarray, start: np.ndarray,
                   seq: np.ndarray) -> pa.Table:
     """Assemble the :mod:`transform.changes` segment columns from a ``decode_batch`` result."""
     names = [c.name for c in table.columns]
@@ -89,7 +121,8 @@ def _ipc(table: pa.Table) -> bytes:
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as w:
         w.write_table(table)
-    return sink.getvalue().to_pybytes()
+    data: bytes = sink.getvalue().to_pybytes()
+    return data
 
 
 def read_ipc(data: bytes) -> pa.Table:
@@ -119,7 +152,7 @@ class _Decoder:
             self.allowed[key] = ok
         return ok
 
-    def txn(self, start_ts: int, commit_ts: int, payload: bytes) -> Iterator[dict]:
+    def txn(self, start_ts: int, commit_ts: int, payload: bytes) -> Iterator[OutRecord]:
         b = binlog_pb2.Binlog.FromString(payload)
         if b.ddl_job_id:
             if b.ddl_schema_state != mt.STATE_DELETE_ONLY:
@@ -145,7 +178,7 @@ class _Decoder:
         if self.pending >= _FLUSH_ROWS:
             yield from self.flush()
 
-    def flush(self) -> Iterator[dict]:
+    def flush(self) -> Iterator[RowsRecord]:
         for (table_id, version), g in self.groups.items():
             table = self.ctx.history.table_at(table_id, version)
             decoded = decode_batch(table, g.kinds, g.payloads)
@@ -161,7 +194,7 @@ class _Decoder:
 def decode_transactions(ctx: DecodeContext, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: paired transactions (sorted by commit_ts) → ``OUT_SCHEMA`` records."""
     dec = _Decoder(ctx)
-    out: list[dict] = []
+    out: list[OutRecord] = []
     for rb in batches:
         cols = rb.to_pydict()
         for start, commit, payload in zip(cols["start_ts"], cols["commit_ts"], cols["payload"]):

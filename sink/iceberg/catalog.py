@@ -3,7 +3,6 @@ catalog by URI (``sqlite:///…``, ``postgresql+psycopg2://…`` → SQL; ``http
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from pyiceberg.catalog import Catalog, load_catalog
 
@@ -33,7 +32,7 @@ def warehouse_location(warehouse: str) -> str:
     return f"file://{Path(warehouse).resolve()}"
 
 
-def open_catalog(warehouse: str, catalog_uri: str | None = None, **properties: Any) -> Catalog:
+def open_catalog(warehouse: str, catalog_uri: str | None = None, **properties: object) -> Catalog:
     """The catalog named ``binlake``; local warehouses are created when missing.
 
     Extra ``properties`` go to pyiceberg (e.g. ``s3.endpoint``). Raises :class:`CatalogConfigError`

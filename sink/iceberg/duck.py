@@ -10,6 +10,9 @@ import duckdb
 
 def _extension_file(name: str) -> Path:
     pkg = importlib.import_module(f"duckdb_extension_{name}")
+    if pkg.__file__ is None:  # a namespace package: no directory to find the extension in
+        raise FileNotFoundError(f"duckdb_extension_{name} is not an installed package (no __init__.py); "
+                                f"install duckdb-extension-{name}=={duckdb.__version__}")
     path = Path(pkg.__file__).parent / "extensions" / f"v{duckdb.__version__}" / f"{name}.duckdb_extension"
     if not path.exists():
         raise FileNotFoundError(f"DuckDB {duckdb.__version__} has no {name} extension at {path}; "

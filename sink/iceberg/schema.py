@@ -11,7 +11,6 @@ evolves the same way.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pyarrow as pa
 from pyiceberg.schema import Schema
@@ -168,6 +167,17 @@ def _matched(current: Schema, props: dict[str, str], new: TableInfo) -> dict[str
     return out
 
 
+def identifier_names(schema: Schema) -> list[str]:
+    """The names of ``schema``'s identifier fields, in identifier-id order."""
+    names = []
+    for i in schema.identifier_field_ids:
+        name = schema.find_column_name(i)
+        if name is None:  # pyiceberg checks identifier ids against the fields when it builds a schema
+            raise SinkError(f"identifier field id {i} is not a column of the schema {schema}")
+        names.append(name)
+    return names
+
+
 def _field(schema: Schema, name: str) -> NestedField | None:
     try:
         return schema.find_field(name)
@@ -189,7 +199,7 @@ def evolve_remove(update: UpdateSchema, current: Schema, props: dict[str, str], 
     new_map = column_map(new)
     if kind == MIRROR:
         keys = key_columns(new)
-        have = [current.find_column_name(i) for i in current.identifier_field_ids]
+        have = identifier_names(current)
         renamed = {old: new_map[cid] for cid, old in old_map.items() if cid in new_map}
         if [renamed.get(h, h) for h in have] != keys:
             by_new = {v: k for k, v in renamed.items()}
@@ -238,7 +248,7 @@ def _matched_after(props: dict[str, str], new: TableInfo) -> set[str]:
     return {str(c.id) for c in new.columns}
 
 
-def default_value(col: ColumnInfo) -> Any:
+def default_value(col: ColumnInfo) -> pa.Scalar:
     """The value a row written before ``col`` existed reads as (its origin default), Arrow-typed."""
     typ = arrow_type(col)
     return pa.scalar(arrow_value(col, typ, missing_value(col)), typ)
@@ -263,7 +273,7 @@ def rename_columns(rows: pa.Table, old_map: dict[str, str], new: TableInfo) -> p
     target = {name: names.get(cid) for cid, name in old_map.items()}   # old name → new name (None: dropped)
 
     def renamed(fields: list[str]) -> list[tuple[str, str]]:
-        return [(f, target.get(f, f)) for f in fields if f not in target or target[f] is not None]
+        return [(f, new_name) for f in fields if (new_name := target.get(f, f)) is not None]
 
     cols = renamed(rows.column_names)
     out = rows.select([o for o, _ in cols]).rename_columns([n for _, n in cols])
@@ -292,7 +302,7 @@ def conform(rows: pa.Table, schema: Schema) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=target)
 
 
-def _conform_struct(col: Any, typ: pa.StructType) -> pa.ChunkedArray:
+def _conform_struct(col: pa.ChunkedArray | pa.Array, typ: pa.StructType) -> pa.ChunkedArray:
     chunks = []
     for chunk in (col.chunks if isinstance(col, pa.ChunkedArray) else [col]):
         have = {chunk.type.field(i).name: i for i in range(chunk.type.num_fields)}

@@ -21,6 +21,7 @@ With ``tag_runs`` each table's snapshot at the end of a run is tagged ``tidb-ts-
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,8 +29,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError
-from pyiceberg.expressions import AlwaysTrue, In
-from pyiceberg.table import Table
+from pyiceberg.expressions import AlwaysTrue, BooleanExpression, In
+from pyiceberg.schema import Schema
+from pyiceberg.table import Table, Transaction
 from pyiceberg.transforms import DayTransform
 
 from sink.base import Sink, TableReport
@@ -49,6 +51,9 @@ _ENDING = (DROP_SCHEMA, DROP_TABLE, DROP_VIEW, TRUNCATE_TABLE)
 TAG_PREFIX = "tidb-ts-"
 DROPPED_INFIX = "_dropped_"
 KEY_EPOCH = "_binlake_key"  # internal column: the key a mirror row change was written under
+
+# what a table's commit does inside its transaction, given the schema after the evolution
+CommitBody = Callable[[Transaction, Schema], None]
 
 
 class CheckpointError(SinkError):
@@ -94,7 +99,8 @@ class IcebergSink(Sink):
         try:
             return int(raw)
         except ValueError:
-            raise CheckpointError(f"namespace {META_NAMESPACE} property checkpoint.to-ts = {raw!r} is not a ts") from None
+            raise CheckpointError(f"namespace {META_NAMESPACE} property checkpoint.to-ts = {raw!r} "
+                                  f"is not a ts") from None
 
     def check_cluster(self, cluster_id: int) -> None:
         """Refuse to mix clusters in one catalog."""
@@ -103,7 +109,7 @@ class IcebergSink(Sink):
             raise CheckpointError(f"the catalog's checkpoint belongs to cluster {have}, this run reads cluster "
                                   f"{cluster_id}; use another warehouse/catalog")
 
-    def save_checkpoint(self, run: Any) -> None:
+    def save_checkpoint(self, run: ch.RunBatch) -> None:
         self.catalog.update_namespace_properties(META_NAMESPACE, updates={
             "checkpoint.to-ts": str(run.to_ts), "checkpoint.batch-id": run.batch_id,
             "checkpoint.cluster-id": str(run.cluster_id)})
@@ -141,7 +147,7 @@ class IcebergSink(Sink):
             return f"already at to_ts={done}", run.to_ts
         return "", max(done, run.from_ts)
 
-    def write(self, run: Any) -> list[TableReport]:
+    def write(self, run: ch.RunBatch) -> list[TableReport]:
         # TRUNCATE gives a table a new id: both ids are one lineage and go to the same Iceberg tables
         parent: dict[int, int] = {}
 
@@ -198,9 +204,11 @@ class IcebergSink(Sink):
         for op in ("I", "U", "D"):
             report.rows[op] = int(pc.sum(pc.equal(rows.column(ch.OP), op)).as_py() or 0) if rows.num_rows else 0
         if not skip_log:
-            self._commit(log, run, last_info, version, ks.CHANGELOG, events,
-                         lambda tx, schema: rows.num_rows and tx.append(ks.conform(rows, schema),
-                                                                       snapshot_properties=run.markers()))
+            def append_log(tx: Transaction, schema: Schema) -> None:
+                if rows.num_rows:
+                    tx.append(ks.conform(rows, schema), snapshot_properties=run.markers())
+
+            self._commit(log, run, last_info, version, ks.CHANGELOG, events, append_log)
         if live is None:
             self._finish_drop(run, mirror_id, log_id, aside)
             report.skipped = skip_log
@@ -242,7 +250,8 @@ class IcebergSink(Sink):
             self.catalog.rename_table(src, dst)
 
     @staticmethod
-    def _existing(tbl: Table, info: TableInfo, column: str | None = None, values: list | None = None) -> pa.Table:
+    def _existing(tbl: Table, info: TableInfo, column: str | None = None,
+                  values: list[Any] | None = None) -> pa.Table:
         """The table's rows before this transaction (all, or where ``column`` is in ``values``),
         with ``info``'s column names (renames by column id) and added columns filled by default."""
         old_map = ks.stored_columns(tbl.properties)
@@ -251,7 +260,7 @@ class IcebergSink(Sink):
         if column is not None:
             col = next((c for c in info.columns if c.name == column), None)
             old_name = old_map.get(str(col.id), column) if col is not None else column
-            rows = tbl.scan(row_filter=In(old_name, values)).to_arrow()
+            rows = tbl.scan(row_filter=_in(old_name, values or [])).to_arrow()
         else:
             rows = tbl.scan().to_arrow()
         return ks.fill_missing(ks.rename_columns(rows, old_map, info), info)
@@ -296,8 +305,8 @@ class IcebergSink(Sink):
         parts = []
         for tc in g.parts:
             for seg in tc.segments:
-                parts.append(ks.rename_columns(seg.rows, ks.column_map(seg.table), final) if tc.final is not None or seg.table.id == final.id
-                             else seg.rows)
+                renamed = tc.final is not None or seg.table.id == final.id
+                parts.append(ks.rename_columns(seg.rows, ks.column_map(seg.table), final) if renamed else seg.rows)
         if not parts:
             return ks.changelog_schema(final).as_arrow().empty_table()
         schema = ks.changelog_schema(final)
@@ -305,7 +314,7 @@ class IcebergSink(Sink):
         return rows.sort_by([(ch.COMMIT_TS, "ascending"), (ch.SEQ, "ascending")])
 
     def _commit(self, tbl: Table, run: ch.RunBatch, info: TableInfo, version: int, kind: str,
-                events: list[ch.DDLEvent], body: Any) -> None:
+                events: list[ch.DDLEvent], body: CommitBody) -> None:
         ddl = "; ".join(e.job.query for e in events) or "(schema as of the run)"
         with tbl.transaction() as tx:
             with tx.update_schema(allow_incompatible_changes=True) as update:
@@ -329,7 +338,7 @@ class IcebergSink(Sink):
         if snap is not None and name not in tbl.metadata.refs:
             tbl.manage_snapshots().create_tag(snap.snapshot_id, name).commit()
 
-    def _merge(self, tx: Any, tbl: Table, schema: Any, rows: pa.Table, info: TableInfo, reset: bool,
+    def _merge(self, tx: Transaction, tbl: Table, schema: Schema, rows: pa.Table, info: TableInfo, reset: bool,
                run: ch.RunBatch) -> None:
         markers = run.markers()
         keys = ks.key_columns(info)
@@ -353,7 +362,7 @@ class IcebergSink(Sink):
             self._merge_keys(tx, tbl, schema, part, info, epoch_keys, has_data, markers)
             has_data = True
 
-    def _merge_keys(self, tx: Any, tbl: Table, schema: Any, rows: pa.Table, info: TableInfo, keys: list[str],
+    def _merge_keys(self, tx: Transaction, tbl: Table, schema: Schema, rows: pa.Table, info: TableInfo, keys: list[str],
                     has_data: bool, markers: dict[str, str]) -> None:
         """Delete the keys ``rows`` touched and append their net after-images (one key epoch)."""
         net = net_change(rows, keys)
@@ -366,7 +375,7 @@ class IcebergSink(Sink):
                 keep = self._existing(tbl, info, first, values).join(net.touched_keys, keys, join_type="left anti")
             with warnings.catch_warnings():  # keys first inserted in this run match nothing: expected
                 warnings.filterwarnings("ignore", "Delete operation did not match any records")
-                tx.delete(In(first, values), snapshot_properties=markers)
+                tx.delete(_in(first, values), snapshot_properties=markers)
             if keep is not None and keep.num_rows:
                 upserts = pa.concat_tables([ks.conform(keep, schema), ks.conform(upserts, schema)])
         mirror_rows = ks.conform(upserts, schema)
@@ -374,10 +383,21 @@ class IcebergSink(Sink):
             tx.append(mirror_rows, snapshot_properties=markers)
 
 
+def _in(column: str, values: list[Any]) -> BooleanExpression:
+    """``column IN values``: pyiceberg's ``In(column, values)`` with keywords, the form the pydantic
+    mypy plugin types; an empty list matches nothing and one value gives ``EqualTo``."""
+    return In(term=column, literals=values)
+
+
 def _final_names(names: list[str], old: TableInfo, new: TableInfo) -> list[str]:
-    """Column names of ``old`` as ``new`` calls them (by column id); hidden columns unchanged."""
+    """Column names of ``old`` as ``new`` calls them (by column id); hidden columns and columns
+    ``new`` dropped keep their ``old`` name."""
     ids = {c.name: c.id for c in old.columns}
-    return [(new.column_by_id(ids[n]) or old.column_by_id(ids[n])).name if n in ids else n for n in names]
+    out = []
+    for n in names:
+        col = new.column_by_id(ids[n]) if n in ids else None
+        out.append(col.name if col is not None else n)
+    return out
 
 
 def _key_epochs(rows: pa.Table, final_keys: list[str]) -> list[tuple[list[str], pa.Table]]:

@@ -115,12 +115,14 @@ def _zigzag(u: np.ndarray) -> np.ndarray:
 
 def _u32le(buf: np.ndarray, pos: np.ndarray) -> np.ndarray:
     """4 bytes little-endian at ``pos`` as int64."""
-    return _unaligned(buf, "<u4")[pos].astype(np.int64)
+    words: np.ndarray = _unaligned(buf, "<u4")[pos]
+    return words.astype(np.int64)
 
 
 def _be8(buf: np.ndarray, pos: np.ndarray) -> np.ndarray:
     """8 bytes big-endian at ``pos`` as uint64."""
-    return _unaligned(buf, ">u8")[pos].astype(np.uint64)
+    words: np.ndarray = _unaligned(buf, ">u8")[pos]
+    return words.astype(np.uint64)
 
 
 def _unaligned(buf: np.ndarray, dtype: str) -> np.ndarray:
@@ -352,7 +354,8 @@ def _time_col(col: ColumnInfo, typ: pa.DataType) -> _Decoder:
         mo = np.where(valid, month, 1)
         mstart = (y - 1970).astype("timedelta64[Y]") + _EPOCH_Y
         mstart = mstart.astype("datetime64[M]") + (mo - 1).astype("timedelta64[M]")
-        dim = ((mstart + np.timedelta64(1, "M")).astype("datetime64[D]") - mstart.astype("datetime64[D]")).astype(np.int64)
+        dim = ((mstart + np.timedelta64(1, "M")).astype("datetime64[D]")
+               - mstart.astype("datetime64[D]")).astype(np.int64)
         valid &= day <= dim
         days = mstart.astype("datetime64[D]").astype(np.int64) + np.where(valid, day, 1) - 1
         invalid = int((ok & ~valid).sum())
@@ -780,11 +783,19 @@ def _decode_chunk(table: TableInfo, kinds: Sequence[str], payloads: Sequence[byt
                 e.row = base_row + r
                 e.message = f"row {base_row + r}: {e.message}"
                 raise
+        # per row: the image of the main columns (after, before for deletes), the before-image of updates
+        mains: list[dict[str, Any]] = []
+        befores: list[dict[str, Any] | None] = []
+        for ch in scalar:
+            main = ch.after if ch.kind != DELETE else ch.before
+            assert main is not None, "decode_row gives inserts and updates an after-image, deletes a before-image"
+            mains.append(main)
+            befores.append(ch.before if ch.kind == UPDATE else None)
         for ci, c in enumerate(cols):
-            main_vals = [(ch.after if ch.kind != DELETE else ch.before)[c.name] for ch in scalar]
+            main_vals = [main[c.name] for main in mains]
             b0 = main_out[ci].add(_pyarray(c, types[ci], main_vals))
             main_out[ci].idx[bad_rows] = b0 + np.arange(bad_rows.size)
-            bvals = [ch.before[c.name] if ch.kind == UPDATE else None for ch in scalar]
+            bvals = [before[c.name] if before is not None else None for before in befores]
             b1 = before_out[ci].add(_pyarray(c, types[ci], bvals))
             before_out[ci].idx[bad_rows] = b1 + np.arange(bad_rows.size)
             invalid_times += sum(isinstance(v, InvalidTime) for v in main_vals + bvals)

@@ -245,8 +245,8 @@ def decode_one(buf: bytes, off: int) -> tuple[Any, int]:
         v, p = decode_cmp_int(buf, p)
         return Duration(v), p
     if flag == BYTES_FLAG:
-        v, p = decode_memcmp_bytes(buf, p)
-        return KeyBytes(v), p
+        raw, p = decode_memcmp_bytes(buf, p)
+        return KeyBytes(raw), p
     if flag == MAX_FLAG:
         return MAX_VALUE, p
     raise UnknownFlagError(f"unknown datum flag 0x{flag:02X}", off)
@@ -302,7 +302,7 @@ def decode_decimal_payload(buf: bytes, p: int) -> tuple[DecimalDatum, int]:
     return DecimalDatum(v, prec, frac), end
 
 
-def decode_datums(data: bytes) -> list:
+def decode_datums(data: bytes) -> list[Any]:
     """Decode a whole run of datums (``codec.Decode``); raises ``CodecError`` on any bad byte."""
     out = []
     off = 0

@@ -71,7 +71,7 @@ def peek_end(buf: bytes, off: int) -> int:
     if tc == OBJECT or tc == ARRAY:
         if p + HEADER > n:
             raise TruncatedError("truncated JSON container header", p)
-        size = _U32.unpack_from(buf, p + 4)[0]
+        size: int = _U32.unpack_from(buf, p + 4)[0]
         if size < HEADER:
             raise JSONBinaryError(f"JSON container size {size} below its header", p + 4)
         end = p + size
@@ -279,7 +279,7 @@ def dumps(obj: Any) -> str:
 
 
 _LITERAL_TEXT = {LIT_NULL: "null", LIT_TRUE: "true", LIT_FALSE: "false"}
-_quote = json.encoder.encode_basestring  # type: ignore[attr-defined]
+_quote = json.encoder.encode_basestring
 _float_repr = float.__repr__
 _KEY_STRUCTS: dict[int, struct.Struct] = {}
 _VALUE_STRUCTS: dict[int, struct.Struct] = {}
@@ -538,7 +538,8 @@ def _uvarints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray,
     return val, endp, ok
 
 
-def to_text_many(raw: bytes, offs: Sequence[int] | np.ndarray, ends: Sequence[int] | np.ndarray) -> tuple[pa.Array, np.ndarray]:
+def to_text_many(raw: bytes, offs: Sequence[int] | np.ndarray,
+                 ends: Sequence[int] | np.ndarray) -> tuple[pa.Array, np.ndarray]:
     """JSON text of many values at once: element ``i`` is ``to_text(raw[offs[i]], raw,
     offs[i] + 1, ends[i])`` (``offs[i]`` is the type code byte, the value lies before ``ends[i]``).
 
@@ -676,7 +677,7 @@ def _entry_offsets(lv: _Level, child: _Level) -> np.ndarray:
     """Per entry of ``child`` (the entries of ``lv``'s containers): its text's offset from the
     start of its container's first entry (entry texts include ", " and the key)."""
     total = child.sep + child.klen + 4 + child.length
-    csum = np.cumsum(total) - total
+    csum: np.ndarray = np.cumsum(total) - total
     first = np.cumsum(lv.cnt) - lv.cnt
     return csum - csum[first[child.parent]] if total.size else csum
 

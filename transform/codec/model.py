@@ -22,9 +22,11 @@ def _cistr(name: str) -> JSONDict:
 
 
 def _name(obj: Any, where: str) -> str:
-    if isinstance(obj, dict) and isinstance(obj.get("O"), str):
-        return obj["O"]
-    if isinstance(obj, str):
+    if isinstance(obj, dict):
+        name = obj.get("O")
+        if isinstance(name, str):
+            return name
+    elif isinstance(obj, str):
         return obj
     raise SchemaError(f"{where}: expected a name object {{'O': ..., 'L': ...}}, got {obj!r}")
 

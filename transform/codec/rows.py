@@ -16,7 +16,7 @@ import datetime as dt
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, Protocol
 
 from transform.codec import mydecimal
 from transform.codec import mysqltypes as mt
@@ -88,7 +88,7 @@ def _pair_encoder(col: ColumnInfo, flatten: Flatten) -> Callable[[Any], bytes]:
         try:
             return prefix + encode_datum(flatten(v))
         except CodecError as e:
-            raise e.at(cid)
+            raise e.at(cid) from None
 
     if col.family is mt.Family.INT and not col.unsigned:
         head = prefix + b"\x08"
@@ -108,7 +108,7 @@ def _pair_encoder(col: ColumnInfo, flatten: Flatten) -> Callable[[Any], bytes]:
                     try:
                         return head + mydecimal.encode_bin(v, prec, frac)
                     except CodecError as e:
-                        raise e.at(cid)
+                        raise e.at(cid) from None
                 return generic(v)
             return decimal
     if col.family is mt.Family.JSON:
@@ -171,7 +171,7 @@ def _read_pairs(data: bytes, off: int, wanted: Mapping[int, int]) -> list[tuple[
             else:
                 val, off = None, skip_one(data, off)
         except CodecError as e:
-            raise e.at(cid)
+            raise e.at(cid) from None
         pairs.append((cid, val, vstart))
     return pairs
 
@@ -198,7 +198,7 @@ def _image(plan: _Plan, pairs: list[tuple[int, Any, int]], fill: dict[int, Any])
             vals[i] = plan.unflatten[i](val)
         except CodecError as e:
             e.offset = off if e.offset is None else e.offset
-            raise e.at(cid)
+            raise e.at(cid) from None
     out = {}
     for i, c in enumerate(plan.cols):
         v = vals[i]
@@ -225,7 +225,7 @@ class _Prefix:
             return self.plan.unflatten[self.i](self.datum)
         except CodecError as e:
             e.offset = self.offset if e.offset is None else e.offset
-            raise e.at(self.plan.cols[self.i].id)
+            raise e.at(self.plan.cols[self.i].id) from None
 
 
 class _Absent:
@@ -271,7 +271,7 @@ def decode_row(table: TableInfo, kind: str, data: bytes) -> RowChange:
         else:
             # Clustered handle: a PK column absent from the row is rebuilt from its prefix datum
             # (only then: for restored-data columns the prefix holds a collation key, not the value).
-            for (c, ic), i, (v, start) in zip(plan.common, plan.common_index, prefix):
+            for (_, ic), i, (v, start) in zip(plan.common, plan.common_index, prefix):
                 if ic.length in (-1, 0):
                     fill[i] = _Prefix(plan, i, v, start)
             handle = None
@@ -334,7 +334,7 @@ def _flat(plan: _Plan, i: int, value: Any) -> Any:
     try:
         return plan.flatten[i](value)
     except CodecError as e:
-        raise e.at(plan.cols[i].id)
+        raise e.at(plan.cols[i].id) from None
 
 
 def _pairs(plan: _Plan, image: Mapping[Any, Any], keys: Sequence[Any], cols: Sequence[int], out: bytearray) -> None:
@@ -403,8 +403,9 @@ def encode_row(table: TableInfo, kind: str, before: Mapping[Any, Any] | None,
                 continue
             v = after.get(keys[i], _ABSENT)
             if v is None:
-                if null_pair[i] is not None:
-                    body += null_pair[i]
+                null = null_pair[i]
+                if null is not None:
+                    body += null
             elif v is not _ABSENT:
                 body += pair[i](v)
         out += body or b"\x00"
@@ -437,7 +438,24 @@ def encode_row(table: TableInfo, kind: str, before: Mapping[Any, Any] | None,
 _SEQ_KIND = {0: (INSERT, "inserted_rows"), 1: (UPDATE, "updated_rows"), 4: (DELETE, "deleted_rows")}
 
 
-def iter_mutation(mutation: Any) -> Iterator[tuple[str, bytes]]:
+class Mutation(Protocol):
+    """What :func:`iter_mutation` reads of a ``binlog_pb2.TableMutation`` (the codec does not import
+    the generated protobuf module)."""
+
+    @property
+    def inserted_rows(self) -> Sequence[bytes]: ...
+
+    @property
+    def updated_rows(self) -> Sequence[bytes]: ...
+
+    @property
+    def deleted_rows(self) -> Sequence[bytes]: ...
+
+    @property
+    def sequence(self) -> Sequence[int]: ...
+
+
+def iter_mutation(mutation: Mutation) -> Iterator[tuple[str, bytes]]:
     """Yield (kind, row bytes) of a ``binlog_pb2.TableMutation`` in transaction order.
 
     Follows ``sequence`` (Insert=0, Update=1, DeleteRow=4), taking the next unread row of the

@@ -191,5 +191,5 @@ def decode_memcmp_bytes_desc(buf: bytes, off: int) -> tuple[bytes, int]:
     try:
         value, _ = decode_memcmp_bytes(inverted, 0)
     except CodecError as e:
-        raise e.at(None, off)
+        raise e.at(None, off) from None
     return value, end + _GROUP + 1
