@@ -1,8 +1,8 @@
 """``binlake verify --ts T``: compare every Iceberg mirror table, at the snapshot a drain marked
 ``binlake.to-ts = T``, with the upstream's snapshot at ``T`` (``GET /binlake/snapshot?ts=T``), key by key.
 
-Both sides are brought to the upstream's JSON rendering (``upstream/render.py``'s rules, restated in
-:func:`render_value` because the sinks do not import the emulator) and then to a comparison form that
+Both sides are brought to one JSON rendering (``transform.codec.values.json_value``, which the
+upstream's snapshot uses too) and then to a comparison form that
 absorbs the documented type mappings of DESIGN §3.6: BIGINT UNSIGNED is ``decimal(20,0)`` in the mirror
 but a number upstream, BIT(64) is wrapped into a signed ``long``, DECIMAL(M>38) is a plain-notation
 string, FLOAT is compared at float32 precision. Zero/invalid dates, which the mirror stores as NULL,
@@ -16,7 +16,6 @@ write; otherwise the table is reported with "no snapshot at T".
 """
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import math
 import re
@@ -45,6 +44,7 @@ from pyiceberg.types import (
 )
 
 from sink.errors import SinkError
+from transform.codec.values import json_value
 from transform.filters import TableFilter
 
 FROM_TS = "binlake.from-ts"
@@ -64,36 +64,6 @@ _EXP_NUMBER = re.compile(r"-?\d+(\.\d+)?[eE][-+]?\d+\Z")
 
 class VerifyError(SinkError):
     """``verify`` could not run: a malformed upstream snapshot or an unreadable catalog/table."""
-
-
-# ---------------------------------------------------------------------------------------------
-# rendering (the rules of upstream/render.py)
-
-def render_value(v: Any) -> Any:
-    """The JSON-friendly form of one column value, by the same rules as ``upstream.render.render``:
-    None/int/str as is (bool → int), float as is (NaN/±inf as ``str``), Decimal → ``str``, datetime →
-    ``"YYYY-MM-DD HH:MM:SS[.ffffff]"`` (aware ones in UTC, without a zone), date → ISO text, binary →
-    standard base64, anything else → ``str``."""
-    if v is None or isinstance(v, str):
-        return v
-    if isinstance(v, bool):
-        return int(v)
-    if isinstance(v, int):
-        return v
-    if isinstance(v, float):
-        return str(v) if math.isnan(v) or math.isinf(v) else v
-    if isinstance(v, Decimal):
-        return str(v)
-    if isinstance(v, dt.datetime):
-        if v.tzinfo is not None:
-            v = v.astimezone(dt.UTC).replace(tzinfo=None)
-        text = v.strftime("%Y-%m-%d %H:%M:%S")   # as upstream: glibc does not pad years < 1000
-        return f"{text}.{v.microsecond:06d}" if v.microsecond else text
-    if isinstance(v, dt.date):
-        return v.isoformat()
-    if isinstance(v, (bytes, bytearray, memoryview)):
-        return base64.b64encode(bytes(v)).decode("ascii")
-    return str(v)
 
 
 def _as_float(v: Any) -> float | None:
@@ -530,7 +500,7 @@ def verify_table(catalog: Catalog, name: str, upstream: Sequence[Mapping[str, An
     mirror_cols: dict[str, list[Any]] = {}
     for f in schema.fields:
         values = arrow.column(f.name).to_pylist() if f.name in arrow.column_names else [None] * arrow.num_rows
-        mirror_cols[f.name] = [comparable(f.field_type, render_value(v)) for v in values]
+        mirror_cols[f.name] = [comparable(f.field_type, json_value(v)) for v in values]
     _compare(result, upstream, schema, mirror_cols, arrow.num_rows, keys, max_examples)
     return result
 

@@ -4,7 +4,8 @@ no trailing newline; errors HTTP 400 plain text), impersonating TiDB v8.1, plus 
 TiDB routes: ``GET /status``, ``/ddl/history[?limit=N[&start_job_id=J]]``, ``/schema``,
 ``/schema/{db}``, ``/schema/{db}/{table}``, ``/schema?table_id=N``, ``/db-table/{id}``,
 ``/mvcc/hex/{hexKey}``. binlake routes: ``POST /binlake/sql[?server=i&db=name]`` (body = SQL script,
-one session), ``GET /binlake/snapshot?ts=T`` (``{"db.table": [rows…]}``, see ``upstream.render``),
+one session), ``GET /binlake/snapshot?ts=T`` (``{"db.table": [rows…]}``, values rendered by
+``transform.codec.values.json_value``),
 ``GET /binlake/ts`` (a fresh TSO).
 """
 from __future__ import annotations
@@ -17,9 +18,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from transform.codec.values import json_value
 from upstream import gojson
 from upstream.errors import ServerCrashed, UpstreamError
-from upstream.render import render_rows
 
 if TYPE_CHECKING:
     from upstream.cluster import Cluster
@@ -30,6 +31,11 @@ REGION_ID = 14
 VERSION = "8.0.11-TiDB-v8.1.0-binlake"
 GIT_HASH = "0" * 40
 
+
+
+def render_rows(snapshot: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    """A snapshot (table → rows of column values) with every value in JSON-friendly form."""
+    return {t: [{k: json_value(v) for k, v in row.items()} for row in rows] for t, rows in snapshot.items()}
 
 class _HTTPError(Exception):
     def __init__(self, status: int, text: str) -> None:

@@ -1,5 +1,5 @@
 """``sink.verify``: mirror tables in a real SQLite-catalog Iceberg warehouse against hand-written and
-``upstream.render``-rendered upstream snapshots."""
+upstream snapshots rendered by ``transform.codec.values.json_value``."""
 from __future__ import annotations
 
 import datetime as dt
@@ -31,9 +31,9 @@ from pyiceberg.types import (
 
 from sink.errors import SinkError
 from sink.iceberg.catalog import open_catalog
-from sink.verify import VerifyError, choose_snapshot, comparable, render_value, same_value, verify_mirrors
-from transform.codec.values import InvalidTime
-from upstream.render import render, render_rows
+from sink.verify import VerifyError, choose_snapshot, comparable, same_value, verify_mirrors
+from transform.codec.values import InvalidTime, json_value
+from upstream.status_api import render_rows
 
 UTC = dt.UTC
 META = [("_tidb_commit_ts", LongType()), ("_tidb_commit_time", TimestamptzType())]
@@ -135,29 +135,33 @@ def all_types_upstream() -> dict[str, list[dict[str, Any]]]:
 
 
 @pytest.mark.parametrize("column,mirror_type,python,stored", TYPES, ids=[c for c, *_ in TYPES])
-def test_renderer_matches_upstream_render(column: str, mirror_type: IcebergType, python: Any, stored: Any) -> None:
-    # The rules themselves: the same Python value renders the same on both sides.
-    assert render_value(python) == render(python)
-    # And the value the mirror hands back (through Arrow, as the verifier reads it) compares equal to
+def test_a_mirror_value_compares_equal_to_its_upstream_rendering(column: str, mirror_type: IcebergType, python: Any,
+                                                                stored: Any) -> None:
+    # The value the mirror hands back (through Arrow, as the verifier reads it) compares equal to
     # the upstream's rendering after the JSON round trip of /binlake/snapshot.
     arr = pa.array([stored], type=Schema(NestedField(1, "x", mirror_type)).as_arrow().field("x").type)
     back = arr.to_pylist()[0]
-    upstream = json.loads(json.dumps(render(python)))
+    upstream = json.loads(json.dumps(json_value(python)))
     if stored is None:
         assert back is None
     else:
-        assert same_value(mirror_type, comparable(mirror_type, upstream), comparable(mirror_type, render_value(back)))
+        assert same_value(mirror_type, comparable(mirror_type, upstream), comparable(mirror_type, json_value(back)))
 
 
-@pytest.mark.parametrize("value", [
-    None, True, 0, -(2 ** 70), 1.5, float("nan"), float("inf"), float("-inf"), -0.0,
-    Decimal("1.10"), Decimal("0E-10"), Decimal("-1E+3"), dt.date(1, 1, 1), dt.date(9999, 12, 31),
-    dt.datetime(1, 1, 1, 0, 0, 0, 1), dt.datetime(2020, 5, 6, 7, 8, 9),
-    dt.datetime(2020, 5, 6, 7, 8, 9, tzinfo=dt.timezone(dt.timedelta(hours=5, minutes=30))),
-    b"", b"\x00", bytearray(b"abc"), memoryview(b"xyz"), "", "0000-00-00", dt.time(1, 2, 3),
+@pytest.mark.parametrize("value, rendered", [
+    (None, None), (True, 1), (0, 0), (-(2 ** 70), -(2 ** 70)), (1.5, 1.5), (float("nan"), "nan"),
+    (float("inf"), "inf"), (float("-inf"), "-inf"), (-0.0, -0.0), (Decimal("1.10"), "1.10"),
+    (Decimal("0E-10"), "0E-10"), (Decimal("-1E+3"), "-1E+3"), (dt.date(1, 1, 1), "0001-01-01"),
+    (dt.date(9999, 12, 31), "9999-12-31"), (dt.datetime(1, 1, 1, 0, 0, 0, 1), "1-01-01 00:00:00.000001"),
+    (dt.datetime(2020, 5, 6, 7, 8, 9), "2020-05-06 07:08:09"),
+    (dt.datetime(2020, 5, 6, 7, 8, 9, tzinfo=dt.timezone(dt.timedelta(hours=5, minutes=30))), "2020-05-06 01:38:09"),
+    (b"", ""), (b"\x00", "AA=="), (bytearray(b"abc"), "YWJj"), (memoryview(b"xyz"), "eHl6"), ("", ""),
+    ("0000-00-00", "0000-00-00"), (dt.time(1, 2, 3), "01:02:03"),
 ])
-def test_render_value_rules_equal_upstream_render(value: Any) -> None:
-    assert render_value(value) == render(value)
+def test_json_value_rules(value: Any, rendered: Any) -> None:
+    """One rendering serves both sides of verify (the upstream's snapshot and the mirror)."""
+    got = json_value(value)
+    assert got == rendered and type(got) is type(rendered)
 
 
 def test_all_types_equal_is_ok(catalog: Catalog) -> None:
@@ -196,7 +200,7 @@ def test_every_type_detects_a_changed_value(catalog: Catalog, column: str) -> No
     assert (t.compared, t.differing, t.missing, t.extra) == (2, 1, 0, 0)
     [ex] = t.examples
     assert ex.kind == "differing" and ex.key == {"id": 2} and list(ex.columns) == [column]
-    assert ex.columns[column][0] == json.loads(json.dumps(render(OTHER[column])))
+    assert ex.columns[column][0] == json.loads(json.dumps(json_value(OTHER[column])))
 
 
 def test_float_tolerance_is_float32_for_float_only(catalog: Catalog) -> None:

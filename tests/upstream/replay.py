@@ -9,8 +9,7 @@ from tests.upstream.binlogs import SchemaTracker, Txn, decoded_changes
 from transform.codec import mysqltypes as mt
 from transform.codec.model import TableInfo
 from transform.codec.rows import DELETE, INSERT
-from transform.codec.values import missing_value
-from upstream.render import render
+from transform.codec.values import json_value, missing_value
 
 
 def replay(txns: list[Txn], tracker: SchemaTracker, upto: int) -> dict[int, dict[Any, dict[int, Any]]]:
@@ -40,7 +39,7 @@ def canonical(table: TableInfo, rows: dict[Any, dict[int, Any]]) -> list[str]:
     """Rows projected on ``table``'s columns (missing ones get their origin default), rendered, sorted."""
     out = []
     for handle, row in rows.items():
-        obj = {c.name: render(row[c.id] if c.id in row else missing_value(c)) for c in table.columns}
+        obj = {c.name: json_value(row[c.id] if c.id in row else missing_value(c)) for c in table.columns}
         if table.has_extra_handle:
             obj[mt.EXTRA_HANDLE_NAME] = handle
         out.append(json.dumps(obj, sort_keys=True))

@@ -21,12 +21,16 @@ ENUM / SET                      ``str`` (element name / comma-joined names)
 CHAR/VARCHAR/TEXT               ``str``; binary charset → ``bytes``
 JSON                            ``str`` JSON text
 ==============================  ===============================================================
+
+:func:`json_value` renders a column value in JSON-friendly form, one set of rules for both sides of
+a comparison (the upstream's snapshot and what a sink holds).
 """
 from __future__ import annotations
 
 import base64
 import datetime as dt
 import json
+import math
 import re
 import struct
 from collections.abc import Callable
@@ -545,3 +549,43 @@ def missing_value(col: ColumnInfo) -> Any:
     if col.tp == mt.TYPE_ENUM and col.type.elems:
         return col.type.elems[0]
     return zero_value(col)
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON-friendly rendering (snapshots and verify)
+
+def json_value(v: Any) -> Any:
+    """The JSON-friendly form of one column value:
+
+    ==========================  ===========================================================
+    Python value                rendered
+    ==========================  ===========================================================
+    None / int / str            as is (bool → int; ENUM, SET, TIME, JSON text, zero dates)
+    float                       as is; NaN and ±infinity as ``str``
+    Decimal                     ``str``, exact, with the column's scale (``"12.30"``)
+    date                        ``"YYYY-MM-DD"``
+    datetime                    ``"YYYY-MM-DD HH:MM:SS[.ffffff]"``, an aware one in UTC (no zone)
+    bytes (binary strings)      standard base64 with padding (as Go renders ``[]byte``)
+    anything else               ``str``
+    ==========================  ===========================================================
+    """
+    if v is None or isinstance(v, str):
+        return v
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float):
+        return str(v) if math.isnan(v) or math.isinf(v) else v
+    if isinstance(v, Decimal):
+        return str(v)
+    if isinstance(v, dt.datetime):
+        if v.tzinfo is not None:
+            v = v.astimezone(dt.UTC).replace(tzinfo=None)
+        text = v.strftime("%Y-%m-%d %H:%M:%S")   # glibc does not pad years < 1000
+        return f"{text}.{v.microsecond:06d}" if v.microsecond else text
+    if isinstance(v, dt.date):
+        return v.isoformat()
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(v)).decode("ascii")
+    return str(v)
