@@ -408,10 +408,6 @@ class TableInfo:
         """True when rows are keyed by the hidden ``_tidb_rowid`` (no int PK handle, not clustered)."""
         return not self.pk_is_handle and not self.is_common_handle
 
-    def arrow_schema(self) -> pa.Schema:
-        """Arrow schema of the table's columns (DESIGN §3.6 types; NOT NULL → non-nullable)."""
-        return pa.schema([pa.field(c.name, arrow_type(c), nullable=True) for c in self.columns])
-
 
 # ---------------------------------------------------------------------------------------------
 # Arrow / Iceberg types (DESIGN §3.6)

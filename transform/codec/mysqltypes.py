@@ -86,9 +86,6 @@ class Family(enum.Enum):
     GEOMETRY = "geometry"    # GEOMETRY: bytes
 
 
-TIME_FAMILIES = frozenset((Family.DATE, Family.DATETIME, Family.TIMESTAMP))
-
-
 @dataclass(frozen=True)
 class MySQLType:
     """The facts of one type code."""
@@ -151,7 +148,6 @@ def _codes(*families: Family) -> frozenset[int]:
 
 
 INT_TYPES = _codes(Family.INT)
-TIME_TYPES = _codes(*TIME_FAMILIES)
 STRING_TYPES = _codes(Family.STRING)
 BLOB_TYPES = frozenset(t.code for t in TYPES.values() if t.blob)
 
