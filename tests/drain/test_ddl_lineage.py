@@ -35,7 +35,7 @@ from transform.filters import TableFilter
 from transform.history import SchemaHistory
 from transform.rowchanges import OUT_SCHEMA, DecodeContext, decode_transactions
 from upstream.cluster import Cluster
-from upstream.render import render_rows
+from upstream.status_api import render_rows
 
 pytestmark = pytest.mark.integration
 
