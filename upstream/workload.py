@@ -209,7 +209,7 @@ class Workload:
                     self.cluster.server(0).execute(stmt, self.db)
                     with lock:
                         stats.ddls += 1
-                except Exception as e:  # noqa: BLE001
+                except Exception as e:  # noqa: BLE001 - recorded; the workload goes on
                     with lock:
                         stats.errors.append(f"DDL {stmt}: {e}")
                 k += 1
