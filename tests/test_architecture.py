@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,3 +92,14 @@ def test_a_forbidden_import_is_found() -> None:
     table["ingest"] = set()
     found = violations(table)
     assert any(v.startswith("ingest/") and "imports schemas" in v for v in found), found[:3]
+
+
+def test_a_pump_process_loads_no_drainer_stage() -> None:
+    """The pump command (its CLI path and the daemon's modules) imports neither the Drainer's stages,
+    the codec, the sinks nor pyarrow/pyspark: they would double a pump's memory for nothing."""
+    code = ("import sys\nfrom binlake import cli\nimport ingest.pump.pump\n"
+            "rc = cli.main(['pump', '--config', '/nonexistent/pump.toml'])\n"
+            "heavy = ('transform', 'sink', 'upstream', 'pyarrow', 'pyspark', 'pyiceberg')\n"
+            "print(rc, sorted(m for m in sys.modules if m.split('.')[0] in heavy))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.stdout.strip() == "1 []", out.stdout + out.stderr
