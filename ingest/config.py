@@ -20,7 +20,7 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, model_validator
 
-__all__ = ["Bool", "ByteSize", "ConfigError", "Duration", "GCRetention", "Int", "Interval", "Seconds", "Str",
+__all__ = ["Bool", "ByteSize", "ConfigError", "GCRetention", "Int", "Interval", "Seconds", "Str",
            "StringList", "TomlModel", "UrlList", "load_config", "nested", "parse_bytes", "parse_duration",
            "parse_gc"]
 
@@ -112,10 +112,6 @@ def _interval(value: Any) -> float:
     return seconds
 
 
-def _duration(value: Any) -> float:
-    return parse_duration(value) if isinstance(value, str) else _seconds(value)
-
-
 def _string_list(value: Any) -> list[str]:
     if isinstance(value, str):
         return [v.strip() for v in value.split(",") if v.strip()]
@@ -130,7 +126,6 @@ Int = Annotated[int, BeforeValidator(_int)]
 Bool = Annotated[bool, BeforeValidator(_bool)]
 Seconds = Annotated[float, BeforeValidator(_seconds)]             # a number > 0
 Interval = Annotated[float, BeforeValidator(_interval)]           # a Go duration or seconds, >= 0
-Duration = Annotated[float, BeforeValidator(_duration)]           # a Go duration or seconds, > 0
 GCRetention = Annotated[float, BeforeValidator(parse_gc)]         # days or a Go duration
 ByteSize = Annotated[int, BeforeValidator(parse_bytes)]           # "10 gib" or bytes
 StringList = Annotated[list[str], BeforeValidator(_string_list)]  # a list, or a comma-separated string
