@@ -68,8 +68,9 @@ def open_sink(options: DrainerConfig) -> Sink:
     from sink.iceberg.catalog import open_catalog
     from sink.iceberg.writer import IcebergSink
 
-    return IcebergSink(open_catalog(options.iceberg.warehouse, options.iceberg.catalog_uri or None),
-                       tag_runs=options.iceberg.tag_runs)
+    ice = options.iceberg
+    return IcebergSink(open_catalog(ice.warehouse, ice.catalog_uri or None), tag_runs=ice.tag_runs,
+                       mirror_buckets=ice.mirror_buckets, table_buckets=ice.table_buckets)
 
 
 def run_drain_command(options: DrainerConfig, from_ts: int | None = None, to_ts: int | None = None,
@@ -119,7 +120,10 @@ def run_drain_command(options: DrainerConfig, from_ts: int | None = None, to_ts:
                            progress=ConsoleProgress(out))
         stages.update(result.stages)
         t0 = time.perf_counter()
-        tables: list[TableReport] = sink.write(result.batch)
+        try:
+            tables: list[TableReport] = sink.write(result.batch)
+        finally:
+            result.release()
         stages["sink"] = time.perf_counter() - t0
         advance = not options.tables and (checkpoint is None or plan.from_ts <= checkpoint < plan.to_ts)
         if advance:

@@ -89,6 +89,10 @@ class IcebergSection(TomlModel):
     catalog_uri: Str = Field(default="", alias="catalog-uri")   # default: sqlite beside a local warehouse
     warehouse: Str = "warehouse"
     tag_runs: Bool = Field(default=False, alias="tag-runs")      # tag each table's snapshot tidb-ts-<to_ts>
+    # a new mirror is partitioned by bucket(N, first key column): a run rewrites only the files of the
+    # buckets its keys fall in; [iceberg.table-buckets] "db.table" = N overrides it per table
+    mirror_buckets: Int = Field(default=16, alias="mirror-buckets", ge=1)
+    table_buckets: dict[str, Int] = Field(default_factory=dict, alias="table-buckets")
 
 
 class ParquetSection(TomlModel):

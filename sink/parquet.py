@@ -6,17 +6,18 @@ Layout under ``root``::
     _binlake_checkpoint.json                  last complete run: to_ts, from_ts, batch id, cluster id
     <db>/<table>/_binlake_runs.json           manifest: the runs committed to this directory
     <db>/<table>/v<N>/_schema.json            TableInfo JSON + Arrow schema text of schema version N
-    <db>/<table>/v<N>/commit_date=YYYY-MM-DD/<batch-id>-<n>.parquet
+    <db>/<table>/v<N>/commit_date=YYYY-MM-DD/<batch-id>-<uuid>.parquet
 
-Rows of a :class:`~transform.changes.Segment` (one schema version) are split by the UTC date of
-``_tidb_commit_time`` into hive partitions; ``commit_date`` is not a column of the files. Each file
-keeps the segment's columns and row order and carries the run's ``binlake.*`` markers plus
+Spark tasks write the files (each task its share of the run's rows); the driver writes the manifest.
+Rows of one schema version are split by the UTC date of ``_tidb_commit_time`` into hive partitions;
+``commit_date`` is not a column of the files. Each file keeps its rows in commit order and carries
+the run's ``binlake.*`` markers plus
 ``binlake.schema-version`` and ``binlake.table-id`` in its key-value metadata. Names that are unsafe
 as a path component are escaped (``/`` → ``%2F``, ``\\`` → ``%5C``, ``%`` → ``%25``, a leading ``.``
 → ``%2E``).
 
-Exactly once, crash safety. A table is committed atomically per run: its files are written as
-``<name>.parquet.inprogress``, fsynced, renamed into place, and then the manifest (written as
+Exactly once, crash safety. A table is committed atomically per run: its files are written (by the
+tasks) as ``<name>.parquet.inprogress``, fsynced, renamed into place, and then the manifest (written as
 ``_binlake_runs.json.inprogress``, fsynced, renamed) gains one entry listing the run's range, batch
 id, table id and files. The manifest rename is the commit point. Files not listed in a manifest
 (``*.inprogress`` files, or ``*.parquet`` files a crash left between the renames and the manifest)
@@ -44,8 +45,10 @@ import errno
 import fcntl
 import json
 import os
-from collections.abc import Iterator
+import uuid
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict, cast
 
@@ -65,8 +68,8 @@ from transform.changes import (
     SEQ,
     START_TS,
     RunBatch,
-    Segment,
     TableChanges,
+    read_segment,
 )
 from transform.codec.model import TableInfo, arrow_type
 
@@ -453,7 +456,6 @@ class _TableWriter:
         self.run, self.tc, self.tdir, self.label = run, tc, tdir, label
         self.runs: list[CommittedRun] = []
         self.taken: set[str] = set()
-        self.counter = 0
 
     def commit(self) -> TableReport:
         """Clean leftovers, skip or write the rows not yet committed, then commit via the manifest."""
@@ -473,25 +475,23 @@ class _TableWriter:
             return report
         overlap = [(f, t) for f, t in done if f < run.to_ts and t > run.from_ts]
 
-        files: list[dict[str, Any]] = []
         versions: dict[int, str] = {}
-        renames: list[tuple[Path, Path]] = []
-        counts: dict[str, int] = {}
         for seg in tc.segments:
-            rows = _drop_committed(seg.rows, overlap)
-            vdir = versions.get(seg.schema_version) or self._version_dir(seg.schema_version, seg.table, rows.schema)
-            versions[seg.schema_version] = vdir
-            for op, n in _op_counts(rows).items():
-                counts[op] = counts.get(op, 0) + n
-            for day, part in _split_by_day(rows):
-                rel = self._file_name(f"{vdir}/{PARTITION_KEY}={day}")
-                final = self.tdir / rel
-                tmp = final.with_name(final.name + INPROGRESS)
-                _mkdirs(final.parent)
-                self._write_parquet(part, tmp, seg)
-                renames.append((tmp, final))
-                files.append({"path": rel, "rows": part.num_rows, "schema_version": seg.schema_version,
-                              PARTITION_KEY: day})
+            if seg.schema_version not in versions:
+                versions[seg.schema_version] = self._version_dir(seg.schema_version, seg.table,
+                                                                 changelog_schema(seg.table))
+        files: list[dict[str, Any]] = []
+        counts: dict[str, int] = {}
+        frame = run.rows_of({tc.table_id})
+        if frame is not None:
+            job = _WriteJob(str(self.tdir), tc.table_id, run.batch_id, run.markers(), versions, overlap)
+            for r in frame.mapInArrow(partial(_write_files, job), _WRITTEN_DDL).toArrow().to_pylist():
+                if r["path"]:
+                    files.append({"path": r["path"], "rows": r["rows"], "schema_version": r["schema_version"],
+                                  PARTITION_KEY: r["day"]})
+                else:
+                    counts[r["op"]] = counts.get(r["op"], 0) + r["rows"]
+            files.sort(key=lambda f: (f["schema_version"], f[PARTITION_KEY], f["path"]))
         ddl = []
         for ev in tc.events:
             if any(f < ev.commit_ts <= t for f, t in overlap):
@@ -501,10 +501,6 @@ class _TableWriter:
             if ev.table is not None and ver > 0 and ver not in versions:
                 versions[ver] = self._version_dir(ver, ev.table, changelog_schema(ev.table))
 
-        for tmp, final in renames:
-            os.replace(tmp, final)
-        for d in {final.parent for _, final in renames}:
-            _fsync_dir(d)
         entry = CommittedRun(table_id=tc.table_id, cluster_id=run.cluster_id, from_ts=run.from_ts,
                              to_ts=run.to_ts, batch_id=run.batch_id, files=tuple(files),
                              versions=tuple({"schema_version": v, "dir": d} for v, d in sorted(versions.items())),
@@ -543,24 +539,61 @@ class _TableWriter:
         _write_json_atomic(path, _schema_doc(tc.table_id, tc.db, tc.name, version, info, schema))
         return name
 
-    def _file_name(self, part_dir: str) -> str:
-        """A file path (relative) not used by any committed run nor earlier in this run."""
-        while True:
-            rel = f"{part_dir}/{self.run.batch_id}-{self.counter}.parquet"
-            self.counter += 1
-            if rel not in self.taken:
-                self.taken.add(rel)
-                return rel
 
-    def _write_parquet(self, part: pa.Table, path: Path, seg: Segment) -> None:
-        meta = dict(part.schema.metadata or {})
-        meta.update({k.encode(): v.encode() for k, v in self.run.markers().items()})
-        meta[SCHEMA_VERSION_KEY.encode()] = str(seg.schema_version).encode()
-        meta[TABLE_ID_KEY.encode()] = str(self.tc.table_id).encode()
-        with open(path, "wb") as f:
-            pq.write_table(part.replace_schema_metadata(meta), f)
-            f.flush()
-            os.fsync(f.fileno())
+
+@dataclass(frozen=True)
+class _WriteJob:
+    """What a Spark task needs to write one table's files of one run (see :func:`_write_files`)."""
+
+    tdir: str
+    table_id: int
+    batch_id: str
+    markers: dict[str, str]
+    versions: dict[int, str]                # schema version → its directory (relative to ``tdir``)
+    overlap: list[tuple[int, int]]          # ranges already committed for this table id
+
+
+_WRITTEN_DDL = "path string, rows long, schema_version long, day string, op string"
+_WRITTEN = pa.schema([("path", pa.string()), ("rows", pa.int64()), ("schema_version", pa.int64()),
+                      ("day", pa.string()), ("op", pa.string())])
+
+
+def _write_files(job: _WriteJob, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body: each record's rows not yet committed, split by commit date, as durable
+    Parquet files under unique names (written as ``*.inprogress``, fsynced, renamed); out: one row
+    per file (``path`` set) and one per op counted (``path`` null). The files belong to no run until
+    the driver lists them in the manifest."""
+    tdir = Path(job.tdir)
+    out: list[dict[str, Any]] = []
+    counts: dict[str, int] = {}
+    dirs: set[Path] = set()
+    for rb in batches:
+        cols = rb.to_pydict()
+        for version, data in zip(cols["schema_version"], cols["data"]):
+            rows = _drop_committed(read_segment(data), job.overlap)
+            for op, n in _op_counts(rows).items():
+                counts[op] = counts.get(op, 0) + n
+            for day, part in _split_by_day(rows):
+                rel = f"{job.versions[version]}/{PARTITION_KEY}={day}/{job.batch_id}-{uuid.uuid4().hex}.parquet"
+                final = tdir / rel
+                tmp = final.with_name(final.name + INPROGRESS)
+                _mkdirs(final.parent)
+                meta = dict(part.schema.metadata or {})
+                meta.update({k.encode(): v.encode() for k, v in job.markers.items()})
+                meta[SCHEMA_VERSION_KEY.encode()] = str(version).encode()
+                meta[TABLE_ID_KEY.encode()] = str(job.table_id).encode()
+                with open(tmp, "wb") as f:
+                    pq.write_table(part.replace_schema_metadata(meta), f)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, final)
+                dirs.add(final.parent)
+                out.append({"path": rel, "rows": part.num_rows, "schema_version": version, "day": day, "op": None})
+    for d in dirs:
+        _fsync_dir(d)
+    out.extend({"path": None, "rows": n, "schema_version": None, "day": None, "op": op} for op, n in counts.items())
+    if out:
+        yield pa.RecordBatch.from_pylist(out, schema=_WRITTEN)
 
 
 def _walk_files(top: Path) -> Iterator[Path]:

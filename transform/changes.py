@@ -3,10 +3,13 @@
 A run covers the commit_ts range ``(from_ts, to_ts]``. For every upstream table it touched, the
 run produces a :class:`TableChanges`: its DDL events and its row changes split into
 :class:`Segment`s, one per schema version the rows were written under (TiDB semantics: the
-``PrewriteValue.schema_version`` of the transaction). Segments are in commit order, and so are
-the rows inside each segment: ``(_tidb_commit_ts, _tidb_seq)`` ascending.
+``PrewriteValue.schema_version`` of the transaction), in commit order.
 
-Columns of ``Segment.rows`` (an Arrow table):
+The driver holds only this metadata. The rows stay in Spark: ``RunBatch.frame`` is a DataFrame of
+``FRAME_SCHEMA`` records, each an Arrow IPC stream (:func:`read_segment`) of some row changes of one
+(table id, schema version), in commit order within the record; records of one segment come from
+different Spark tasks, so a consumer that needs one order sorts by ``(_tidb_commit_ts, _tidb_seq)``,
+which is unique per table. Columns of a record's rows:
 
 =======================  ================================  =============================================
 column                   type                              meaning
@@ -24,11 +27,15 @@ column                   type                              meaning
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from transform.codec import mysqltypes as mt
 from transform.codec.model import Job, TableInfo
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 OP = "_tidb_op"
 COMMIT_TS = "_tidb_commit_ts"
@@ -38,15 +45,34 @@ SEQ = "_tidb_seq"
 ROWID = mt.EXTRA_HANDLE_NAME
 BEFORE = "_tidb_before"
 COMMIT_TIME_TYPE = pa.timestamp("us", tz="UTC")
+ORDER = [(COMMIT_TS, "ascending"), (SEQ, "ascending")]   # commit order of a table's row changes
+
+# ``RunBatch.frame``: one record per piece of a segment (Spark DDL of the columns)
+FRAME_SCHEMA = "table_id long, schema_version long, commit_ts long, rows long, data binary"
+
+
+def read_segment(data: bytes) -> pa.Table:
+    """The rows of one ``RunBatch.frame`` record (an Arrow IPC stream)."""
+    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+
+
+def write_segment(rows: pa.Table) -> bytes:
+    """``rows`` as the Arrow IPC stream a ``RunBatch.frame`` record holds."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, rows.schema) as w:
+        w.write_table(rows)
+    data: bytes = sink.getvalue().to_pybytes()
+    return data
 
 
 @dataclass(frozen=True)
 class Segment:
-    """Row changes of one table written under one schema version (``table`` is that version's TableInfo)."""
+    """Row changes of one table written under one schema version (``table`` is that version's
+    TableInfo); ``rows`` counts them, the rows are in the run's frame."""
 
     schema_version: int
     table: TableInfo
-    rows: pa.Table
+    rows: int
 
 
 @dataclass(frozen=True)
@@ -79,12 +105,13 @@ class TableChanges:
     @property
     def row_count(self) -> int:
         """Number of row changes in the run."""
-        return sum(s.rows.num_rows for s in self.segments)
+        return sum(s.rows for s in self.segments)
 
 
 @dataclass
 class RunBatch:
-    """One run's output: the range, its identity markers, and the changes per table id."""
+    """One run's output: the range, its identity markers, the changes per table id (metadata), and
+    ``frame``, the row changes themselves (None when the run has none)."""
 
     cluster_id: int
     from_ts: int
@@ -92,6 +119,15 @@ class RunBatch:
     batch_id: str
     tables: dict[int, TableChanges] = field(default_factory=dict)
     nulled_values: int = 0
+    frame: DataFrame | None = None
+
+    def rows_of(self, table_ids: set[int]) -> DataFrame | None:
+        """The frame's records of these table ids (None when there are none)."""
+        if self.frame is None or not any(self.tables[t].segments for t in table_ids if t in self.tables):
+            return None
+        from pyspark.sql import functions as F
+
+        return self.frame.where(F.col("table_id").isin(sorted(table_ids)))
 
     def markers(self) -> dict[str, str]:
         """The ``binlake.*`` snapshot summary properties every snapshot of this run carries."""

@@ -8,8 +8,10 @@ Stages (each timed in :attr:`DrainResult.stages`):
    collapse; commits whose prewrite is older than the range are completed by looking the prewrite
    up on every pump. A commit whose prewrite no pump has fails the run (nothing is skipped).
 3. **sort + decode** — a global sort by commit_ts, then the row payloads are decoded on the
-   executors with the TableInfo of each transaction's schema version (history broadcast).
-4. **collect** — the decoded segments come back to the driver as Arrow tables per table id.
+   executors with the TableInfo of each transaction's schema version (history broadcast). The
+   decoded segments are checkpointed on the executors: they are ``RunBatch.frame``.
+4. **collect** — the driver collects one small record per segment piece (table id, schema version,
+   row count, first commit_ts), never the rows.
 """
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ from transform.filters import TableFilter
 from transform.history import DROP_SCHEMA, DROP_TABLE, DROP_VIEW, TRUNCATE_TABLE, SchemaHistory, TableVersion
 from transform.plan import Plan
 from transform.pull import RAW_SCHEMA, TASK_DDL, lookup_prewrites, pull_tasks, split_range
-from transform.rowchanges import OUT_SCHEMA, DecodeContext, OutRecord, decode_transactions, read_ipc
+from transform.rowchanges import OUT_SCHEMA, DecodeContext, OutRecord, decode_transactions
 from transform.spark import spark_ddl
 
 T = TypeVar("T")
@@ -42,11 +44,13 @@ T = TypeVar("T")
 
 @dataclass
 class DrainResult:
-    """A run's changes plus what it took: seconds per stage and record counts."""
+    """A run's changes plus what it took: seconds per stage and record counts. ``release`` frees the
+    run's rows on the executors once the sinks have written them."""
 
     batch: ch.RunBatch
     stages: dict[str, float] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
+    release: Callable[[], object] = lambda: None
 
 
 @contextmanager
@@ -133,12 +137,18 @@ def run_drain(spark: SparkSession, plan: Plan, history: SchemaHistory, table_fil
     def decode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         return decode_transactions(ctx.value, batches)
 
-    decoded = stages.run("decode", lambda: txns.mapInArrow(decode, spark_ddl(OUT_SCHEMA)).toArrow(),
-                           lambda t: f"{sum(t.column('rows').to_pylist())} row changes")
-    stages.run("collect", lambda: _assemble(batch, decoded, history, table_filter))
+    # the decoded segments stay on the executors (checkpointed: the sinks read them once per table
+    # without pulling again); the driver collects one small record per segment piece, no rows
+    decoded = stages.run("decode", lambda: txns.mapInArrow(decode, spark_ddl(OUT_SCHEMA)).localCheckpoint(eager=True))
+    meta = stages.run("collect", lambda: decoded.drop("data").toArrow(),
+                      lambda t: f"{sum(t.column('rows').to_pylist())} row changes in {t.num_rows} pieces")
+    _assemble(batch, meta, history, table_filter)
+    batch.frame = decoded.where(F.col("kind") == "rows").select("table_id", "schema_version", "commit_ts", "rows",
+                                                               "data")
     result.counts = {"records": raw.count(), "lookups": len(lost),
                      "row_changes": sum(t.row_count for t in batch.tables.values())}
     raw.unpersist()
+    result.release = decoded.unpersist
     return result
 
 
@@ -150,11 +160,12 @@ def _event_table_id(job: Job) -> int:
 
 
 def _assemble(batch: ch.RunBatch, decoded: pa.Table, history: SchemaHistory, table_filter: TableFilter) -> None:
-    """Group the decoded records into ``batch.tables`` (segments and DDL events per table id)."""
-    segs: dict[int, list[tuple[int, int, pa.Table]]] = defaultdict(list)
+    """Group the decoded records' metadata (``OUT_SCHEMA`` without ``data``) into ``batch.tables``:
+    segments (row counts per schema version) and DDL events per table id."""
+    segs: dict[int, list[tuple[int, int, int]]] = defaultdict(list)   # (version, first commit_ts, rows)
     events: dict[int, list[ch.DDLEvent]] = defaultdict(list)
     versions: dict[int, int] = defaultdict(int)
-    records: list[OutRecord] = decoded.to_pylist()  # rows of OUT_SCHEMA
+    records: list[OutRecord] = decoded.to_pylist()  # rows of OUT_SCHEMA (``data`` left out)
     for rec in records:
         if rec["kind"] == "ddl":
             job = history.job(rec["job_id"])
@@ -177,7 +188,7 @@ def _assemble(batch: ch.RunBatch, decoded: pa.Table, history: SchemaHistory, tab
                 events[job.table_id].append(ch.DDLEvent(rec["commit_ts"], job, None, before))
                 versions[job.table_id] = max(versions[job.table_id], job.binlog.schema_version)
         else:
-            segs[rec["table_id"]].append((rec["schema_version"], rec["commit_ts"], read_ipc(rec["data"])))
+            segs[rec["table_id"]].append((rec["schema_version"], rec["commit_ts"], rec["rows"]))
             versions[rec["table_id"]] = max(versions[rec["table_id"]], rec["schema_version"])
             batch.nulled_values += rec["nulled"]
     for tid in sorted(set(segs) | set(events)):
@@ -190,13 +201,12 @@ def _assemble(batch: ch.RunBatch, decoded: pa.Table, history: SchemaHistory, tab
         final = last.table if last is not None else None
         tc = ch.TableChanges(tid, named.db, named.table.name, final)
         tc.events = sorted(events.get(tid, []), key=lambda e: e.commit_ts)
-        by_version: dict[int, list[tuple[int, pa.Table]]] = defaultdict(list)
+        by_version: dict[int, list[tuple[int, int]]] = defaultdict(list)
         for version, first_commit, rows in segs.get(tid, []):
             by_version[version].append((first_commit, rows))
         for version in sorted(by_version, key=lambda v: min(c for c, _ in by_version[v])):
-            parts = [t for _, t in sorted(by_version[version], key=lambda p: p[0])]
-            rows = pa.concat_tables(parts).sort_by([(ch.COMMIT_TS, "ascending"), (ch.SEQ, "ascending")])
-            tc.segments.append(ch.Segment(version, history.table_at(tid, version), rows))
+            count = sum(n for _, n in by_version[version])
+            tc.segments.append(ch.Segment(version, history.table_at(tid, version), count))
         batch.tables[tid] = tc
 
 

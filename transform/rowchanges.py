@@ -50,7 +50,7 @@ class RowsRecord(TypedDict):
     job_id: int             # 0
     rows: int
     nulled: int             # values held as NULL (zero/invalid dates)
-    data: bytes             # Arrow IPC stream of the segment (see :func:`read_ipc`)
+    data: bytes             # Arrow IPC stream of the segment (``changes.read_segment``)
 
 
 class DDLRecord(TypedDict):
@@ -117,19 +117,6 @@ def segment_table(table: TableInfo, decoded: pa.RecordBatch, commit: np.ndarray,
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
-def _ipc(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as w:
-        w.write_table(table)
-    data: bytes = sink.getvalue().to_pybytes()
-    return data
-
-
-def read_ipc(data: bytes) -> pa.Table:
-    """A segment blob back as an Arrow table."""
-    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
-
-
 class _Decoder:
     def __init__(self, ctx: DecodeContext) -> None:
         self.ctx = ctx
@@ -186,7 +173,7 @@ class _Decoder:
                                 np.asarray(g.seq, np.int32))
             yield {"kind": "rows", "table_id": table_id, "schema_version": version, "commit_ts": g.commit[0],
                    "job_id": 0, "rows": seg.num_rows, "nulled": int(decoded.schema.metadata[INVALID_TIMES_KEY]),
-                   "data": _ipc(seg)}
+                   "data": ch.write_segment(seg)}
         self.groups.clear()
         self.pending = 0
 

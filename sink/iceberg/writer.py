@@ -20,28 +20,29 @@ With ``tag_runs`` each table's snapshot at the end of a run is tagged ``tidb-ts-
 """
 from __future__ import annotations
 
-import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import TypeVar
 
-import pyarrow as pa
-import pyarrow.compute as pc
 from pyiceberg.catalog import Catalog
-from pyiceberg.exceptions import NoSuchTableError
-from pyiceberg.expressions import AlwaysTrue, BooleanExpression, In
+from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
+from pyiceberg.manifest import DataFile
+from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table, Transaction
-from pyiceberg.transforms import DayTransform
+from pyiceberg.transforms import BucketTransform, DayTransform
+from pyiceberg.types import IcebergType
+from pyspark.sql import DataFrame, SparkSession
 
 from sink.base import Sink, TableReport
 from sink.errors import SinkError
 from sink.iceberg import schema as ks
+from sink.iceberg import tasks
 from transform import changes as ch
 from transform import failpoints
 from transform.codec.model import TableInfo
 from transform.history import DROP_SCHEMA, DROP_TABLE, DROP_VIEW, RENAME_TABLE, TRUNCATE_TABLE
-from transform.reduce import net_change
 
 CHANGELOG_SUFFIX = "__changelog"
 META_NAMESPACE = "_binlake"
@@ -50,14 +51,17 @@ _ENDING = (DROP_SCHEMA, DROP_TABLE, DROP_VIEW, TRUNCATE_TABLE)
 
 TAG_PREFIX = "tidb-ts-"
 DROPPED_INFIX = "_dropped_"
-KEY_EPOCH = "_binlake_key"  # internal column: the key a mirror row change was written under
-
-# what a table's commit does inside its transaction, given the schema after the evolution
-CommitBody = Callable[[Transaction, Schema], None]
+DEFAULT_MIRROR_BUCKETS = 16   # a new mirror is partitioned by bucket(16, first key column)
+T = TypeVar("T")
 
 
 class CheckpointError(SinkError):
     """The stored checkpoint is unreadable or belongs to another cluster."""
+
+
+class ConcurrentRunError(SinkError):
+    """Another run committed to the table while this one wrote it; this run leaves the table alone
+    (its files are never committed), and a re-run takes only what the other did not."""
 
 
 @dataclass
@@ -81,9 +85,12 @@ class IcebergSink(Sink):
 
     kind = "iceberg"
 
-    def __init__(self, catalog: Catalog, tag_runs: bool = False) -> None:
+    def __init__(self, catalog: Catalog, tag_runs: bool = False, mirror_buckets: int = DEFAULT_MIRROR_BUCKETS,
+                 table_buckets: Mapping[str, int] | None = None) -> None:
         self.catalog = catalog
         self.tag_runs = tag_runs
+        self.mirror_buckets = mirror_buckets
+        self.table_buckets = dict(table_buckets or {})
         self._commits = 0
 
     # -- checkpoint --------------------------------------------------------------------------
@@ -123,16 +130,20 @@ class IcebergSink(Sink):
             return None
 
     def _create(self, ident: tuple[str, str], info: TableInfo, version: int, changelog: bool) -> Table:
+        """A new changelog (partitioned by day of ``_tidb_commit_time``) or mirror (by a bucket of its
+        first key column: a run rewrites only the buckets its keys fall in)."""
         self.catalog.create_namespace_if_not_exists(ident[0])
-        schema = ks.changelog_schema(info) if changelog else ks.mirror_schema(info)
         props = ks.table_properties(info, version)
         props["format-version"] = "2"
-        tbl = self.catalog.create_table_if_not_exists(ident, schema, properties=props)
-        if changelog and not tbl.spec().fields:
-            with tbl.update_spec() as spec:
-                spec.add_field(ch.COMMIT_TIME, DayTransform(), "commit_day")
-            tbl = self.catalog.load_table(ident)
-        return tbl
+        if changelog:
+            schema = ks.changelog_schema(info)
+            day = schema.find_field(ch.COMMIT_TIME).field_id
+            spec = PartitionSpec(PartitionField(day, 1000, DayTransform(), "commit_day"))
+        else:
+            schema = ks.mirror_schema(info)
+            buckets = self.table_buckets.get(".".join(ident), self.mirror_buckets)
+            spec = _bucket_spec(schema, ks.key_columns(info)[0], buckets)
+        return self.catalog.create_table_if_not_exists(ident, schema, partition_spec=spec, properties=props)
 
     @staticmethod
     def _progress(tbl: Table, run: ch.RunBatch) -> tuple[str, int]:
@@ -196,19 +207,14 @@ class IcebergSink(Sink):
             return report
         version = max((s.schema_version for p in g.parts for s in p.segments), default=0)
         version = max([version] + [e.job.binlog.schema_version for e in events])
-        all_rows = self._changelog_rows(g, last_info)
         log = ((self._load(aside) if aside else None) or self._load(log_id)
                or self._create(log_id, last_info, version, changelog=True))
         skip_log, since = self._progress(log, run)
-        rows = _after(all_rows, since)
-        for op in ("I", "U", "D"):
-            report.rows[op] = int(pc.sum(pc.equal(rows.column(ch.OP), op)).as_py() or 0) if rows.num_rows else 0
+        report.rows = {"I": 0, "U": 0, "D": 0}
         if not skip_log:
-            def append_log(tx: Transaction, schema: Schema) -> None:
-                if rows.num_rows:
-                    tx.append(ks.conform(rows, schema), snapshot_properties=run.markers())
-
-            self._commit(log, run, last_info, version, ks.CHANGELOG, events, append_log)
+            counts = self._commit(log, run, last_info, version, ks.CHANGELOG, events,
+                                  partial(self._append_changelog, log, run, g, last_info, since))
+            report.rows.update(counts)
         if live is None:
             self._finish_drop(run, mirror_id, log_id, aside)
             report.skipped = skip_log
@@ -220,9 +226,10 @@ class IcebergSink(Sink):
             reset = self._reset_ts(g, live, mirror)
             if reset is not None and reset <= since and since > run.from_ts:
                 reset = None  # a crashed run already emptied the mirror at that truncate
-            mrows = _after(self._mirror_rows(g, last_info, reset), since)
+            respec = _moving_bucket(mirror, last_info)
             self._commit(mirror, run, last_info, version, ks.MIRROR, events,
-                         lambda tx, schema: self._merge(tx, mirror, schema, mrows, last_info, reset is not None, run))
+                         partial(self._merge_mirror, mirror, run, g, live, last_info, since, reset, respec),
+                         prepare=partial(_drop_bucket, mirror) if respec else None)
         report.skipped = skip_log if skip_log and skip_mirror else ""
         return report
 
@@ -250,22 +257,6 @@ class IcebergSink(Sink):
             self.catalog.rename_table(src, dst)
 
     @staticmethod
-    def _existing(tbl: Table, info: TableInfo, column: str | None = None,
-                  values: list[Any] | None = None) -> pa.Table:
-        """The table's rows before this transaction (all, or where ``column`` is in ``values``),
-        with ``info``'s column names (renames by column id) and added columns filled by default."""
-        old_map = ks.stored_columns(tbl.properties)
-        if tbl.properties.get(ks.PROP_TABLE_ID) != str(info.id):
-            old_map = {}
-        if column is not None:
-            col = next((c for c in info.columns if c.name == column), None)
-            old_name = old_map.get(str(col.id), column) if col is not None else column
-            rows = tbl.scan(row_filter=_in(old_name, values or [])).to_arrow()
-        else:
-            rows = tbl.scan().to_arrow()
-        return ks.fill_missing(ks.rename_columns(rows, old_map, info), info)
-
-    @staticmethod
     def _needs_backfill(tbl: Table, info: TableInfo) -> bool:
         """True when ``info`` adds (by column id) a column whose origin default is not NULL."""
         if tbl.properties.get(ks.PROP_TABLE_ID) != str(info.id):
@@ -282,53 +273,34 @@ class IcebergSink(Sink):
             return 0  # the mirror holds another (ended) table id: start over
         return max(ends) if ends else None
 
-    def _mirror_rows(self, g: _Group, final: TableInfo, reset: int | None) -> pa.Table:
-        """The live table's changes (after the last reset) with columns added since filled by default."""
-        parts = []
-        schema = ks.changelog_schema(final)
-        for tc in g.parts:
-            if tc.final is None or tc.table_id != final.id:
-                continue
-            for seg in tc.segments:
-                rows = ks.conform(ks.fill_missing(ks.rename_columns(seg.rows, ks.column_map(seg.table), final), final),
-                                  schema)
-                keys = ",".join(_final_names(ks.key_columns(seg.table), seg.table, final))
-                parts.append(rows.append_column(KEY_EPOCH, pa.array([keys] * rows.num_rows, pa.string())))
-        if not parts:
-            return schema.as_arrow().empty_table()
-        rows = pa.concat_tables(parts)
-        if reset is not None:
-            rows = rows.filter(pc.greater(rows.column(ch.COMMIT_TS), reset))
-        return rows.sort_by([(ch.COMMIT_TS, "ascending"), (ch.SEQ, "ascending")])
-
-    def _changelog_rows(self, g: _Group, final: TableInfo) -> pa.Table:
-        parts = []
-        for tc in g.parts:
-            for seg in tc.segments:
-                renamed = tc.final is not None or seg.table.id == final.id
-                parts.append(ks.rename_columns(seg.rows, ks.column_map(seg.table), final) if renamed else seg.rows)
-        if not parts:
-            return ks.changelog_schema(final).as_arrow().empty_table()
-        schema = ks.changelog_schema(final)
-        rows = pa.concat_tables([ks.conform(p, schema) for p in parts])
-        return rows.sort_by([(ch.COMMIT_TS, "ascending"), (ch.SEQ, "ascending")])
-
     def _commit(self, tbl: Table, run: ch.RunBatch, info: TableInfo, version: int, kind: str,
-                events: list[ch.DDLEvent], body: CommitBody) -> None:
+                events: list[ch.DDLEvent], body: Callable[[Transaction], T],
+                prepare: Callable[[Transaction], None] | None = None) -> T:
+        """One transaction: ``prepare`` (a partition spec change), the schema evolution to ``info``,
+        ``body`` (the data), the table's properties with ``binlake.to-ts``. Refused by the catalog
+        when another run committed to the table since it was loaded (:class:`ConcurrentRunError`)."""
         ddl = "; ".join(e.job.query for e in events) or "(schema as of the run)"
-        with tbl.transaction() as tx:
-            with tx.update_schema(allow_incompatible_changes=True) as update:
-                ks.evolve_remove(update, tbl.schema(), tbl.properties, info, kind)
-            with tx.update_schema() as update:
-                ks.evolve_add(update, tx.table_metadata.schema(), tbl.properties, info, kind, ddl)
-            body(tx, tx.table_metadata.schema())
-            props = ks.table_properties(info, version)
-            props[ks.PROP_TO_TS] = str(run.to_ts)
-            tx.set_properties(props)
+        try:
+            with tbl.transaction() as tx:
+                if prepare is not None:
+                    prepare(tx)
+                with tx.update_schema(allow_incompatible_changes=True) as update:
+                    ks.evolve_remove(update, tbl.schema(), tbl.properties, info, kind)
+                with tx.update_schema() as update:
+                    ks.evolve_add(update, tx.table_metadata.schema(), tbl.properties, info, kind, ddl)
+                result = body(tx)
+                props = ks.table_properties(info, version)
+                props[ks.PROP_TO_TS] = str(run.to_ts)
+                tx.set_properties(props)
+        except CommitFailedException as e:
+            raise ConcurrentRunError(f"table {'.'.join(tbl.name())}: another run committed to it while this run "
+                                     f"wrote ({run.from_ts}, {run.to_ts}]: concurrent run; nothing of this run was "
+                                     f"committed to it, a re-run takes what is left ({e})") from e
         self._commits += 1
         failpoints.inject("sink-commit", self._commits)
         if self.tag_runs:
             self._tag(tbl.name(), run.to_ts)
+        return result
 
     def _tag(self, ident: tuple[str, ...], to_ts: int) -> None:
         """Tag the table's current snapshot ``tidb-ts-<to_ts>`` (time travel by upstream ts)."""
@@ -338,56 +310,85 @@ class IcebergSink(Sink):
         if snap is not None and name not in tbl.metadata.refs:
             tbl.manage_snapshots().create_tag(snap.snapshot_id, name).commit()
 
-    def _merge(self, tx: Transaction, tbl: Table, schema: Schema, rows: pa.Table, info: TableInfo, reset: bool,
-               run: ch.RunBatch) -> None:
-        markers = run.markers()
-        keys = ks.key_columns(info)
-        has_data = tbl.current_snapshot() is not None
-        if reset and has_data:
-            tx.delete(AlwaysTrue(), snapshot_properties=markers)
-            has_data = False
-        if has_data and self._needs_backfill(tbl, info):
-            # columns added with a default: every stored row must read it, so rewrite the mirror
-            existing = self._existing(tbl, info)
-            net = net_change(rows, keys) if rows.num_rows else None
-            if net is not None:
-                existing = existing.join(net.touched_keys, keys, join_type="left anti")
-            tx.delete(AlwaysTrue(), snapshot_properties=markers)
-            parts = [ks.conform(existing, schema)] + ([ks.conform(net.upserts, schema)] if net else [])
-            tx.append(pa.concat_tables(parts), snapshot_properties=markers)
+    def _append_changelog(self, tbl: Table, run: ch.RunBatch, g: _Group, final: TableInfo, since: int,
+                          tx: Transaction) -> dict[str, int]:
+        """Executors write the group's changes after ``since`` as data files; they are appended in
+        ``tx``. Returns the row changes per op."""
+        frame = run.rows_of({tc.table_id for tc in g.parts})
+        if frame is None:
+            return {}
+        job = tasks.ChangelogJob(_segment_map(g, final), since, tasks.FileWriter(tx.table_metadata,
+                                                                               dict(tbl.io.properties)))
+        files, _, counts = _collect(frame.mapInArrow(partial(tasks.write_changelog, job), tasks.FILES_DDL))
+        if files:
+            with tx.update_snapshot(snapshot_properties=run.markers()).fast_append() as append:
+                for f in files:
+                    append.append_data_file(f)
+        return counts
+
+    def _merge_mirror(self, tbl: Table, run: ch.RunBatch, g: _Group, live: ch.TableChanges, final: TableInfo,
+                      since: int, reset: int | None, respec: int | None, tx: Transaction) -> None:
+        """The live table's changes after ``since`` (and after a TRUNCATE at ``reset``) merged per key
+        into the mirror, on the executors (``tasks.route_mirror``/``merge_mirror``); the replaced files
+        go and the new ones come in ``tx``."""
+        keys = ks.key_columns(final)
+        files = [t.file for t in tbl.scan().plan_files()] if tbl.current_snapshot() is not None else []
+        segments = _segment_map(g, final)
+        epoch_keys = {(tid, v): ",".join(_final_names(ks.key_columns(info), info, final))
+                      for (tid, v), info in segments.tables.items() if tid == live.table_id}
+        epochs = any(k != ",".join(keys) for k in epoch_keys.values())
+        if respec:   # the key's first column changed: bucket the new one, rewriting the whole table here
+            source = tx.table_metadata.schema().find_field(keys[0])
+            if BucketTransform(respec).can_transform(source.field_type):
+                with tx.update_spec() as update:
+                    update.add_field(keys[0], BucketTransform(respec), f"{keys[0]}_bucket")
+        buckets, bucket_type = _mirror_buckets(tx, keys[0]) if not (epochs or respec) else (1, None)
+        spec_id = tx.table_metadata.spec().spec_id
+        existing: dict[int, list[DataFile]] = {}
+        if reset is None:
+            for f in files:
+                b = 0 if buckets == 1 else f.partition[0] if f.spec_id == spec_id else None
+                if b is None:   # a file of an older spec: this run merges in one bucket
+                    buckets, bucket_type = 1, None
+                    existing = {0: files}
+                    break
+                existing.setdefault(b, []).append(f)
+        same_table = tbl.properties.get(ks.PROP_TABLE_ID) == str(final.id)
+        backfill = bool(existing) and self._needs_backfill(tbl, final)
+        job = tasks.MirrorJob(
+            segments=segments, live_id=live.table_id, after=max(since, reset) if reset is not None else since,
+            keys=keys, buckets=buckets, bucket_type=bucket_type, epochs=epochs, backfill=backfill,
+            existing={b: tasks.pack_files(fs) for b, fs in existing.items()}, old_metadata=tbl.metadata,
+            old_map=ks.stored_columns(tbl.properties) if same_table else {},
+            writer=tasks.FileWriter(tx.table_metadata, dict(tbl.io.properties)), epoch_keys=epoch_keys)
+        pieces: list[DataFrame] = []
+        frame = run.rows_of({live.table_id})
+        if frame is not None:
+            pieces.append(frame.mapInArrow(partial(tasks.route_mirror, job), tasks.ROUTED_DDL))
+        if backfill or (epochs and existing):   # buckets whose files are rewritten without a change in them
+            pieces.append(_spark().createDataFrame([(b, b"") for b in existing], tasks.ROUTED_DDL))
+        new: list[DataFile] = []
+        replaced: set[str] = set()
+        if pieces:
+            routed = pieces[0] if len(pieces) == 1 else pieces[0].unionByName(pieces[1])
+            merged = routed.repartition(max(1, buckets), "bucket").mapInArrow(partial(tasks.merge_mirror, job),
+                                                                              tasks.FILES_DDL)
+            new, removed, _ = _collect(merged)
+            replaced = set(removed)
+        gone = files if reset is not None else [f for f in files if f.file_path in replaced]
+        if not gone and not new:
             return
-        if not rows.num_rows:
-            return
-        for epoch_keys, part in _key_epochs(rows, keys):
-            self._merge_keys(tx, tbl, schema, part, info, epoch_keys, has_data, markers)
-            has_data = True
-
-    def _merge_keys(self, tx: Transaction, tbl: Table, schema: Schema, rows: pa.Table, info: TableInfo, keys: list[str],
-                    has_data: bool, markers: dict[str, str]) -> None:
-        """Delete the keys ``rows`` touched and append their net after-images (one key epoch)."""
-        net = net_change(rows, keys)
-        upserts = net.upserts
-        if has_data and net.touched_keys.num_rows:
-            first = keys[0]
-            values = net.touched_keys.column(first).unique().to_pylist()
-            keep = None
-            if len(keys) > 1:  # other keys sharing the first column's values: re-append them
-                keep = self._existing(tbl, info, first, values).join(net.touched_keys, keys, join_type="left anti")
-            with warnings.catch_warnings():  # keys first inserted in this run match nothing: expected
-                warnings.filterwarnings("ignore", "Delete operation did not match any records")
-                tx.delete(_in(first, values), snapshot_properties=markers)
-            if keep is not None and keep.num_rows:
-                upserts = pa.concat_tables([ks.conform(keep, schema), ks.conform(upserts, schema)])
-        mirror_rows = ks.conform(upserts, schema)
-        if mirror_rows.num_rows:
-            tx.append(mirror_rows, snapshot_properties=markers)
-
-
-def _in(column: str, values: list[Any]) -> BooleanExpression:
-    """``column IN values``: pyiceberg's ``In(column, values)`` with keywords, the form the pydantic
-    mypy plugin types; an empty list matches nothing and one value gives ``EqualTo``."""
-    return In(term=column, literals=values)
-
+        snapshot = tx.update_snapshot(snapshot_properties=run.markers())
+        if gone:
+            with snapshot.overwrite() as overwrite:
+                for f in gone:
+                    overwrite.delete_data_file(f)
+                for f in new:
+                    overwrite.append_data_file(f)
+        else:
+            with snapshot.fast_append() as append:
+                for f in new:
+                    append.append_data_file(f)
 
 def _final_names(names: list[str], old: TableInfo, new: TableInfo) -> list[str]:
     """Column names of ``old`` as ``new`` calls them (by column id); hidden columns and columns
@@ -400,29 +401,87 @@ def _final_names(names: list[str], old: TableInfo, new: TableInfo) -> list[str]:
     return out
 
 
-def _key_epochs(rows: pa.Table, final_keys: list[str]) -> list[tuple[list[str], pa.Table]]:
-    """``rows`` (ordered) cut where the key in force changes (ADD/DROP PRIMARY KEY inside the run),
-    each part with the key its rows were written under."""
-    if KEY_EPOCH not in rows.column_names:
-        return [(final_keys, rows)]
-    epoch = rows.column(KEY_EPOCH).to_pylist()
-    rows = rows.drop_columns([KEY_EPOCH])
-    out, start = [], 0
-    for i in range(1, len(epoch) + 1):
-        if i == len(epoch) or epoch[i] != epoch[start]:
-            out.append((epoch[start].split(","), rows.slice(start, i - start)))
-            start = i
-    return out
-
-
 def _drop_ts(tc: ch.TableChanges) -> int | None:
     """Commit ts of the DROP TABLE / DROP DATABASE that ended this table id in the range, if any."""
     return max((e.commit_ts for e in tc.events if e.job.type in (DROP_TABLE, DROP_VIEW, DROP_SCHEMA)), default=None)
 
 
-def _after(rows: pa.Table, ts: int) -> pa.Table:
-    """The rows committed after ``ts``."""
-    return rows.filter(pc.greater(rows.column(ch.COMMIT_TS), ts)) if rows.num_rows else rows
+def _segment_map(g: _Group, final: TableInfo) -> tasks.SegmentMap:
+    """The TableInfo of every segment of the group; ids renamed into ``final``: the live ones and
+    ``final``'s own (a dropped table's rows keep their names)."""
+    tables = {(tc.table_id, s.schema_version): s.table for tc in g.parts for s in tc.segments}
+    renamed = frozenset(tc.table_id for tc in g.parts if tc.final is not None or tc.table_id == final.id)
+    return tasks.SegmentMap(final, tables, renamed)
+
+
+def _mirror_buckets(tx: Transaction, first_key: str) -> tuple[int, IcebergType | None]:
+    """(buckets the merge routes to, the Iceberg type they hash) for the mirror as ``tx`` leaves it:
+    its bucket count when it buckets ``first_key``, else one bucket."""
+    meta = tx.table_metadata
+    source = meta.schema().find_field(first_key)
+    bucket = next((f for f in meta.spec().fields if isinstance(f.transform, BucketTransform)), None)
+    if bucket is None or bucket.source_id != source.field_id:
+        return 1, None
+    assert isinstance(bucket.transform, BucketTransform)
+    return bucket.transform.num_buckets, source.field_type
+
+
+def _bucket_field(tbl: Table) -> PartitionField | None:
+    return next((f for f in tbl.spec().fields if isinstance(f.transform, BucketTransform)), None)
+
+
+def _moving_bucket(tbl: Table, final: TableInfo) -> int | None:
+    """The mirror's bucket count when its bucket column will not be ``final``'s first key column
+    (ADD/DROP PRIMARY KEY moved the key; its column may be dropped): the spec then moves in the
+    run's transaction. None when the spec stays."""
+    bucket = _bucket_field(tbl)
+    if bucket is None or not isinstance(bucket.transform, BucketTransform):
+        return None
+    source = tbl.schema().find_column_name(bucket.source_id)
+    first = ks.key_columns(final)[0]
+    if first == ch.ROWID:
+        keeps = source == ch.ROWID
+    else:
+        stored = ks.stored_columns(tbl.properties) if tbl.properties.get(ks.PROP_TABLE_ID) == str(final.id) else {}
+        col = next(c for c in final.columns if c.name == first)
+        keeps = stored.get(str(col.id), first) == source
+    return None if keeps else bucket.transform.num_buckets
+
+
+def _drop_bucket(tbl: Table, tx: Transaction) -> None:
+    """Remove the mirror's bucket field before the schema evolution (which may drop its column)."""
+    bucket = _bucket_field(tbl)
+    if bucket is not None:
+        with tx.update_spec() as update:
+            update.remove_field(bucket.name)
+
+
+def _bucket_spec(schema: Schema, column: str, buckets: int) -> PartitionSpec:
+    """``bucket(buckets, column)``, or no partitioning for one bucket or a type Iceberg cannot bucket."""
+    source = schema.find_field(column)
+    if buckets <= 1 or not BucketTransform(buckets).can_transform(source.field_type):
+        return UNPARTITIONED_PARTITION_SPEC
+    return PartitionSpec(PartitionField(source.field_id, 1000, BucketTransform(buckets), f"{column}_bucket"))
+
+
+def _collect(frame: DataFrame) -> tuple[list[DataFile], list[str], dict[str, int]]:
+    """The new files, replaced file paths and row counts per op that write tasks returned."""
+    files: list[DataFile] = []
+    removed: list[str] = []
+    counts: dict[str, int] = {}
+    for r in frame.toArrow().to_pylist():
+        files.extend(tasks.unpack_files(r["files"]))
+        removed.extend(tasks.unpack_paths(r["removed"]))
+        if r["op"]:
+            counts[r["op"]] = counts.get(r["op"], 0) + r["rows"]
+    return files, removed, counts
+
+
+def _spark() -> SparkSession:
+    spark = SparkSession.getActiveSession()
+    if spark is None:
+        raise SinkError("the Iceberg sink writes on Spark executors: no active Spark session")
+    return spark
 
 
 def _latest_info(g: _Group) -> TableInfo | None:

@@ -2,12 +2,13 @@
 re-create, primary keys added and dropped, column renames under composite keys, DROP DATABASE, and
 ``--tables`` runs over renames, each ending with the mirror equal to the upstream.
 
-Most tests run the drainer's own code without Spark and without pump processes, to stay cheap:
+Most tests run the drainer's own code without pump processes, to stay cheap:
 the emulator (``upstream.cluster.Cluster``) writes its binlogs to an in-memory recorder instead of
 pumps; a run pairs them by start_ts, keeps the commits in ``(from_ts, to_ts]``, sorts by commit_ts
 and then goes through the real decode stage (``transform.rowchanges.decode_transactions``), the
 real assembly (``transform.drain._assemble``) and the real :class:`sink.iceberg.writer.IcebergSink`
-on a SQLite catalog. Only the pull/pair stage on Spark is skipped. The one end-to-end test uses the
+on a SQLite catalog, whose writes run on local Spark. Only the pull/pair/decode stages on Spark are
+skipped. The one end-to-end test uses the
 ``env`` fixture (two real pumps, local Spark).
 """
 from __future__ import annotations
@@ -41,7 +42,8 @@ pytestmark = pytest.mark.integration
 
 
 # ---------------------------------------------------------------------------------------------
-# harness: emulator → in-memory binlogs → decode → assemble → IcebergSink (no Spark, no pumps)
+# harness: emulator → in-memory binlogs → decode → assemble → IcebergSink (no pumps; the sink's
+# writes run on the session's local Spark)
 
 class _Done:
     def result(self, timeout: float | None = None) -> None:
@@ -84,8 +86,9 @@ class _Recorder:
 class Local:
     """An emulated cluster whose binlogs are drained in-process into an Iceberg warehouse."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, spark: Any) -> None:
         self.root = root
+        self.spark = spark
         self.cluster = Cluster(tso_addr=None, status_addr=None)
         self.rec = _Recorder()
         for s in self.cluster.servers:
@@ -108,7 +111,11 @@ class Local:
         decoded = pa.Table.from_batches(list(decode_transactions(DecodeContext(history, filt), [rb])),
                                         schema=OUT_SCHEMA)
         batch = ch.RunBatch(self.cluster.cluster_id, from_ts, to_ts, uuid.uuid4().hex[:16])
-        _assemble(batch, decoded, history, filt)
+        _assemble(batch, decoded.drop_columns(["data"]), history, filt)
+        rows = decoded.filter(pa.compute.equal(decoded.column("kind"), "rows"))
+        if rows.num_rows:   # as run_drain leaves them: the segments in Spark
+            batch.frame = self.spark.createDataFrame(
+                rows.select(["table_id", "schema_version", "commit_ts", "rows", "data"]))
         return batch
 
     def drain(self, to_ts: int | None = None, from_ts: int | None = None, sink: IcebergSink | None = None,
@@ -139,8 +146,8 @@ class Local:
 
 
 @pytest.fixture
-def up(tmp_path: Path) -> Iterator[Local]:
-    local = Local(tmp_path)
+def up(tmp_path: Path, spark: Any) -> Iterator[Local]:
+    local = Local(tmp_path, spark)
     try:
         yield local
     finally:

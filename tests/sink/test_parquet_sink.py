@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +40,11 @@ from transform.changes import (
     RunBatch,
     Segment,
     TableChanges,
+    write_segment,
 )
 from transform.codec import mysqltypes as mt
 from transform.codec.model import HistoryInfo, Job, TableInfo, arrow_type
+from transform.spark import spark_session
 
 CLUSTER = 7001
 DAY1 = dt.datetime(2024, 3, 1, 23, 59, 0, tzinfo=dt.UTC)
@@ -94,9 +98,39 @@ def ddl(commit_ts: int, query: str, version: int, info: TableInfo | None) -> DDL
     return DDLEvent(commit_ts=commit_ts, job=job, table=info)
 
 
+@dataclass(frozen=True)
+class Seg:
+    """A segment with its rows, as a test writes it (``run_of`` puts the rows into the run's frame)."""
+
+    schema_version: int
+    table: TableInfo
+    rows: pa.Table
+
+
 def run_of(from_ts: int, to_ts: int, batch: str, *tables: TableChanges, cluster: int = CLUSTER) -> RunBatch:
-    return RunBatch(cluster_id=cluster, from_ts=from_ts, to_ts=to_ts, batch_id=batch,
-                    tables={t.table_id: t for t in tables})
+    """A run of ``tables`` (whose segments are ``Seg``s) as ``run_drain`` hands it over: segment
+    metadata on the driver, the rows in a Spark frame, two records per segment (two tasks' pieces)."""
+    out: dict[int, TableChanges] = {}
+    records: list[dict[str, Any]] = []
+    for t in tables:
+        segs = []
+        for s in t.segments:
+            segs.append(Segment(s.schema_version, s.table, s.rows.num_rows))
+            half = s.rows.num_rows // 2
+            for piece in (s.rows.slice(0, half), s.rows.slice(half)):
+                if piece.num_rows:
+                    records.append({"table_id": t.table_id, "schema_version": s.schema_version,
+                                    "commit_ts": piece.column(COMMIT_TS)[0].as_py(), "rows": piece.num_rows,
+                                    "data": write_segment(piece)})
+        out[t.table_id] = TableChanges(t.table_id, t.db, t.name, t.final, segs, list(t.events))
+    run = RunBatch(cluster_id=cluster, from_ts=from_ts, to_ts=to_ts, batch_id=batch, tables=out)
+    if records:
+        run.frame = spark_session("local[2]").createDataFrame(pa.Table.from_pylist(records, FRAME))
+    return run
+
+
+FRAME = pa.schema([("table_id", pa.int64()), ("schema_version", pa.int64()), ("commit_ts", pa.int64()),
+                   ("rows", pa.int64()), ("data", pa.binary())])
 
 
 T1, T2, T3 = tso(DAY1), tso(DAY1, 3), tso(DAY2)
@@ -105,13 +139,18 @@ INFO = table_info(41, "users")
 
 def first_run() -> RunBatch:
     """users: I(1) and I(2) on day 1, U(1) and D(2) on day 2, all at schema version 5."""
-    seg = Segment(5, INFO, rows(INFO, [
+    return run_of(T1 - 1, T3, "b1", first_changes())
+
+
+def first_changes() -> TableChanges:
+    """The changes of :func:`first_run`."""
+    seg = Seg(5, INFO, rows(INFO, [
         ("I", T1, 0, {"id": 1, "name": "ann"}, None),
         ("I", T2, 0, {"id": 2, "name": "bob"}, None),
         ("U", T3, 0, {"id": 1, "name": "anne"}, {"id": 1, "name": "ann"}),
         ("D", T3, 1, {"id": 2, "name": "bob"}, None),
     ]))
-    return run_of(T1 - 1, T3, "b1", TableChanges(41, "shop", "users", INFO, [seg], []))
+    return TableChanges(41, "shop", "users", INFO, [seg], [])
 
 
 def files_under(root: Path) -> set[str]:
@@ -122,11 +161,15 @@ def test_layout_partitions_by_utc_date_and_writes_schema_files(tmp_path: Path) -
     sink = ParquetSink(str(tmp_path / "out"))
     reports = sink.write(first_run())
     root = tmp_path / "out"
-    assert files_under(root) == {
-        "shop/users/_binlake_runs.json", "shop/users/v5/_schema.json",
-        "shop/users/v5/commit_date=2024-03-01/b1-0.parquet", "shop/users/v5/commit_date=2024-03-02/b1-1.parquet"}
-    day1 = pq.read_table(root / "shop/users/v5/commit_date=2024-03-01/b1-0.parquet")
-    day2 = pq.read_table(root / "shop/users/v5/commit_date=2024-03-02/b1-1.parquet")
+    files = files_under(root)
+    assert {f for f in files if not f.endswith(".parquet")} == {"shop/users/_binlake_runs.json",
+                                                                "shop/users/v5/_schema.json"}
+    data = sorted(f for f in files if f.endswith(".parquet"))
+    assert [f.rsplit("/", 1)[0] for f in data] == ["shop/users/v5/commit_date=2024-03-01",
+                                                   "shop/users/v5/commit_date=2024-03-02"]
+    assert all(re.fullmatch(r"b1-[0-9a-f]{32}\.parquet", f.rsplit("/", 1)[1]) for f in data), data
+    day1 = pq.read_table(root / data[0])
+    day2 = pq.read_table(root / data[1])
     assert "commit_date" not in day1.column_names
     assert day1.column("id").to_pylist() == [1, 2]
     assert day2.column(OP).to_pylist() == ["U", "D"]
@@ -165,17 +208,17 @@ def test_rerunning_a_committed_run_writes_nothing(tmp_path: Path) -> None:
     assert again[0].skipped == f"already at to_ts={T3}" and again[0].rows == {}
     assert {p: (tmp_path / p).read_bytes() for p in files_under(tmp_path)} == before
     # a narrower range inside the committed one is covered too
-    inner = run_of(T1, T3, "b9", first_run().tables[41])
+    inner = run_of(T1, T3, "b9", first_changes())
     assert sink.write(inner)[0].skipped.startswith("already at")
     assert read_changelog(tmp_path, "shop", "users").num_rows == 4
 
 
 def test_partly_committed_range_writes_only_the_rest(tmp_path: Path) -> None:
     sink = ParquetSink(str(tmp_path))
-    first = first_run()
-    sink.write(run_of(first.from_ts, T2, "b1", TableChanges(41, "shop", "users", INFO, [
-        Segment(5, INFO, first.tables[41].segments[0].rows.slice(0, 2))])))
-    report = sink.write(run_of(first.from_ts, T3, "b2", first.tables[41]))[0]
+    first = first_changes()
+    sink.write(run_of(T1 - 1, T2, "b1", TableChanges(41, "shop", "users", INFO, [
+        Seg(5, INFO, first.segments[0].rows.slice(0, 2))])))
+    report = sink.write(run_of(T1 - 1, T3, "b2", first))[0]
     assert report.skipped == "" and report.rows == {"U": 1, "D": 1}
     out = read_changelog(tmp_path, "shop", "users")
     assert out.column(OP).to_pylist() == ["I", "I", "U", "D"]
@@ -197,20 +240,22 @@ def test_crash_leftovers_are_ignored_by_readers_and_cleaned_by_the_next_run(tmp_
     # Crash 2 leftovers by hand: an in-progress file and a stray finished-looking file.
     part = tdir / "v5/commit_date=2024-03-01"
     (part / "zz-0.parquet.inprogress").write_bytes(b"PAR1 torn")
-    (part / "zz-1.parquet").write_bytes((part / "b1-0.parquet").read_bytes())
+    day1_file = next(part.glob("b1-*.parquet"))
+    (part / "zz-1.parquet").write_bytes(day1_file.read_bytes())
 
     assert sink.write(first_run())[0].rows == {"I": 2, "U": 1, "D": 1}
     assert not (part / "zz-0.parquet.inprogress").exists() and not (part / "zz-1.parquet").exists()
-    assert sorted(Path(p).name for p in committed_files(tmp_path, "shop", "users")) == ["b1-0.parquet", "b1-1.parquet"]
+    committed = committed_files(tmp_path, "shop", "users")
+    assert len(committed) == 2 and all(Path(p).exists() and Path(p).name.startswith("b1-") for p in committed)
     assert read_changelog(tmp_path, "shop", "users").num_rows == 4
 
     # Leftovers after a committed run: ignored by readers, cleaned by the next run touching the table.
-    (part / "zz-2.parquet").write_bytes((part / "b1-0.parquet").read_bytes())
+    (part / "zz-2.parquet").write_bytes(Path(committed[0]).read_bytes())
     (part / "zz-3.parquet.inprogress").write_bytes(b"x")
     assert read_changelog(tmp_path, "shop", "users").num_rows == 4
     assert not [f for f in committed_files(tmp_path, "shop", "users") if "zz-" in f]
     later = tso(DAY2, 9)
-    sink.write(run_of(T3, later, "b2", TableChanges(41, "shop", "users", INFO, [Segment(5, INFO, rows(INFO, [
+    sink.write(run_of(T3, later, "b2", TableChanges(41, "shop", "users", INFO, [Seg(5, INFO, rows(INFO, [
         ("I", later, 0, {"id": 3, "name": "cy"}, None)]))])))
     assert not (part / "zz-2.parquet").exists() and not (part / "zz-3.parquet.inprogress").exists()
     assert read_changelog(tmp_path, "shop", "users").column("id").to_pylist() == [1, 2, 1, 2, 3]
@@ -253,8 +298,8 @@ def test_a_run_of_another_cluster_is_refused(tmp_path: Path) -> None:
 def test_schema_versions_get_their_own_dirs_and_are_projected_on_read(tmp_path: Path) -> None:
     v6 = table_info(41, "users", ("score",))
     v7 = TableInfo.from_json({**v6.to_json(), "cols": [c for c in v6.to_json()["cols"] if c["name"]["O"] != "name"]})
-    seg5 = Segment(5, INFO, rows(INFO, [("I", T1, 0, {"id": 1, "name": "ann"}, None)]))
-    seg6 = Segment(6, v6, rows(v6, [("U", T3, 0, {"id": 1, "name": "ann", "score": 9},
+    seg5 = Seg(5, INFO, rows(INFO, [("I", T1, 0, {"id": 1, "name": "ann"}, None)]))
+    seg6 = Seg(6, v6, rows(v6, [("U", T3, 0, {"id": 1, "name": "ann", "score": 9},
                                      {"id": 1, "name": "ann", "score": None})]))
     events = [ddl(T2, "ALTER TABLE users ADD score INT", 6, v6), ddl(T3 + 1, "ALTER TABLE users DROP name", 7, v7)]
     sink = ParquetSink(str(tmp_path))
@@ -276,7 +321,7 @@ def test_rename_table_writes_under_the_new_name(tmp_path: Path) -> None:
     renamed = table_info(41, "members")
     later = tso(DAY2, 20)
     sink.write(run_of(T3, later, "b2", TableChanges(41, "shop", "members", renamed, [
-        Segment(8, renamed, rows(renamed, [("I", later, 0, {"id": 5, "name": "eve"}, None)]))],
+        Seg(8, renamed, rows(renamed, [("I", later, 0, {"id": 5, "name": "eve"}, None)]))],
         [ddl(later - 1, "RENAME TABLE users TO members", 8, renamed)])))
     assert read_changelog(tmp_path, "shop", "users").num_rows == 4
     assert read_changelog(tmp_path, "shop", "members").column("id").to_pylist() == [5]
@@ -287,7 +332,7 @@ def test_unsafe_names_are_escaped(tmp_path: Path) -> None:
     info = table_info(50, "a/b")
     sink = ParquetSink(str(tmp_path))
     sink.write(run_of(0, T1, "b1", TableChanges(50, "..", "a/b", info, [
-        Segment(3, info, rows(info, [("I", T1, 0, {"id": 1}, None)]))])))
+        Seg(3, info, rows(info, [("I", T1, 0, {"id": 1}, None)]))])))
     assert (tmp_path / "%2E." / "a%2Fb" / MANIFEST_FILE).is_file()
     assert read_changelog(tmp_path, "..", "a/b").num_rows == 1
 
@@ -309,7 +354,7 @@ def test_duckdb_reads_the_files_with_hive_partitioning(tmp_path: Path) -> None:
     sink.write(first_run())
     later = tso(DAY2, 30)
     sink.write(run_of(T3, later, "b2", TableChanges(41, "shop", "users", v6, [
-        Segment(6, v6, rows(v6, [("I", later, 0, {"id": 3, "name": "cy", "score": 4}, None)]))])))
+        Seg(6, v6, rows(v6, [("I", later, 0, {"id": 3, "name": "cy", "score": 4}, None)]))])))
     glob = str(tmp_path / "shop" / "users" / "*" / "commit_date=*" / "*.parquet")
     con = duckdb.connect()
     got = con.execute(
@@ -327,7 +372,7 @@ def test_duckdb_reads_the_files_with_hive_partitioning(tmp_path: Path) -> None:
 def test_an_older_range_written_after_a_newer_one_reads_in_commit_order(tmp_path: Path) -> None:
     sink = ParquetSink(str(tmp_path))
     later = tso(DAY2, 40)
-    newer = run_of(T3, later, "b2", TableChanges(41, "shop", "users", INFO, [Segment(5, INFO, rows(INFO, [
+    newer = run_of(T3, later, "b2", TableChanges(41, "shop", "users", INFO, [Seg(5, INFO, rows(INFO, [
         ("I", later, 0, {"id": 9, "name": "zed"}, None)]))]))
     assert sink.write(newer)[0].rows == {"I": 1}
     assert sink.write(first_run())[0].rows == {"I": 2, "U": 1, "D": 1}  # a backfill, not covered

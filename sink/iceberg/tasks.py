@@ -1,0 +1,314 @@
+"""What the Iceberg sink runs inside Spark tasks: executors write the data files, the driver commits.
+
+Each function here is the body of a ``mapInArrow`` over records of a run's frame
+(``transform.changes.FRAME_SCHEMA``); its job object (a frozen dataclass, pickled into the task)
+carries the small metadata it needs: TableInfos, the Iceberg table metadata the driver's transaction
+will commit (schema after the evolution, partition spec, location) and the FileIO properties. A task
+holds one bucket's rows, or one batch of rows, at a time, never a whole run. What it returns to the
+driver is metadata: packed ``DataFile``s, paths of files it replaced, row counts.
+
+- :func:`write_changelog`: rows renamed into the table's final schema, written as data files of the
+  changelog (partitioned by day of ``_tidb_commit_time``), with per-op counts for the report.
+- :func:`route_mirror` then :func:`merge_mirror`: the mirror merge. Rows are routed to the Iceberg
+  bucket of their key (an update that changes the key goes to the buckets of both keys), so every
+  change of a key meets in one task; that task reduces them to the net change per key
+  (``transform.reduce.net_change``), rewrites the bucket's existing files that hold touched keys
+  without them, and writes the surviving images.
+"""
+from __future__ import annotations
+
+import pickle
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyiceberg.expressions import AlwaysTrue
+from pyiceberg.io import FileIO, load_file_io
+from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
+from pyiceberg.manifest import DataFile
+from pyiceberg.table import FileScanTask
+from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.transforms import BucketTransform
+from pyiceberg.types import IcebergType
+
+from sink.iceberg import schema as ks
+from transform import changes as ch
+from transform.codec.model import TableInfo
+from transform.reduce import net_change
+
+KEY_EPOCH = "_binlake_key"   # internal column: the key a mirror row change was written under
+WRITE_BATCH_ROWS = 262_144   # rows a task gathers before it writes them as files
+FILES_SCHEMA = pa.schema([("files", pa.binary()), ("removed", pa.binary()), ("op", pa.string()),
+                          ("rows", pa.int64())])
+FILES_DDL = "files binary, removed binary, op string, rows long"
+ROUTED_DDL = "bucket int, data binary"
+
+
+# ---------------------------------------------------------------------------------------------
+# data files across processes
+
+def pack_files(files: Iterable[DataFile]) -> bytes:
+    """``DataFile``s as bytes a task can hand to the driver (their spec ids included)."""
+    return pickle.dumps([(f, f.spec_id) for f in files])
+
+
+def unpack_paths(blob: bytes | None) -> list[str]:
+    """The file paths a merge task replaced."""
+    return list(pickle.loads(blob)) if blob else []
+
+
+def unpack_files(blob: bytes | None) -> list[DataFile]:
+    """The ``DataFile``s of :func:`pack_files` (``spec_id`` is not part of a DataFile's pickled state)."""
+    if not blob:
+        return []
+    out = []
+    for f, spec_id in pickle.loads(blob):
+        f.spec_id = spec_id
+        out.append(f)
+    return out
+
+
+@dataclass(frozen=True)
+class FileWriter:
+    """Writes Arrow rows as data files of one table as the driver's transaction will commit it."""
+
+    metadata: TableMetadata
+    io_properties: dict[str, str]
+
+    def io(self) -> FileIO:
+        """The table's FileIO, built in this process."""
+        return load_file_io(self.io_properties, self.metadata.location)
+
+    def write(self, rows: pa.Table) -> list[DataFile]:
+        """``rows`` (in the table's schema) as new data files, split by partition and target size."""
+        if not rows.num_rows:
+            return []
+        files = list(_dataframe_to_data_files(self.metadata, rows, self.io(), write_uuid=uuid.uuid4()))
+        for f in files:
+            f.spec_id = self.metadata.default_spec_id   # as the driver commits them
+        return files
+
+
+@dataclass(frozen=True)
+class SegmentMap:
+    """How a group's segments become rows of its final table: the TableInfo of every (table id,
+    schema version), and the table ids whose rows are renamed into ``final`` by column id."""
+
+    final: TableInfo
+    tables: dict[tuple[int, int], TableInfo]
+    renamed: frozenset[int]
+
+    def rows(self, table_id: int, version: int, data: bytes) -> pa.Table:
+        """A record's rows with the final table's column names (renames by column id)."""
+        rows = ch.read_segment(data)
+        if table_id in self.renamed:
+            rows = ks.rename_columns(rows, ks.column_map(self.tables[(table_id, version)]), self.final)
+        return rows
+
+
+def _records(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[int, int, bytes]]:
+    for rb in batches:
+        cols = rb.to_pydict()
+        yield from zip(cols["table_id"], cols["schema_version"], cols["data"])
+
+
+def _after(rows: pa.Table, ts: int) -> pa.Table:
+    return rows.filter(pc.greater(rows.column(ch.COMMIT_TS), ts)) if rows.num_rows else rows
+
+
+def _files_record(files: list[DataFile], removed: list[str] | None = None, counts: Counter[str] | None = None
+                  ) -> pa.RecordBatch:
+    """One ``FILES_SCHEMA`` record per op counted (one record when none is): the files and removed
+    paths ride on the first."""
+    per_op = dict(counts or {}) or {"": 0}
+    return pa.RecordBatch.from_pylist(
+        [{"files": pack_files(files) if i == 0 else None,
+          "removed": pickle.dumps(removed or []) if i == 0 else None,
+          "op": op, "rows": n} for i, (op, n) in enumerate(sorted(per_op.items()))], schema=FILES_SCHEMA)
+
+
+# ---------------------------------------------------------------------------------------------
+# changelog
+
+@dataclass(frozen=True)
+class ChangelogJob:
+    """A group's changelog rows after ``since`` go to ``writer``'s table."""
+
+    segments: SegmentMap
+    since: int
+    writer: FileWriter
+
+
+def write_changelog(job: ChangelogJob, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body: write the task's rows as changelog data files (``FILES_SCHEMA`` out)."""
+    schema = job.writer.metadata.schema()
+    pending: list[pa.Table] = []
+    size = 0
+    files: list[DataFile] = []
+    counts: Counter[str] = Counter()
+    for table_id, version, data in _records(batches):
+        rows = _after(job.segments.rows(table_id, version, data), job.since)
+        if not rows.num_rows:
+            continue
+        rows = ks.conform(rows, schema)
+        for r in rows.group_by(ch.OP).aggregate([(ch.OP, "count")]).to_pylist():
+            counts[r[ch.OP]] += r[f"{ch.OP}_count"]
+        pending.append(rows)
+        size += rows.num_rows
+        if size >= WRITE_BATCH_ROWS:
+            files.extend(job.writer.write(pa.concat_tables(pending)))
+            pending, size = [], 0
+    if pending:
+        files.extend(job.writer.write(pa.concat_tables(pending)))
+    yield _files_record(files, counts=counts)
+
+
+# ---------------------------------------------------------------------------------------------
+# mirror
+
+@dataclass(frozen=True)
+class MirrorJob:
+    """A group's mirror merge: the live table id's rows after ``after`` (the later of the table's
+    progress and a TRUNCATE in the run), merged per key into the table's existing files."""
+
+    segments: SegmentMap
+    live_id: int
+    after: int
+    keys: list[str]                     # the final key columns
+    buckets: int                        # 1: every change and every file in one task
+    bucket_type: IcebergType | None     # the Iceberg type of the bucket's source (the first key column)
+    epochs: bool                        # the run changes the key (ADD/DROP PRIMARY KEY): keys per row
+    backfill: bool                      # every existing file is rewritten (a column added with a default);
+                                        # the driver then sends every bucket with files an empty record
+    existing: dict[int, bytes]          # bucket → packed data files the merge reads (none after a TRUNCATE)
+    old_metadata: TableMetadata         # the table before the transaction, to read ``existing``
+    old_map: dict[str, str]             # TiDB column id → the name it had before (renames by id)
+    writer: FileWriter
+    epoch_keys: dict[tuple[int, int], str] = field(default_factory=dict)   # (table id, version) → key names
+
+    def bucket_of(self, values: pa.Array | pa.ChunkedArray) -> pa.Array:
+        """The Iceberg bucket of each key value (all 0 with one bucket)."""
+        if self.buckets == 1 or self.bucket_type is None:
+            return pa.array([0] * len(values), pa.int32())
+        arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+        out: pa.Array = BucketTransform(self.buckets).pyarrow_transform(self.bucket_type)(arr)
+        return out
+
+
+def route_mirror(job: MirrorJob, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body: the live table's rows, in the final schema, cut by key bucket
+    (``ROUTED_DDL`` out); an update whose key changed goes to the buckets of both keys."""
+    final = job.segments.final
+    schema = ks.changelog_schema(final)
+    first = job.keys[0]
+    out = []
+    for table_id, version, data in _records(batches):
+        if table_id != job.live_id:
+            continue
+        rows = _after(job.segments.rows(table_id, version, data), job.after)
+        if not rows.num_rows:
+            continue
+        rows = ks.conform(ks.fill_missing(rows, final), schema)
+        if job.epochs:
+            keys = job.epoch_keys[(table_id, version)]
+            out.append({"bucket": 0, "data": ch.write_segment(
+                rows.append_column(KEY_EPOCH, pa.array([keys] * rows.num_rows, pa.string())))})
+            continue
+        after_bucket = job.bucket_of(rows.column(first))
+        targets = [after_bucket]
+        if job.buckets > 1 and first != ch.ROWID:   # the hidden row id never changes on update
+            before = pc.struct_field(rows.column(ch.BEFORE), first)
+            updated = pc.equal(rows.column(ch.OP), "U")
+            before_bucket = pc.if_else(updated, job.bucket_of(pc.fill_null(before, rows.column(first))),
+                                       after_bucket)
+            targets.append(before_bucket)
+        for b in sorted(set(pc.unique(pa.chunked_array(targets)).to_pylist())):
+            mask = pc.equal(targets[0], b)
+            for t in targets[1:]:
+                mask = pc.or_(mask, pc.equal(t, b))
+            out.append({"bucket": b, "data": ch.write_segment(rows.filter(mask))})
+    if out:
+        yield pa.RecordBatch.from_pylist(out, schema=pa.schema([("bucket", pa.int32()), ("data", pa.binary())]))
+
+
+def _read_existing(job: MirrorJob, files: list[DataFile]) -> Iterator[tuple[DataFile, pa.Table]]:
+    """Each file's rows in the merge's target shape: renamed by column id, added columns filled."""
+    final = job.segments.final
+    schema = job.writer.metadata.schema()
+    scan = ArrowScan(job.old_metadata, job.writer.io(), job.old_metadata.schema(), AlwaysTrue())
+    for f in files:
+        rows = scan.to_table([FileScanTask(f)])
+        yield f, ks.conform(ks.fill_missing(ks.rename_columns(rows, job.old_map, final), final), schema)
+
+
+def merge_mirror(job: MirrorJob, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body: for each bucket of the task, the net change per key applied to the
+    bucket's files (``FILES_SCHEMA`` out: new files, and paths of the files they replace)."""
+    pieces: dict[int, list[pa.Table]] = defaultdict(list)
+    for rb in batches:
+        for bucket, data in zip(rb.column(0).to_pylist(), rb.column(1).to_pylist()):
+            pieces[bucket].extend([ch.read_segment(data)] if data else [])
+    for bucket in sorted(pieces):
+        files = unpack_files(job.existing.get(bucket))
+        parts = pieces[bucket]
+        rows = pa.concat_tables(parts).sort_by(ch.ORDER) if parts else None
+        if job.epochs:
+            new, removed = _merge_epochs(job, rows, files)
+        else:
+            new, removed = _merge_bucket(job, bucket, rows, files)
+        yield _files_record(new, removed)
+
+
+def _merge_bucket(job: MirrorJob, bucket: int, rows: pa.Table | None, files: list[DataFile]
+                  ) -> tuple[list[DataFile], list[str]]:
+    schema = job.writer.metadata.schema()
+    touched = upserts = None
+    if rows is not None and rows.num_rows:
+        net = net_change(rows, job.keys)
+        touched, upserts = net.touched_keys, net.upserts
+        if job.buckets > 1:   # keep what this bucket owns (an update with a changed key is routed twice)
+            touched = touched.filter(pc.equal(job.bucket_of(touched.column(job.keys[0])), bucket))
+            upserts = upserts.filter(pc.equal(job.bucket_of(upserts.column(job.keys[0])), bucket))
+    new: list[DataFile] = []
+    removed: list[str] = []
+    for f, existing in _read_existing(job, files):
+        kept = existing
+        if touched is not None and touched.num_rows and existing.num_rows:
+            kept = existing.join(touched, job.keys, join_type="left anti")
+        if kept.num_rows == existing.num_rows and not job.backfill:
+            continue   # no key of this file changed: it stays
+        removed.append(f.file_path)
+        new.extend(job.writer.write(ks.conform(kept, schema)))
+    if upserts is not None and upserts.num_rows:
+        new.extend(job.writer.write(ks.conform(upserts, schema)))
+    return new, removed
+
+
+def _merge_epochs(job: MirrorJob, rows: pa.Table | None, files: list[DataFile]) -> tuple[list[DataFile], list[str]]:
+    """One task for the whole table: the key changes within the run, so the changes apply epoch by
+    epoch (each under the key it was written with) to all the table's rows."""
+    schema = job.writer.metadata.schema()
+    existing = [t for _, t in _read_existing(job, files)]
+    state = pa.concat_tables(existing) if existing else schema.as_arrow().empty_table()
+    if rows is not None and rows.num_rows:
+        for keys, part in _key_epochs(rows):
+            net = net_change(part, keys)
+            if state.num_rows and net.touched_keys.num_rows:
+                state = state.join(net.touched_keys, keys, join_type="left anti")
+            state = pa.concat_tables([ks.conform(state, schema), ks.conform(net.upserts, schema)])
+    return job.writer.write(ks.conform(state, schema)), [f.file_path for f in files]
+
+
+def _key_epochs(rows: pa.Table) -> list[tuple[list[str], pa.Table]]:
+    """``rows`` (ordered) cut where the key in force changes, each part with its key columns."""
+    epoch = rows.column(KEY_EPOCH).to_pylist()
+    rows = rows.drop_columns([KEY_EPOCH])
+    out, start = [], 0
+    for i in range(1, len(epoch) + 1):
+        if i == len(epoch) or epoch[i] != epoch[start]:
+            out.append((epoch[start].split(","), rows.slice(start, i - start)))
+            start = i
+    return out
