@@ -11,6 +11,8 @@ from collections.abc import Callable
 
 POINTS: dict[str, str] = {
     "sink-commit": "after each Iceberg table commit of a run; receives the commit's number in the run (1, 2, …)",
+    "sink-before-commit": "when an Iceberg table's transaction is complete, just before it commits; receives the "
+                          "table's name",
 }
 
 _enabled: dict[str, Callable[..., None]] = {}

@@ -89,9 +89,11 @@ def column_map(table: TableInfo) -> dict[str, str]:
 
 
 def table_properties(table: TableInfo, version: int) -> dict[str, str]:
-    """The ``binlake.*`` table properties describing which upstream table and version the schema is."""
+    """The ``binlake.*`` table properties describing which upstream table and version the schema is,
+    and no commit retries: pyiceberg would otherwise re-apply a run's appends on top of a concurrent
+    commit (the same changes twice); a run that loses a race must fail instead."""
     return {PROP_TABLE_ID: str(table.id), PROP_COLUMNS: json.dumps(column_map(table)),
-            PROP_SCHEMA_VERSION: str(version)}
+            PROP_SCHEMA_VERSION: str(version), "commit.retry.num-retries": "0"}
 
 
 def _fields(table: TableInfo, required: set[str], start: int) -> list[NestedField]:

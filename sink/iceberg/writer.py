@@ -292,6 +292,7 @@ class IcebergSink(Sink):
                 props = ks.table_properties(info, version)
                 props[ks.PROP_TO_TS] = str(run.to_ts)
                 tx.set_properties(props)
+                failpoints.inject("sink-before-commit", ".".join(tbl.name()))
         except CommitFailedException as e:
             raise ConcurrentRunError(f"table {'.'.join(tbl.name())}: another run committed to it while this run "
                                      f"wrote ({run.from_ts}, {run.to_ts}]: concurrent run; nothing of this run was "

@@ -15,6 +15,7 @@ from binlake.drain import run_drain_command, run_verify_command
 from binlake.drain_config import DrainerConfig, IcebergSection, SparkSection, UpstreamSection
 from binlake.local import PumpProcess
 from sink.iceberg.catalog import open_catalog
+from tests.drain.inprocess import Local
 from tests.upstream.binlogs import wait_watermarks
 from upstream.cluster import Cluster
 
@@ -158,3 +159,12 @@ def committed_ts(results: list[Any]) -> set[int]:
     """Commit timestamps of the DML transactions among statement results."""
     return {r.commit_ts for r in results if r.commit_ts and r.kind != "ddl"}
 
+
+@pytest.fixture
+def up(tmp_path: Path, spark: Any) -> Iterator[Local]:
+    """An emulated cluster drained in process (``tests/drain/inprocess.py``)."""
+    local = Local(tmp_path, spark)
+    try:
+        yield local
+    finally:
+        local.close()
