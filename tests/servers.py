@@ -1,12 +1,16 @@
-"""Real servers for integration tests: a throwaway single-node etcd (Debian's, installed on first use).
+"""Real servers for integration tests: a throwaway single-node etcd (Debian's, installed on first
+use) and a Spark standalone cluster started from the pyspark package.
 
-Generic on purpose: any test folder may ``from tests.servers import EtcdServer``.
+Generic on purpose: any test folder may ``from tests.servers import EtcdServer, SparkStandalone``.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -180,3 +184,78 @@ class EtcdServer:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.cleanup()
+
+
+class SparkStandalone:
+    """A Spark standalone cluster on 127.0.0.1 started from the pyspark package: one master and
+    ``workers`` workers (``cores`` cores each), and an executor Python that has every library of
+    this environment but not binlake's own code (so a drain must ship it). Context manager."""
+
+    def __init__(self, workers: int = 2, cores: int = 1, memory: str = "1500m") -> None:
+        import pyspark
+
+        self.home = Path(pyspark.__file__).resolve().parent
+        self.workers, self.cores, self.memory = workers, cores, memory
+        self.port, self.ui_port = free_port(), free_port()
+        self._tmp = tempfile.TemporaryDirectory(prefix="binlake-spark-")
+        self.dir = Path(self._tmp.name)
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    @property
+    def master(self) -> str:
+        """The master URL (``spark://127.0.0.1:PORT``)."""
+        return f"spark://127.0.0.1:{self.port}"
+
+    @property
+    def executor_python(self) -> Path:
+        """A Python seeing this environment's site-packages through a ``.pth`` line: the editable
+        install's finder (a ``.pth`` of its own) does not run there, so binlake is not importable."""
+        return self.dir / "executor-venv" / "bin" / "python"
+
+    def _make_executor_python(self) -> None:
+        venv = self.dir / "executor-venv"
+        subprocess.run([sys._base_executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+        site = next(p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir())
+        (next(venv.glob("lib/python*/site-packages")) / "binlake-deps.pth").write_text(site + "\n")
+
+    def _spawn(self, name: str, args: list[str]) -> None:
+        env = {**os.environ, "SPARK_HOME": str(self.home), "SPARK_LOCAL_IP": "127.0.0.1",
+               "SPARK_WORKER_DIR": str(self.dir / "work")}
+        with open(self.dir / f"{name}.log", "ab") as log:
+            self.procs.append(subprocess.Popen([str(self.home / "bin" / "spark-class"), *args], env=env,
+                                               stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                               start_new_session=True))
+
+    def alive_workers(self) -> int:
+        """Workers the master counts as alive (its web UI's JSON)."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=2) as resp:
+                return int(json.loads(resp.read()).get("aliveworkers", 0))
+        except (OSError, ValueError):
+            return 0
+
+    def __enter__(self) -> SparkStandalone:
+        self._make_executor_python()
+        self._spawn("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                               "--port", str(self.port), "--webui-port", str(self.ui_port)])
+        for i in range(self.workers):
+            self._spawn(f"worker-{i}", ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
+                                        "--cores", str(self.cores), "--memory", self.memory,
+                                        "--webui-port", str(free_port()), "--work-dir", str(self.dir / f"work-{i}"),
+                                        self.master])
+        deadline = time.monotonic() + 90
+        while self.alive_workers() < self.workers:
+            if time.monotonic() > deadline or any(p.poll() is not None for p in self.procs):
+                logs = "\n".join((self.dir / f).read_text(errors="replace")[-1500:]
+                                 for f in os.listdir(self.dir) if f.endswith(".log"))
+                self.__exit__()
+                raise ServerError(f"Spark standalone cluster not up with {self.workers} workers:\n{logs}")
+            time.sleep(0.5)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        self._tmp.cleanup()

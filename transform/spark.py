@@ -11,12 +11,21 @@ Settings, lowest priority first:
 
 Python workers run ``spark.pyspark.python`` when given, else ``$PYSPARK_PYTHON``, else (local
 masters) this interpreter; the process environment is not changed.
+
+On a cluster master the executors need binlake's own code: the session ships the packages its
+tasks import (``SHIPPED``) as one zip through ``addPyFile``. Their third-party libraries (pyarrow,
+pyiceberg, grpcio, numpy, protobuf) must be installed where ``spark.pyspark.python`` points, or come
+as a packed environment through ``spark.archives`` (README, "The Drainer on a cluster").
 """
 from __future__ import annotations
 
+import importlib
 import os
 import sys
+import tempfile
+import zipfile
 from collections.abc import Mapping
+from pathlib import Path
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
@@ -37,6 +46,23 @@ LOCAL_DEFAULTS: dict[str, str] = {
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.driver.host": "127.0.0.1",
 }
+
+
+SHIPPED = ("ingest", "transform", "sink", "schemas")   # the packages Spark tasks import
+_shipped: dict[str, Path] = {}
+
+
+def code_zip() -> Path:
+    """A zip of the ``SHIPPED`` packages' Python files, built once per process."""
+    if "zip" not in _shipped:
+        path = Path(tempfile.mkdtemp(prefix="binlake-code-")) / "binlake-code.zip"
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+            for name in SHIPPED:
+                root = Path(importlib.import_module(name).__file__ or "").parent
+                for f in sorted(root.rglob("*.py")):
+                    zf.write(f, f"{name}/{f.relative_to(root).as_posix()}")
+        _shipped["zip"] = path
+    return _shipped["zip"]
 
 
 def spark_ddl(schema: pa.Schema) -> str:
@@ -85,5 +111,8 @@ def spark_session(master: str = "local[*]", app_name: str = "binlake-drain",
     python = settings.get("spark.pyspark.python") or os.environ.get("PYSPARK_PYTHON")
     if python or is_local(master):
         spark.sparkContext.pythonExec = python or sys.executable
+    if not is_local(master) and "added" not in _shipped:
+        spark.sparkContext.addPyFile(str(code_zip()))
+        _shipped["added"] = code_zip()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
