@@ -5,7 +5,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
-APT_PACKAGES := etcd-server etcd-client mariadb-server mariadb-client
+APT_PACKAGES := etcd-server etcd-client mariadb-server mariadb-client postgresql
+# present when every package above is installed (PostgreSQL's server binaries live off PATH)
+HAVE_SYSTEM_DEPS := command -v etcd && command -v mariadbd && ls /usr/lib/postgresql/*/bin/postgres
 PYTEST_ARGS ?=
 
 export SPARK_LOCAL_IP := 127.0.0.1
@@ -23,11 +25,13 @@ $(STAMP): pyproject.toml constraints.txt
 
 deps: $(STAMP)
 
-# Debian packages the integration tests run (etcd now, MariaDB for the MySQL sink), only when missing.
+# Debian packages the integration tests run (etcd, MariaDB for the MySQL sink, PostgreSQL for the
+# shared catalog), only when missing. The tests start the servers themselves: a package's own
+# service start may be refused in a container (policy-rc.d), which is fine once its files are there.
 system-deps:
-	@if ! command -v etcd >/dev/null || ! command -v mariadbd >/dev/null; then \
-		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-			--no-install-recommends $(APT_PACKAGES); \
+	@if ! { $(HAVE_SYSTEM_DEPS); } >/dev/null 2>&1; then \
+		apt-get update -q && { DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+			--no-install-recommends $(APT_PACKAGES) || { $(HAVE_SYSTEM_DEPS); } >/dev/null 2>&1; }; \
 	fi
 
 # Regenerate schemas/*_pb2*.py from the .proto files (tests/test_schemas.py checks they are current).

@@ -246,6 +246,9 @@ def _drainer_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", help="drainer.toml (TiDB Binlog key names)")
     for flag, key, typ, text in _DRAIN_FLAGS:
         p.add_argument(flag, dest=key, type=typ, help=text, metavar=flag[2:].upper().replace("-", "_"))
+    p.add_argument("--catalog-property", dest="catalog_properties", type=_key_value, action="append",
+                   metavar="KEY=VALUE", help="a pyiceberg catalog/FileIO property, e.g. s3.endpoint=URL "
+                   "(repeatable; over [iceberg.properties])")
 
 
 def _drain_parser(sub: Any) -> None:
@@ -255,7 +258,7 @@ def _drain_parser(sub: Any) -> None:
     p.add_argument("--sink", dest="syncer.db-type", choices=["iceberg", "parquet"], help="default iceberg")
     p.add_argument("--parquet-dir", dest="parquet.dir", help="root directory of the Parquet sink")
     p.add_argument("--spark-master", dest="spark.master", help="default local[*]")
-    p.add_argument("--spark-conf", dest="spark_conf", type=_spark_setting, action="append", metavar="KEY=VALUE",
+    p.add_argument("--spark-conf", dest="spark_conf", type=_key_value, action="append", metavar="KEY=VALUE",
                    help="a Spark setting, verbatim (repeatable; over [spark.conf] and binlake's local defaults)")
     p.add_argument("--tag-runs", dest="iceberg.tag-runs", action="store_const", const=True,
                    help="tag every table's snapshot tidb-ts-<to_ts> (time travel by upstream ts)")
@@ -273,7 +276,7 @@ def _verify_parser(sub: Any) -> None:
     p.set_defaults(run=_run_verify)
 
 
-def _spark_setting(text: str) -> tuple[str, str]:
+def _key_value(text: str) -> tuple[str, str]:
     key, eq, value = text.partition("=")
     if not eq or not key.strip():
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
@@ -288,6 +291,8 @@ def _drainer_options(args: argparse.Namespace) -> DrainerConfig:
     overrides: dict[str, Any] = {k: getattr(args, k, None) for k in keys}
     if getattr(args, "spark_conf", None):
         overrides["spark.conf"] = dict(args.spark_conf)
+    if getattr(args, "catalog_properties", None):
+        overrides["iceberg.properties"] = dict(args.catalog_properties)
     return load_config(DrainerConfig, args.config, overrides)
 
 

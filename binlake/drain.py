@@ -5,7 +5,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from binlake.drain_config import DrainerConfig
 from ingest.config import ConfigError
@@ -13,6 +13,9 @@ from ingest.registry import load_registry
 from ingest.registry.base import DRAINER, PAUSED, NodeStatus
 from ingest.tso import TSOClient
 from sink.base import Sink, TableReport
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
 
 
 class ConsoleProgress:
@@ -59,17 +62,24 @@ def register_drainer(options: DrainerConfig, checkpoint: int) -> None:
         registry.close()
 
 
+def open_iceberg_catalog(options: DrainerConfig) -> Catalog:
+    """The ``[iceberg]`` catalog: warehouse, catalog URI and ``[iceberg.properties]``."""
+    from sink.iceberg.catalog import open_catalog
+
+    ice = options.iceberg
+    return open_catalog(ice.warehouse, ice.catalog_uri or None, **ice.properties)
+
+
 def open_sink(options: DrainerConfig) -> Sink:
     """The sink the options name (Iceberg catalog + warehouse, or a Parquet directory)."""
     if options.syncer.db_type == "parquet":
         from sink.parquet import ParquetSink
 
         return ParquetSink(options.parquet.dir)
-    from sink.iceberg.catalog import open_catalog
     from sink.iceberg.writer import IcebergSink
 
     ice = options.iceberg
-    return IcebergSink(open_catalog(ice.warehouse, ice.catalog_uri or None), tag_runs=ice.tag_runs,
+    return IcebergSink(open_iceberg_catalog(options), tag_runs=ice.tag_runs,
                        mirror_buckets=ice.mirror_buckets, table_buckets=ice.table_buckets)
 
 
@@ -160,14 +170,13 @@ def _print_report(report: dict[str, Any], out: TextIO) -> None:
 
 def run_verify_command(options: DrainerConfig, ts: int | None, out: TextIO = sys.stdout) -> int:
     """Compare every mirror at ``ts`` (default: the checkpoint) with the upstream's snapshot; 0 when equal."""
-    from sink.iceberg.catalog import open_catalog
     from sink.iceberg.writer import IcebergSink
     from sink.verify import verify_mirrors
     from upstream.client import StatusClient
 
     if not options.upstream.status_url:
         raise ConfigError("verify needs --upstream-status-url (the upstream's snapshot at ts)")
-    catalog = open_catalog(options.iceberg.warehouse, options.iceberg.catalog_uri or None)
+    catalog = open_iceberg_catalog(options)
     if ts is None:
         ts = IcebergSink(catalog).checkpoint()
         if ts is None:

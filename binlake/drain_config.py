@@ -51,17 +51,37 @@ def parse_tables(text: Any) -> list[tuple[str, str]]:
     return out
 
 
-def _spark_conf(value: Any) -> dict[str, str]:
+def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """TOML reads an unquoted ``s3.endpoint = …`` as nested tables: join their keys back with dots."""
+    out: dict[str, Any] = {}
+    for key, v in table.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = v
+    return out
+
+
+def _settings(value: Any, what: str, prefix: str = "") -> dict[str, str]:
+    """A TOML table of scalar settings as strings (booleans lower-case), keys starting with ``prefix``."""
     if not isinstance(value, dict):
-        raise ValueError(f"expected a table of spark.* settings, got {value!r}")
+        raise ValueError(f"expected a table of {what}, got {value!r}")
     out = {}
-    for key, v in value.items():
-        if not str(key).startswith("spark."):
-            raise ValueError(f"{key!r} is not a Spark setting (keys start with 'spark.')")
-        if isinstance(v, (dict, list)) or v is None:
+    for key, v in _flatten(value).items():
+        if not key.startswith(prefix):
+            raise ValueError(f"{key!r} is not a {what[:-1]} (keys start with {prefix!r})")
+        if isinstance(v, list) or v is None:
             raise ValueError(f"{key}: expected a string, number or boolean, got {v!r}")
         out[str(key)] = str(v).lower() if isinstance(v, bool) else str(v)
     return out
+
+
+def _spark_conf(value: Any) -> dict[str, str]:
+    return _settings(value, "Spark settings", "spark.")
+
+
+def _catalog_properties(value: Any) -> dict[str, str]:
+    return _settings(value, "catalog properties")
 
 
 DBTables = Annotated[list[tuple[str, str]], BeforeValidator(_db_tables)]
@@ -93,6 +113,9 @@ class IcebergSection(TomlModel):
     # buckets its keys fall in; [iceberg.table-buckets] "db.table" = N overrides it per table
     mirror_buckets: Int = Field(default=16, alias="mirror-buckets", ge=1)
     table_buckets: dict[str, Int] = Field(default_factory=dict, alias="table-buckets")
+    # [iceberg.properties] and every --catalog-property KEY=VALUE: pyiceberg catalog and FileIO
+    # properties, e.g. s3.endpoint, s3.region (credentials also come from the AWS environment)
+    properties: Annotated[dict[str, str], BeforeValidator(_catalog_properties)] = Field(default_factory=dict)
 
 
 class ParquetSection(TomlModel):

@@ -18,7 +18,7 @@ if str(ROOT) not in sys.path:
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 if TYPE_CHECKING:
-    from tests.servers import EtcdServer
+    from tests.servers import EtcdServer, MotoS3, PostgresServer
 
 
 @pytest.fixture(scope="session")
@@ -26,6 +26,22 @@ def etcd_server() -> Iterator[EtcdServer]:
     """A single-node Debian etcd on 127.0.0.1 for the whole session (installed on first use)."""
     from tests.servers import EtcdServer
     with EtcdServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A Debian PostgreSQL on 127.0.0.1 for the whole session (installed on first use)."""
+    from tests.servers import PostgresServer
+    with PostgresServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def moto_s3() -> Iterator[MotoS3]:
+    """An S3 endpoint (``moto_server``) on 127.0.0.1 for the whole session."""
+    from tests.servers import MotoS3
+    with MotoS3() as server:
         yield server
 
 

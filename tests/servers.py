@@ -1,5 +1,6 @@
 """Real servers for integration tests: a throwaway single-node etcd (Debian's, installed on first
-use) and a Spark standalone cluster started from the pyspark package.
+use), PostgreSQL (Debian's, likewise), a Spark standalone cluster started from the pyspark package,
+an S3 endpoint (``moto_server``).
 
 Generic on purpose: any test folder may ``from tests.servers import EtcdServer, SparkStandalone``.
 """
@@ -259,3 +260,152 @@ class SparkStandalone:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
         self._tmp.cleanup()
+
+
+class MotoS3:
+    """A real HTTP S3 endpoint on 127.0.0.1: moto's ``moto_server`` process (any key pair is
+    accepted). ``properties`` are the pyiceberg properties that reach it. Context manager."""
+
+    ACCESS_KEY, SECRET_KEY, REGION = "binlake-test-key", "binlake-test-secret", "us-east-1"
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._log = tempfile.NamedTemporaryFile(prefix="binlake-moto-", suffix=".log", delete=False)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def properties(self) -> dict[str, str]:
+        """pyiceberg FileIO properties for this endpoint, without the credentials."""
+        return {"s3.endpoint": self.endpoint, "s3.region": self.REGION, "s3.force-virtual-addressing": "false"}
+
+    def make_bucket(self, name: str) -> None:
+        """Create bucket ``name`` (S3 wants at least 3 characters)."""
+        import boto3
+
+        boto3.client("s3", endpoint_url=self.endpoint, region_name=self.REGION, aws_access_key_id=self.ACCESS_KEY,
+                     aws_secret_access_key=self.SECRET_KEY).create_bucket(Bucket=name)
+
+    def __enter__(self) -> MotoS3:
+        binary = Path(sys.executable).parent / "moto_server"
+        self.proc = subprocess.Popen([str(binary), "-H", "127.0.0.1", "-p", str(self.port)], stdout=self._log,
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=2):
+                    return self
+            except (OSError, urllib.error.URLError) as e:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    self.__exit__()
+                    raise ServerError(f"moto_server not up on {self.endpoint}: {e}\n"
+                                      f"{Path(self._log.name).read_text(errors='replace')[-2000:]}") from e
+                time.sleep(0.2)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        Path(self._log.name).unlink(missing_ok=True)
+
+
+def ensure_postgres_installed() -> Path:
+    """The directory of Debian's PostgreSQL server binaries (``initdb``, ``postgres``), installing
+    the ``postgresql`` package if absent (its binaries live off PATH, under /usr/lib/postgresql)."""
+    def found() -> list[Path]:
+        return sorted(Path("/usr/lib/postgresql").glob("*/bin/postgres"))
+    with _INSTALL_LOCK:
+        if not found():
+            apt_install(["postgresql"], ["pg_ctlcluster"])
+    if not found():
+        raise ServerError("the postgresql package left no /usr/lib/postgresql/*/bin/postgres")
+    return found()[-1].parent
+
+
+class PostgresServer:
+    """A throwaway PostgreSQL on 127.0.0.1 run as the ``postgres`` OS user (it refuses root), with a
+    password-authenticated superuser ``binlake`` and a database ``binlake``; :meth:`create_database`
+    makes more (one per test keeps catalogs apart). Context manager."""
+
+    USER, PASSWORD, DATABASE = "binlake", "pg-test-Secret-41", "binlake"
+
+    def __init__(self) -> None:
+        self.bin = ensure_postgres_installed()
+        self.port = free_port()
+        self.dir = Path(tempfile.mkdtemp(prefix="binlake-pg-"))
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def uri(self, database: str | None = None) -> str:
+        """The SQLAlchemy URI (psycopg2 driver) of ``database`` (default ``binlake``)."""
+        return (f"postgresql+psycopg2://{self.USER}:{self.PASSWORD}@127.0.0.1:{self.port}/"
+                f"{database or self.DATABASE}")
+
+    def create_database(self, name: str) -> str:
+        """Create database ``name``; returns its URI."""
+        import psycopg2
+
+        con = psycopg2.connect(host="127.0.0.1", port=self.port, user=self.USER, password=self.PASSWORD,
+                               dbname=self.DATABASE)
+        try:
+            con.autocommit = True
+            with con.cursor() as cur:
+                cur.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            con.close()
+        return self.uri(name)
+
+    def _as_postgres(self, *args: str) -> list[str]:
+        return ["runuser", "-u", "postgres", "--", *args]
+
+    def __enter__(self) -> PostgresServer:
+        shutil.chown(self.dir, "postgres")
+        pwfile = self.dir / "pw"
+        pwfile.write_text(self.PASSWORD + "\n")
+        shutil.chown(pwfile, "postgres")
+        init = subprocess.run(self._as_postgres(str(self.bin / "initdb"), "-D", str(self.dir / "data"), "-U",
+                                                self.USER, "--auth=scram-sha-256", f"--pwfile={pwfile}"),
+                              capture_output=True, text=True, check=False)
+        if init.returncode != 0:
+            raise ServerError(f"initdb failed: {init.stdout[-1500:]}{init.stderr[-1500:]}")
+        with open(self.dir / "postgres.log", "ab") as log:
+            serve = [str(self.bin / "postgres"), "-D", str(self.dir / "data"), "-h", "127.0.0.1",
+                     "-p", str(self.port), "-k", str(self.dir)]
+            self.proc = subprocess.Popen(self._as_postgres(*serve), stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + 60
+        while not self._accepts():
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                log_text = (self.dir / "postgres.log").read_text(errors="replace")[-2000:]
+                self.__exit__()
+                raise ServerError(f"PostgreSQL not up on 127.0.0.1:{self.port}:\n{log_text}")
+            time.sleep(0.2)
+        created = subprocess.run(self._as_postgres(str(self.bin / "createdb"), "-h", str(self.dir), "-p",
+                                                   str(self.port), "-U", self.USER, self.DATABASE),
+                                 capture_output=True, text=True, check=False, env={**os.environ,
+                                                                                   "PGPASSWORD": self.PASSWORD})
+        if created.returncode != 0:
+            self.__exit__()
+            raise ServerError(f"createdb failed: {created.stderr[-1500:]}")
+        return self
+
+    def _accepts(self) -> bool:
+        ready = subprocess.run([str(self.bin / "pg_isready"), "-h", "127.0.0.1", "-p", str(self.port)],
+                               capture_output=True, check=False)
+        return ready.returncode == 0
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)   # smart shutdown; SIGKILL if it hangs
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -3,6 +3,7 @@ catalog by URI (``sqlite:///…``, ``postgresql+psycopg2://…`` → SQL; ``http
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from pyiceberg.catalog import Catalog, load_catalog
 
@@ -25,6 +26,15 @@ def _local_dir(warehouse: str) -> Path:
     return Path(warehouse).resolve()
 
 
+def redact_uri(uri: str) -> str:
+    """``uri`` with the password of its user part (``scheme://user:password@host``) replaced by ``***``."""
+    parts = urlsplit(uri)
+    if parts.password is None:
+        return uri
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
+
+
 def warehouse_location(warehouse: str) -> str:
     """``warehouse`` as a URI pyiceberg accepts (plain paths become absolute ``file://`` URIs)."""
     if "://" in warehouse:
@@ -35,8 +45,9 @@ def warehouse_location(warehouse: str) -> str:
 def open_catalog(warehouse: str, catalog_uri: str | None = None, **properties: object) -> Catalog:
     """The catalog named ``binlake``; local warehouses are created when missing.
 
-    Extra ``properties`` go to pyiceberg (e.g. ``s3.endpoint``). Raises :class:`CatalogConfigError`
-    with the URI when pyiceberg cannot open it.
+    Extra ``properties`` go to pyiceberg (e.g. ``s3.endpoint``; without credentials among them,
+    S3 access takes the usual AWS environment variables). Raises :class:`CatalogConfigError` with
+    the URI (password redacted) when pyiceberg cannot open it.
     """
     location = warehouse_location(warehouse)
     if location.startswith("file://"):
@@ -46,4 +57,11 @@ def open_catalog(warehouse: str, catalog_uri: str | None = None, **properties: o
         return load_catalog(CATALOG_NAME, uri=uri, warehouse=location,
                             **{k: str(v) for k, v in properties.items()})
     except Exception as e:  # pyiceberg raises ValueError, SQLAlchemy errors, connection errors…
-        raise CatalogConfigError(f"cannot open the Iceberg catalog {uri!r} (warehouse {location}): {e}") from e
+        raise CatalogConfigError(f"cannot open the Iceberg catalog {redact_uri(uri)!r} (warehouse {location}): "
+                                 f"{_without(str(e), uri)}") from e
+
+
+def _without(message: str, uri: str) -> str:
+    """``message`` with any copy of the URI's password removed (drivers may echo their DSN)."""
+    password = urlsplit(uri).password
+    return message.replace(password, "***") if password else message

@@ -11,10 +11,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from binlake.drain import run_drain_command, run_verify_command
+from binlake.drain import open_iceberg_catalog, run_drain_command, run_verify_command
 from binlake.drain_config import DrainerConfig, IcebergSection, SparkSection, UpstreamSection
 from binlake.local import PumpProcess
-from sink.iceberg.catalog import open_catalog
 from tests.drain.inprocess import Local
 from tests.upstream.binlogs import wait_watermarks
 from upstream.cluster import Cluster
@@ -72,8 +71,7 @@ class Env:
 
     def catalog(self, options: DrainerConfig | None = None) -> Any:
         """The drainer's Iceberg catalog."""
-        o = options or self.options
-        return open_catalog(o.iceberg.warehouse, o.iceberg.catalog_uri or None)
+        return open_iceberg_catalog(options or self.options)
 
     def fresh_options(self, name: str) -> DrainerConfig:
         """Options for another warehouse (a backfill or a control run)."""

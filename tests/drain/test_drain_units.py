@@ -8,6 +8,7 @@ import pytest
 
 from binlake.drain_config import DrainerConfig, parse_tables
 from ingest.config import ConfigError, load_config
+from sink.iceberg.catalog import redact_uri
 from transform.filters import TableFilter
 from transform.history import HistoryError, SchemaHistory
 from transform.plan import PlanError, make_plan
@@ -146,3 +147,23 @@ def test_spark_conf_in_the_file_and_on_the_command_line(tmp_path: Path) -> None:
     f.write_text('[spark.conf]\n"executor.memory" = "2g"\n')
     with pytest.raises(ConfigError, match="spark.conf: 'executor.memory' is not a Spark setting"):
         load_config(DrainerConfig, f)
+
+
+def test_catalog_properties_in_the_file_and_on_the_command_line(tmp_path: Path) -> None:
+    f = tmp_path / "drainer.toml"
+    # unquoted dotted keys are nested tables to TOML: they are joined back
+    f.write_text('[iceberg.properties]\ns3.endpoint = "http://127.0.0.1:9000"\n"s3.region" = "eu-west-1"\n'
+                 's3.force-virtual-addressing = false\n')
+    o = load_config(DrainerConfig, f, {"iceberg.properties": {"s3.region": "us-east-1"}})
+    assert o.iceberg.properties == {"s3.endpoint": "http://127.0.0.1:9000", "s3.region": "us-east-1",
+                                    "s3.force-virtual-addressing": "false"}
+    f.write_text('[iceberg.properties]\n"s3.endpoint" = ["a", "b"]\n')
+    with pytest.raises(ConfigError, match="s3.endpoint: expected a string, number or boolean"):
+        load_config(DrainerConfig, f)
+
+
+def test_catalog_uris_are_shown_without_their_password() -> None:
+    assert redact_uri("postgresql+psycopg2://u:s3cr%2Ft@db.example:5432/cat") == \
+        "postgresql+psycopg2://u:***@db.example:5432/cat"
+    assert redact_uri("sqlite:////tmp/catalog.db") == "sqlite:////tmp/catalog.db"
+    assert redact_uri("https://user@rest.example/v1") == "https://user@rest.example/v1"

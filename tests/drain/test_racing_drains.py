@@ -58,7 +58,10 @@ def test_the_run_that_loses_a_commit_race_writes_nothing_and_a_rerun_completes(u
     up.verify(run.to_ts)
 
 
-def test_two_drain_processes_started_together(env: Env) -> None:
+@pytest.mark.parametrize("catalog", ["sqlite", "postgresql"])
+def test_two_drain_processes_started_together(env: Env, catalog: str, request: pytest.FixtureRequest) -> None:
+    if catalog == "postgresql":   # the shared catalog of teams with several writers
+        env.options.iceberg.catalog_uri = request.getfixturevalue("postgres_server").create_database("racing")
     for t in ("p", "q", "r"):
         env.sql(f"create table {t} (id int primary key, v varchar(10))")
         env.sql(f"insert into {t} values (1, 'a'), (2, 'b'), (3, 'c')")
@@ -67,7 +70,7 @@ def test_two_drain_processes_started_together(env: Env) -> None:
     o = env.options
     args = ["drain", "--registry", o.registry, "--pd-urls", o.pd_urls, "--upstream-status-url",
             o.upstream.status_url, "--warehouse", o.iceberg.warehouse, "--spark-master", "local[1]",
-            "--to-ts", str(to_ts)]
+            "--to-ts", str(to_ts), *(["--catalog-uri", o.iceberg.catalog_uri] if o.iceberg.catalog_uri else [])]
     procs = [subprocess.Popen([sys.executable, "-m", "binlake.cli", *args, "--report", str(env.root / f"r{i}.json")],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=env.root)
              for i in (1, 2)]
