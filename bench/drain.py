@@ -18,8 +18,13 @@ partition specs in a new catalog and appending the run's final Arrow tables (eac
 mirror as read back after the drain). Checks: per table, changelog row counts per op and mirror row
 counts equal what was generated, and a few generated row images equal their mirror rows.
 
+Memory: the peak RSS of the drain's Python driver, of its JVM and of Spark's Python workers, sampled
+every 0.2 s; every drain runs with ``spark.driver.memory=1g`` (``--driver-memory``). Several
+``--rows`` sizes drain one cumulative load (ranges (0, ts1], (0, ts2], … each into a fresh warehouse)
+and compare time and driver memory with the smallest.
+
     .venv/bin/python bench/drain.py                   # 1,000,000 row changes over 4 tables
-    .venv/bin/python bench/drain.py --scaling         # 1M and 2M (one 2M load, two drains), ratio
+    .venv/bin/python bench/drain.py --rows 1M,3M,10M  # one 10M load, three drains, ratios to 1M
     .venv/bin/python bench/drain.py --small           # 1,000 row changes, wall time incl. Spark start
 """
 from __future__ import annotations
@@ -52,8 +57,9 @@ from transform.codec import mysqltypes as mt
 
 ROOT = Path(__file__).resolve().parent.parent
 DB = "bench"
-RATE_TARGET = 20_000.0
-SCALING_TARGET = 2.2
+RATE_TARGET = 50_000.0     # row changes/s end to end at the largest size
+TIME_SLACK = 1.05          # the largest run may take 1.05x its share of rows more time than the smallest
+RSS_TARGET = 1.3           # the driver's peak RSS at the largest size over the smallest's
 SMALL_TARGET = 30.0
 UTC = dt.UTC
 CLIENT_OPTIONS = {"check_interval": 0.5, "watch_interval": 0.3, "commit_retry_interval": 0.2,
@@ -374,15 +380,17 @@ def generate(env: Env, phases: list[int], seed: int) -> list[dict[str, Any]]:
 
 # ---- the drain and the baseline ---------------------------------------------------------------
 
-class _TreeCPU:
-    """CPU seconds of a process and all its descendants (driver, JVM, Spark's Python workers),
-    sampled every 0.2 s in a thread; a process's last 0.2 s before it exits may be missed."""
+class _TreeSampler:
+    """CPU seconds of a process and all its descendants (driver, JVM, Spark's Python workers), and
+    the peak resident memory of the driver's Python process, of the JVM and of the Python workers
+    together, sampled every 0.2 s (exited processes keep their last sample)."""
 
     def __init__(self, pid: int) -> None:
         self.root = psutil.Process(pid)
         self.seen: dict[tuple[int, float], float] = {}
+        self.peak = {"driver": 0, "jvm": 0, "workers": 0}
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="bench-cpu", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="bench-sampler", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
@@ -391,12 +399,17 @@ class _TreeCPU:
                 procs = [self.root] + self.root.children(recursive=True)
             except psutil.Error:
                 procs = []
+            rss = {"driver": 0, "jvm": 0, "workers": 0}
             for p in procs:
                 try:
                     t = p.cpu_times()
                     self.seen[(p.pid, p.create_time())] = t.user + t.system
+                    kind = "driver" if p.pid == self.root.pid else "jvm" if p.name() == "java" else "workers"
+                    rss[kind] += p.memory_info().rss
                 except psutil.Error:
                     pass
+            for k, v in rss.items():
+                self.peak[k] = max(self.peak[k], v)
             self._stop.wait(0.2)
 
     def stop(self) -> None:
@@ -409,30 +422,31 @@ class _TreeCPU:
         return sum(self.seen.values())
 
 
-def drain(env: Env, warehouse: Path, to_ts: int, log: Path,
-          profile: Path | None = None) -> tuple[dict[str, Any], float, float]:
-    """``binlake drain`` of (0, to_ts] as a fresh process; (run report, wall seconds from exec to exit,
-    CPU seconds of the process tree). With ``profile``, py-spy samples the whole tree (driver and
-    Spark's Python workers) into a raw folded-stack file there."""
+def drain(env: Env, warehouse: Path, to_ts: int, log: Path, driver_memory: str,
+          profile: Path | None = None) -> tuple[dict[str, Any], float, _TreeSampler]:
+    """``binlake drain`` of (0, to_ts] as a fresh process with ``spark.driver.memory``; (run report,
+    wall seconds from exec to exit, the CPU and memory samples of the process tree). With
+    ``profile``, py-spy samples the whole tree (driver and Spark's Python workers) into a raw
+    folded-stack file there (py-spy is then the sampled root: the driver's RSS is not measured)."""
     report = warehouse.parent / f"{warehouse.name}-report.json"
     cmd = [sys.executable, "-m", "binlake.cli", "drain", "--registry", env.registry,
            "--pd-urls", env.cluster.tso_url, "--upstream-status-url", env.cluster.status_url,
            "--warehouse", str(warehouse), "--spark-master", "local[2]", "--to-ts", str(to_ts),
-           "--report", str(report)]
+           "--report", str(report), "--spark-conf", f"spark.driver.memory={driver_memory}"]
     if profile is not None:
         cmd = ["py-spy", "record", "--subprocesses", "--idle", "--format", "raw", "--rate", "20",
                "-o", str(profile), "--"] + cmd
     t0 = time.perf_counter()
     with open(log, "wb") as f:
         proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT)
-        cpu = _TreeCPU(proc.pid)
+        sampled = _TreeSampler(proc.pid)
         code = proc.wait()
-        cpu.stop()
+        sampled.stop()
     wall = time.perf_counter() - t0
     if code != 0:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
         raise BenchError(f"binlake drain exited with {code}:\n{tail}")
-    return json.loads(report.read_text()), wall, cpu.seconds()
+    return json.loads(report.read_text()), wall, sampled
 
 
 def check(env: Env, warehouse: Path, report: dict[str, Any], phase: dict[str, Any]) -> dict[str, Any]:
@@ -510,13 +524,19 @@ def _stages(report: dict[str, Any]) -> str:
     return "  ".join(f"{k} {report['stages'][k]:.2f}" for k in names if k in report["stages"])
 
 
-def run_one(env: Env, root: Path, label: str, phase: dict[str, Any], profile: Path | None) -> dict[str, Any]:
+def _mib(n: int) -> str:
+    return f"{n / 2**20:,.0f} MiB"
+
+
+def run_one(env: Env, root: Path, label: str, phase: dict[str, Any], driver_memory: str,
+            profile: Path | None) -> dict[str, Any]:
     """One timed drain of ``(0, phase.to_ts]`` plus its checks and the write floor."""
     wh = root / f"wh-{label}"
     la0 = _load_avg()
-    report, wall, cpu = drain(env, wh, phase["to_ts"], root / f"drain-{label}.log",
-                              profile / f"drain-{label}.txt" if profile else None)
+    report, wall, sampled = drain(env, wh, phase["to_ts"], root / f"drain-{label}.log", driver_memory,
+                                  profile / f"drain-{label}.txt" if profile else None)
     la1 = _load_avg()
+    cpu, peak = sampled.seconds(), sampled.peak
     print(f"  [{phase['rows']:,} row changes] drain done: {_stages(report)}", flush=True)
     tables = check(env, wh, report, phase)
     floor, appends = write_floor(wh, root / f"floor-{label}", tables)
@@ -531,6 +551,8 @@ def run_one(env: Env, root: Path, label: str, phase: dict[str, Any], profile: Pa
     print(f"    end to end: {rows / total:,.0f} row changes/s over 'total' ({total:.1f} s incl. Spark start); "
           f"{rows / no_spark:,.0f}/s without Spark start; process wall {wall:.1f} s, CPU {cpu:.1f} s "
           f"({cpu / wall:.2f} cores busy on average, of 2)")
+    print(f"    peak RSS (sampled every 0.2 s): Python driver {_mib(peak['driver'])}, JVM {_mib(peak['jvm'])} "
+          f"(spark.driver.memory={driver_memory}), Spark's Python workers together {_mib(peak['workers'])}")
     print(f"    baseline write floor (pyiceberg create + append of the final {len(tables)} Arrow tables, "
           f"{out_rows:,} rows): {floor:.2f} s ({appends:.2f} s appends) = {rows / floor:,.0f} row changes/s")
     print(f"    ratio drain total / write floor: {total / floor:.1f}x; sink stage / write floor: "
@@ -538,21 +560,63 @@ def run_one(env: Env, root: Path, label: str, phase: dict[str, Any], profile: Pa
     print(f"    check: per-op changelog counts, mirror row counts and {sum(len(v) for v in phase['samples'].values())} "
           f"sampled mirror rows match the generated changes")
     return {"label": label, "rows": rows, "report": report, "wall": wall, "floor": floor, "appends": appends,
-            "load": (la0, la1)}
+            "load": (la0, la1), "peak": peak}
+
+
+def _label(rows: int) -> str:
+    return f"{rows // 1000}k" if rows < 1_000_000 else f"{rows / 1e6:g}M"
+
+
+def _sizes(text: str) -> list[int]:
+    """``1000000,3000000,10000000`` (also ``1M,3M,10M``) → increasing row counts."""
+    out = []
+    for part in text.split(","):
+        part = part.strip().upper()
+        scale = 1_000_000 if part.endswith("M") else 1_000 if part.endswith("K") else 1
+        out.append(int(float(part.rstrip("MK")) * scale))
+    if out != sorted(set(out)) or out[0] <= 0:
+        raise argparse.ArgumentTypeError(f"--rows wants increasing positive sizes, got {text!r}")
+    return out
+
+
+def _summary(results: list[dict[str, Any]]) -> str:
+    """The rate of every run; against the smallest run: time and driver RSS ratios (with targets)."""
+    first = results[0]
+    st = first["report"]["stages"]
+    lines = []
+    for r in results:
+        total = r["report"]["stages"]["total"]
+        lines.append(f"  {r['rows']:>12,} row changes: {total:7.1f} s = {r['rows'] / total:8,.0f}/s end to end; "
+                     f"peak RSS driver {_mib(r['peak']['driver'])}, JVM {_mib(r['peak']['jvm'])}; "
+                     f"write floor {r['floor']:.1f} s (ratio {total / r['floor']:.1f}x)")
+    last = results[-1]
+    if len(results) > 1:
+        size = last["rows"] / first["rows"]
+        t = last["report"]["stages"]["total"] / st["total"]
+        mem = last["peak"]["driver"] / max(first["peak"]["driver"], 1)
+        rate = last["rows"] / last["report"]["stages"]["total"]
+        lines.append(f"  {last['label']} vs {first['label']} ({size:g}x the rows): {t:.2f}x the time "
+                     f"(target <= {size * TIME_SLACK:.1f}x: {'met' if t <= size * TIME_SLACK else 'MISSED'}), "
+                     f"driver peak RSS {mem:.2f}x (target <= {RSS_TARGET}x: {'met' if mem <= RSS_TARGET else 'MISSED'})"
+                     f"; {rate:,.0f}/s at {last['label']} (target >= {RATE_TARGET:,.0f}/s: "
+                     f"{'met' if rate >= RATE_TARGET else 'MISSED'})")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rows", type=int, default=1_000_000, help="row changes per run (default 1,000,000)")
+    ap.add_argument("--rows", type=_sizes, default=[1_000_000],
+                    help="row changes per run, comma-separated for several runs over one cumulative load "
+                         "(default 1000000; e.g. 1M,3M,10M)")
     ap.add_argument("--tables", type=int, default=4, choices=[4], help="tables (fixed: 4)")
-    ap.add_argument("--scaling", action="store_true", help="load 2x --rows; drain the first half, then all; ratio")
     ap.add_argument("--small", action="store_true", help="1,000 row changes; wall time of the fresh drain process")
+    ap.add_argument("--driver-memory", default="1g", help="spark.driver.memory of the drains (default 1g)")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (pumps, warehouses, logs)")
     ap.add_argument("--profile", type=Path, help="py-spy the drain process tree into this directory (slower)")
     args = ap.parse_args(argv)
-    rows = 1_000 if args.small else args.rows
-    phases = [rows, rows] if args.scaling else [rows]
+    sizes = [1_000] if args.small else args.rows
+    phases = [b - a for a, b in zip([0, *sizes], sizes)]
 
     print(f"drain  {dt.datetime.now(UTC):%Y-%m-%d %H:%M UTC}  {machine_line()}  load average {_load_avg()}")
     root = Path(tempfile.mkdtemp(prefix="binlake-bench-drain-"))
@@ -565,31 +629,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  emulator + 2 pumps + 4 tables (schema version {env.schema_version}) in "
               f"{time.perf_counter() - t0:.1f} s; work dir {root}", flush=True)
         loads = generate(env, phases, args.seed)
-        label = f"{rows // 1000}k" if rows < 1_000_000 else f"{rows / 1e6:g}M"
-        results = [run_one(env, root, label, loads[0], args.profile)]
-        if args.scaling:
-            results.append(run_one(env, root, f"{2 * rows / 1e6:g}M", loads[1], args.profile))
+        results = [run_one(env, root, _label(n), load, args.driver_memory, args.profile)
+                   for n, load in zip(sizes, loads)]
         print()
         first = results[0]
-        st = first["report"]["stages"]
         if args.small:
+            st = first["report"]["stages"]
             ok = first["wall"] < SMALL_TARGET
-            print(f"SUMMARY drain --small: {rows:,} row changes in {first['wall']:.1f} s wall for the fresh "
+            print(f"SUMMARY drain --small: {first['rows']:,} row changes in {first['wall']:.1f} s wall for the fresh "
                   f"`binlake drain` process (report total {st['total']:.1f} s, Spark start {st['spark-start']:.1f} s); "
                   f"target < {SMALL_TARGET:.0f} s: {'met' if ok else 'MISSED'}")
             return 0
-        rate = first["rows"] / st["total"]
-        line = (f"SUMMARY drain: {first['rows']:,} row changes in {st['total']:.1f} s = {rate:,.0f}/s end to end "
-                f"(target >= {RATE_TARGET:,.0f}: {'met' if rate >= RATE_TARGET else 'MISSED'}); write floor "
-                f"{first['floor']:.1f} s, ratio {st['total'] / first['floor']:.1f}x")
-        if args.scaling:
-            second = results[1]["report"]["stages"]
-            ratio = second["total"] / st["total"]
-            ratio_ns = (second["total"] - second["spark-start"]) / (st["total"] - st["spark-start"])
-            line += (f"; 2x rows took {ratio:.2f}x the time ({ratio_ns:.2f}x without Spark start; target <= "
-                     f"{SCALING_TARGET}: {'met' if ratio <= SCALING_TARGET else 'MISSED'}); "
-                     f"{results[1]['rows'] / second['total']:,.0f}/s at {results[1]['rows']:,}")
-        print(line)
+        print("SUMMARY drain (spark.driver.memory=" + args.driver_memory + "):\n" + _summary(results))
         return 0
     finally:
         if env is not None:
