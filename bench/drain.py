@@ -387,7 +387,7 @@ class _TreeSampler:
 
     def __init__(self, pid: int) -> None:
         self.root = psutil.Process(pid)
-        self.seen: dict[tuple[int, float], float] = {}
+        self.seen: dict[tuple[int, float], tuple[str, float]] = {}
         self.peak = {"driver": 0, "jvm": 0, "workers": 0}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bench-sampler", daemon=True)
@@ -403,8 +403,8 @@ class _TreeSampler:
             for p in procs:
                 try:
                     t = p.cpu_times()
-                    self.seen[(p.pid, p.create_time())] = t.user + t.system
                     kind = "driver" if p.pid == self.root.pid else "jvm" if p.name() == "java" else "workers"
+                    self.seen[(p.pid, p.create_time())] = (kind, t.user + t.system)
                     rss[kind] += p.memory_info().rss
                 except psutil.Error:
                     pass
@@ -417,9 +417,9 @@ class _TreeSampler:
         self._stop.set()
         self._thread.join()
 
-    def seconds(self) -> float:
-        """CPU seconds seen, summed over every process of the tree."""
-        return sum(self.seen.values())
+    def seconds(self, kind: str | None = None) -> float:
+        """CPU seconds seen, summed over every process of the tree (or those of one ``kind``)."""
+        return sum(sec for k, sec in self.seen.values() if kind in (None, k))
 
 
 def drain(env: Env, warehouse: Path, to_ts: int, log: Path, driver_memory: str,
@@ -550,7 +550,8 @@ def run_one(env: Env, root: Path, label: str, phase: dict[str, Any], driver_memo
     print(f"    seconds per stage: {_stages(report)}")
     print(f"    end to end: {rows / total:,.0f} row changes/s over 'total' ({total:.1f} s incl. Spark start); "
           f"{rows / no_spark:,.0f}/s without Spark start; process wall {wall:.1f} s, CPU {cpu:.1f} s "
-          f"({cpu / wall:.2f} cores busy on average, of 2)")
+          f"({cpu / wall:.2f} cores busy on average, of 2): driver {sampled.seconds('driver'):.1f} s, "
+          f"JVM {sampled.seconds('jvm'):.1f} s, Python workers {sampled.seconds('workers'):.1f} s")
     print(f"    peak RSS (sampled every 0.2 s): Python driver {_mib(peak['driver'])}, JVM {_mib(peak['jvm'])} "
           f"(spark.driver.memory={driver_memory}), Spark's Python workers together {_mib(peak['workers'])}")
     print(f"    baseline write floor (pyiceberg create + append of the final {len(tables)} Arrow tables, "

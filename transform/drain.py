@@ -1,4 +1,4 @@
-"""One Drainer run on Spark: pull → pair → sort → decode, giving a :class:`transform.changes.RunBatch`.
+"""One Drainer run on Spark: pull → pair → decode, giving a :class:`transform.changes.RunBatch`.
 
 Stages (each timed in :attr:`DrainResult.stages`):
 
@@ -7,9 +7,10 @@ Stages (each timed in :attr:`DrainResult.stages`):
 2. **pair** — commits join prewrites on start_ts; duplicates (the same transaction written twice)
    collapse; commits whose prewrite is older than the range are completed by looking the prewrite
    up on every pump. A commit whose prewrite no pump has fails the run (nothing is skipped).
-3. **sort + decode** — a global sort by commit_ts, then the row payloads are decoded on the
-   executors with the TableInfo of each transaction's schema version (history broadcast). The
-   decoded segments are checkpointed on the executors: they are ``RunBatch.frame``.
+3. **decode** — the paired transactions, where the join left them (no global sort: that would
+   shuffle every payload once more), are decoded on the executors with the TableInfo of each
+   transaction's schema version (history broadcast); each decoded record holds its rows in commit
+   order. The decoded segments are checkpointed on the executors: they are ``RunBatch.frame``.
 4. **collect** — the driver collects one small record per segment piece (table id, schema version,
    row count, first commit_ts), never the rows.
 """
@@ -114,7 +115,9 @@ def run_drain(spark: SparkSession, plan: Plan, history: SchemaHistory, table_fil
         return result
 
     raw = stages.run("pull", lambda: _pull(spark, plan, splits_per_pump).localCheckpoint(eager=True))
-    prewrites = raw.where(F.col("tp") == bl.PREWRITE).select("start_ts", "payload").dropDuplicates(["start_ts"])
+    # duplicate prewrites (a transaction stored on two pumps) stay: they are partitioned by start_ts
+    # below and the decoder takes each start_ts once (dropping them here would sort every payload)
+    prewrites = raw.where(F.col("tp") == bl.PREWRITE).select("start_ts", "payload")
     commits = raw.where(F.col("tp") == bl.COMMIT).select("start_ts", "commit_ts").dropDuplicates(["start_ts"])
 
     def missing() -> list[int]:
@@ -130,7 +133,10 @@ def run_drain(spark: SparkSession, plan: Plan, history: SchemaHistory, table_fil
             raise DrainError(f"{len(absent)} commits have no prewrite on any pump (first start_ts {absent[0]}); "
                              f"refusing to drop committed transactions")
         prewrites = prewrites.unionByName(spark.createDataFrame(found.to_pandas()))
-    txns = commits.join(prewrites, "start_ts").orderBy("commit_ts")
+    # no global sort: every decoded record is in commit order, and consumers order records by
+    # (commit_ts, seq) where they need to (a sort here would shuffle every payload once more)
+    parts = int(spark.conf.get("spark.sql.shuffle.partitions") or 200)
+    txns = commits.join(prewrites.repartition(parts, "start_ts"), "start_ts")
 
     ctx = spark.sparkContext.broadcast(DecodeContext(history, table_filter))
 

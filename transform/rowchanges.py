@@ -1,7 +1,9 @@
-"""Decode stage (runs in Spark tasks): committed transactions in commit order → row changes.
+"""Decode stage (runs in Spark tasks): committed transactions → row changes.
 
-Input rows are paired transactions ``(start_ts, commit_ts, payload)`` sorted by commit_ts, where
-``payload`` is the prewrite binlog. Each DML mutation is decoded with the TableInfo in force at
+Input rows are paired transactions ``(start_ts, commit_ts, payload)`` in any order, where
+``payload`` is the prewrite binlog; every row of one start_ts is in the same task (the pair stage
+partitions by it), and a transaction that comes twice (its prewrite stored on two pumps) is decoded
+once. Each record's rows come out in commit order. Each DML mutation is decoded with the TableInfo in force at
 the transaction's ``PrewriteValue.schema_version`` (the broadcast :class:`DecodeContext`), with the
 codec's vectorised batch path; rows of one (table id, schema version) are decoded together and
 shipped to the driver as one Arrow IPC blob per group (see :data:`OUT_SCHEMA`). DDL binlogs become
@@ -123,6 +125,7 @@ class _Decoder:
         self.groups: dict[tuple[int, int], _Group] = {}
         self.allowed: dict[tuple[int, int], bool] = {}
         self.pending = 0
+        self.seen: set[int] = set()   # start_ts decoded by this task: a transaction stored twice comes once
 
     def _allowed(self, table_id: int, version: int, commit_ts: int) -> bool:
         """Decode a table's rows when any name it ever had passes the filter (the driver then
@@ -140,6 +143,9 @@ class _Decoder:
         return ok
 
     def txn(self, start_ts: int, commit_ts: int, payload: bytes) -> Iterator[OutRecord]:
+        if start_ts in self.seen:
+            return
+        self.seen.add(start_ts)
         b = binlog_pb2.Binlog.FromString(payload)
         if b.ddl_job_id:
             if b.ddl_schema_state != mt.STATE_DELETE_ONLY:
@@ -169,9 +175,11 @@ class _Decoder:
         for (table_id, version), g in self.groups.items():
             table = self.ctx.history.table_at(table_id, version)
             decoded = decode_batch(table, g.kinds, g.payloads)
-            seg = segment_table(table, decoded, np.asarray(g.commit, np.int64), np.asarray(g.start, np.int64),
-                                np.asarray(g.seq, np.int32))
-            yield {"kind": "rows", "table_id": table_id, "schema_version": version, "commit_ts": g.commit[0],
+            commit = np.asarray(g.commit, np.int64)
+            seg = segment_table(table, decoded, commit, np.asarray(g.start, np.int64), np.asarray(g.seq, np.int32))
+            if len(commit) > 1 and bool(np.any(commit[1:] < commit[:-1])):
+                seg = seg.sort_by(ch.ORDER)   # the task's transactions came in another order (start_ts)
+            yield {"kind": "rows", "table_id": table_id, "schema_version": version, "commit_ts": int(commit.min()),
                    "job_id": 0, "rows": seg.num_rows, "nulled": int(decoded.schema.metadata[INVALID_TIMES_KEY]),
                    "data": ch.write_segment(seg)}
         self.groups.clear()
@@ -179,7 +187,7 @@ class _Decoder:
 
 
 def decode_transactions(ctx: DecodeContext, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: paired transactions (sorted by commit_ts) → ``OUT_SCHEMA`` records."""
+    """``mapInArrow`` body: paired transactions (any order) → ``OUT_SCHEMA`` records, each in commit order."""
     dec = _Decoder(ctx)
     out: list[OutRecord] = []
     for rb in batches:

@@ -159,10 +159,10 @@ def write_changelog(job: ChangelogJob, batches: Iterable[pa.RecordBatch]) -> Ite
         pending.append(rows)
         size += rows.num_rows
         if size >= WRITE_BATCH_ROWS:
-            files.extend(job.writer.write(pa.concat_tables(pending)))
+            files.extend(job.writer.write(pa.concat_tables(pending).sort_by(ch.ORDER)))
             pending, size = [], 0
-    if pending:
-        files.extend(job.writer.write(pa.concat_tables(pending)))
+    if pending:   # each file in commit order: tight commit_ts bounds per file and row group
+        files.extend(job.writer.write(pa.concat_tables(pending).sort_by(ch.ORDER)))
     yield _files_record(files, counts=counts)
 
 

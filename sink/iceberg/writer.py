@@ -372,8 +372,9 @@ class IcebergSink(Sink):
         replaced: set[str] = set()
         if pieces:
             routed = pieces[0] if len(pieces) == 1 else pieces[0].unionByName(pieces[1])
-            merged = routed.repartition(max(1, buckets), "bucket").mapInArrow(partial(tasks.merge_mirror, job),
-                                                                              tasks.FILES_DDL)
+            # a task merges whole buckets (several when the cluster has fewer task slots than buckets)
+            slots = max(1, min(buckets, _spark().sparkContext.defaultParallelism))
+            merged = routed.repartition(slots, "bucket").mapInArrow(partial(tasks.merge_mirror, job), tasks.FILES_DDL)
             new, removed, _ = _collect(merged)
             replaced = set(removed)
         gone = files if reset is not None else [f for f in files if f.file_path in replaced]

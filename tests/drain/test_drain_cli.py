@@ -171,3 +171,41 @@ def test_the_driver_holds_no_rows_a_run_bigger_than_max_result_size_succeeds(env
     assert {t["table"]: t["rows"] for t in report["tables"]}["test.big"] == {"I": 2000, "U": 0, "D": 0}
     assert env.catalog().load_table("test.big").scan().to_arrow().num_rows == 2000
     env.verify(report["to_ts"])
+
+
+def test_a_transaction_stored_on_both_pumps_is_written_once(env: Env) -> None:
+    """A client that retried on another pump leaves the same prewrite and commit on both: the
+    drain writes the transaction's rows once."""
+    from binlake.local import PumpWriter
+    from ingest import binlog as bl
+    from schemas import binlog_pb2
+    from transform.codec.rows import encode_row
+
+    env.sql("create table twice (id int primary key, v varchar(10))")
+    env.sql("insert into twice values (1, 'one')")
+    schema = env.cluster.catalog.current()
+    info = schema.table("test", "twice").info
+    writers = [PumpWriter(p.addr, env.cluster.cluster_id) for p in env.pumps]
+    try:
+        for key in (2, 3):
+            start = env.cluster.ts()
+            pv = binlog_pb2.PrewriteValue(schema_version=schema.version, mutations=[binlog_pb2.TableMutation(
+                table_id=info.id, inserted_rows=[encode_row(info, "insert", None, {"id": key, "v": f"v{key}"})],
+                sequence=[binlog_pb2.Insert])])
+            prewrite = binlog_pb2.Binlog(tp=bl.PREWRITE, start_ts=start, prewrite_key=b"k",
+                                         prewrite_value=pv.SerializeToString())
+            commit = binlog_pb2.Binlog(tp=bl.COMMIT, start_ts=start, commit_ts=env.cluster.ts(), prewrite_key=b"k")
+            for w in writers:
+                w.write(bl.marshal_gogo(prewrite))
+                w.write(bl.marshal_gogo(commit))
+    finally:
+        for w in writers:
+            w.close()
+    env.sql("update twice set v = 'uno' where id = 1")
+    report = env.drain()
+    assert {t["table"]: t["rows"] for t in report["tables"]}["test.twice"] == {"I": 3, "U": 1, "D": 0}
+    log = read_table(env.catalog(), "test.twice__changelog")
+    assert sorted(log.column("id").to_pylist()) == [1, 1, 2, 3]
+    mirror = read_table(env.catalog(), "test.twice").select(["id", "v"]).to_pylist()
+    assert sorted(mirror, key=lambda r: r["id"]) == [{"id": 1, "v": "uno"}, {"id": 2, "v": "v2"},
+                                                     {"id": 3, "v": "v3"}]
