@@ -444,7 +444,9 @@ def drain(env: Env, warehouse: Path, to_ts: int, log: Path, driver_memory: str,
         sampled.stop()
     wall = time.perf_counter() - t0
     if code != 0:
-        tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
+        lines = log.read_text(errors="replace").splitlines()
+        causes = [x for x in lines if any(w in x for w in ("Error", "Exception", "Killed", "FAILED"))][:12]
+        tail = "\n".join(causes + ["..."] + lines[-30:])
         raise BenchError(f"binlake drain exited with {code}:\n{tail}")
     return json.loads(report.read_text()), wall, sampled
 

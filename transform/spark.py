@@ -3,7 +3,7 @@
 Settings, lowest priority first:
 
 1. ``STACK_SETTINGS`` (every master): what the drain's stages rely on — Arrow transfers between
-   the JVM and Python, Arrow batches of 65,536 rows, reused Python workers.
+   the JVM and Python, Arrow batches of at most 65,536 rows and 64 MiB, reused Python workers.
 2. ``LOCAL_DEFAULTS`` (``local[...]`` masters only): sized for one machine — 4 shuffle partitions
    and default parallelism, a 4 GB driver, adaptive execution off (predictable partitions), no UI,
    the driver bound to 127.0.0.1. A cluster master gets Spark's (or the cluster's) defaults instead.
@@ -35,6 +35,9 @@ _SPARK_TYPES = {pa.int32(): "int", pa.int64(): "long", pa.string(): "string", pa
 STACK_SETTINGS: dict[str, str] = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.execution.arrow.maxRecordsPerBatch": "65536",
+    # rows here are whole transactions and segment blobs (tens of KB each): 65,536 of them would make
+    # one Arrow batch of gigabytes in the JVM; batches close at 64 MiB instead
+    "spark.sql.execution.arrow.maxBytesPerBatch": str(64 << 20),
     "spark.python.worker.reuse": "true",
 }
 LOCAL_DEFAULTS: dict[str, str] = {
