@@ -70,7 +70,7 @@ class DDLRecord(TypedDict):
 
 OutRecord = RowsRecord | DDLRecord  # one row of OUT_SCHEMA, told apart by ``kind``
 
-_FLUSH_ROWS = 131072
+_FLUSH_ROWS = 65536   # rows decoded together; their blobs leave the task as one Arrow batch (tens of MB)
 _OLD_ORDER = {DELETE: 0, UPDATE: 1, INSERT: 2}
 
 
@@ -194,9 +194,9 @@ def decode_transactions(ctx: DecodeContext, batches: Iterable[pa.RecordBatch]) -
         cols = rb.to_pydict()
         for start, commit, payload in zip(cols["start_ts"], cols["commit_ts"], cols["payload"]):
             out.extend(dec.txn(start, commit, payload))
-        if out:
-            yield pa.RecordBatch.from_pylist(out, schema=OUT_SCHEMA)
-            out = []
+            if dec.pending == 0 and out:   # a flush: its blobs leave now (an input batch may hold GBs)
+                yield pa.RecordBatch.from_pylist(out, schema=OUT_SCHEMA)
+                out = []
     out.extend(dec.flush())
     if out:
         yield pa.RecordBatch.from_pylist(out, schema=OUT_SCHEMA)
