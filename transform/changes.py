@@ -68,11 +68,12 @@ def write_segment(rows: pa.Table) -> bytes:
 @dataclass(frozen=True)
 class Segment:
     """Row changes of one table written under one schema version (``table`` is that version's
-    TableInfo); ``rows`` counts them, the rows are in the run's frame."""
+    TableInfo, ``db`` its database then); ``rows`` counts them, the rows are in the run's frame."""
 
     schema_version: int
     table: TableInfo
     rows: int
+    db: str = ""
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,15 @@ class DDLEvent:
     job: Job
     table: TableInfo | None
     before: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class DDLJob:
+    """A DDL job committed inside the run's range, as the upstream ran it (schema-level ones too):
+    sinks that replay statements (MySQL) apply ``job.query`` in commit order."""
+
+    commit_ts: int
+    job: Job
 
 
 @dataclass
@@ -110,8 +120,8 @@ class TableChanges:
 
 @dataclass
 class RunBatch:
-    """One run's output: the range, its identity markers, the changes per table id (metadata), and
-    ``frame``, the row changes themselves (None when the run has none)."""
+    """One run's output: the range, its identity markers, the changes per table id (metadata), the
+    DDL jobs, and ``frame``, the row changes themselves (None when the run has none)."""
 
     cluster_id: int
     from_ts: int
@@ -120,6 +130,7 @@ class RunBatch:
     tables: dict[int, TableChanges] = field(default_factory=dict)
     nulled_values: int = 0
     frame: DataFrame | None = None
+    ddl: list[DDLJob] = field(default_factory=list)   # every DDL job of the range, in commit order
 
     def rows_of(self, table_ids: set[int]) -> DataFrame | None:
         """The frame's records of these table ids (None when there are none)."""

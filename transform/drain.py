@@ -175,6 +175,7 @@ def _assemble(batch: ch.RunBatch, decoded: pa.Table, history: SchemaHistory, tab
     for rec in records:
         if rec["kind"] == "ddl":
             job = history.job(rec["job_id"])
+            batch.ddl.append(ch.DDLJob(rec["commit_ts"], job))
             tid = _event_table_id(job)
             if job.type == DROP_SCHEMA:  # every table of the database ends here
                 for ended in history.ended_by(job.id):
@@ -197,6 +198,7 @@ def _assemble(batch: ch.RunBatch, decoded: pa.Table, history: SchemaHistory, tab
             segs[rec["table_id"]].append((rec["schema_version"], rec["commit_ts"], rec["rows"]))
             versions[rec["table_id"]] = max(versions[rec["table_id"]], rec["schema_version"])
             batch.nulled_values += rec["nulled"]
+    batch.ddl.sort(key=lambda d: d.commit_ts)
     for tid in sorted(set(segs) | set(events)):
         last = history.version_at(tid, versions[tid])
         named = last if last is not None and last.table is not None else _last_named(history, tid, versions[tid])
@@ -212,7 +214,8 @@ def _assemble(batch: ch.RunBatch, decoded: pa.Table, history: SchemaHistory, tab
             by_version[version].append((first_commit, rows))
         for version in sorted(by_version, key=lambda v: min(c for c, _ in by_version[v])):
             count = sum(n for _, n in by_version[version])
-            tc.segments.append(ch.Segment(version, history.table_at(tid, version), count))
+            at = history.version_at(tid, version)
+            tc.segments.append(ch.Segment(version, history.table_at(tid, version), count, at.db if at else named.db))
         batch.tables[tid] = tc
 
 

@@ -52,3 +52,11 @@ class TableFilter:
         if _any(self._ig_db, db):
             return False
         return not any(d.match(db) and t.match(table) for d, t in self._ig_tbl)
+
+    def allows_schema(self, db: str) -> bool:
+        """True when some table of ``db`` may be replicated (schema-level DDL such as CREATE DATABASE)."""
+        if self.only and db.lower() not in {d.lower() for d, _ in self.only}:
+            return False
+        if (self._do_db or self._do_tbl) and not (_any(self._do_db, db) or any(d.match(db) for d, _ in self._do_tbl)):
+            return False
+        return not _any(self._ig_db, db)

@@ -3,11 +3,12 @@ catalog by URI (``sqlite:///…``, ``postgresql+psycopg2://…`` → SQL; ``http
 from __future__ import annotations
 
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from pyiceberg.catalog import Catalog, load_catalog
 
 from sink.errors import CatalogConfigError
+from sink.redact import redact_uri
 
 CATALOG_NAME = "binlake"
 
@@ -24,15 +25,6 @@ def _local_dir(warehouse: str) -> Path:
     if "://" in warehouse:
         raise CatalogConfigError(f"warehouse {warehouse!r} is not local: give --catalog-uri as well")
     return Path(warehouse).resolve()
-
-
-def redact_uri(uri: str) -> str:
-    """``uri`` with the password of its user part (``scheme://user:password@host``) replaced by ``***``."""
-    parts = urlsplit(uri)
-    if parts.password is None:
-        return uri
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
 
 
 def warehouse_location(warehouse: str) -> str:

@@ -8,7 +8,7 @@ import pytest
 
 from binlake.drain_config import DrainerConfig, parse_tables
 from ingest.config import ConfigError, load_config
-from sink.iceberg.catalog import redact_uri
+from sink.redact import redact_uri
 from transform.filters import TableFilter
 from transform.history import HistoryError, SchemaHistory
 from transform.plan import PlanError, make_plan
