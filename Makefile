@@ -19,8 +19,8 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # Python environment: pinned by pyproject.toml, transitively frozen by constraints.txt.
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q -c constraints.txt -e '.[spark,iceberg,dev]' 2>&1 | { grep -v '^WARNING: Location' || true; }
-	$(BIN)/python -c "import grpc, plyvel, pyarrow, pyspark, pyiceberg, pydantic, duckdb, schemas.pump_pb2"
+	$(BIN)/pip install -q -c constraints.txt -e '.[spark,iceberg,mysql,dev]' 2>&1 | { grep -v '^WARNING: Location' || true; }
+	$(BIN)/python -c "import grpc, plyvel, pyarrow, pyspark, pyiceberg, pydantic, duckdb, pymysql, schemas.pump_pb2"
 	touch $@
 
 deps: $(STAMP)

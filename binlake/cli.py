@@ -255,7 +255,16 @@ def _drain_parser(sub: Any) -> None:
     p = sub.add_parser("drain", help="run one Drainer batch: pumps -> Spark -> Iceberg/Parquet",
                        description="Drain the commit_ts range (checkpoint, min pump watermark] into the sink.")
     _drainer_flags(p)
-    p.add_argument("--sink", dest="syncer.db-type", choices=["iceberg", "parquet"], help="default iceberg")
+    p.add_argument("--sink", dest="syncer.db-type", choices=["iceberg", "parquet", "mysql", "tidb"],
+                   help="default iceberg")
+    p.add_argument("--to-dsn", dest="syncer.to.dsn", metavar="mysql://USER:PASS@HOST:PORT",
+                   help="the MySQL/TiDB downstream of --sink mysql|tidb (over [syncer.to])")
+    p.add_argument("--safe-mode", dest="syncer.safe-mode", action="store_const", const=True,
+                   help="MySQL sink: INSERT as REPLACE, UPDATE as DELETE + REPLACE (idempotent replay)")
+    p.add_argument("--worker-count", "-c", dest="syncer.worker-count", type=int,
+                   help="MySQL sink: parallel appliers (default 16)")
+    p.add_argument("--txn-batch", dest="syncer.txn-batch", type=int,
+                   help="MySQL sink: DMLs per downstream transaction (default 20)")
     p.add_argument("--parquet-dir", dest="parquet.dir", help="root directory of the Parquet sink")
     p.add_argument("--spark-master", dest="spark.master", help="default local[*]")
     p.add_argument("--spark-conf", dest="spark_conf", type=_key_value, action="append", metavar="KEY=VALUE",
@@ -273,6 +282,8 @@ def _verify_parser(sub: Any) -> None:
     p = sub.add_parser("verify", help="compare the mirror tables at a ts with the upstream's snapshot")
     _drainer_flags(p)
     p.add_argument("--ts", type=int, help="the run end (to_ts) to compare at (default: the checkpoint)")
+    p.add_argument("--against", metavar="mysql://USER:PASS@HOST:PORT",
+                   help="compare this MySQL downstream (at its checkpoint) instead of the Iceberg mirrors")
     p.set_defaults(run=_run_verify)
 
 
@@ -287,7 +298,9 @@ def _drainer_options(args: argparse.Namespace) -> DrainerConfig:
     from binlake.drain_config import DrainerConfig
     from ingest.config import load_config
 
-    keys = [k for _, k, _, _ in _DRAIN_FLAGS] + ["syncer.db-type", "parquet.dir", "spark.master", "iceberg.tag-runs"]
+    keys = [k for _, k, _, _ in _DRAIN_FLAGS] + [
+        "syncer.db-type", "syncer.to.dsn", "syncer.safe-mode", "syncer.worker-count", "syncer.txn-batch",
+        "parquet.dir", "spark.master", "iceberg.tag-runs"]
     overrides: dict[str, Any] = {k: getattr(args, k, None) for k in keys}
     if getattr(args, "spark_conf", None):
         overrides["spark.conf"] = dict(args.spark_conf)
@@ -312,7 +325,7 @@ def _run_verify(args: argparse.Namespace) -> int:
     from binlake.drain import run_verify_command
 
     options = _drainer_options(args)
-    return run_verify_command(options, args.ts)
+    return run_verify_command(options, args.ts, against=args.against)
 
 
 def build_parser() -> argparse.ArgumentParser:

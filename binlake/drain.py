@@ -17,6 +17,8 @@ from sink.base import Sink, TableReport
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
+    from sink.mysql.target import MySQLTarget
+
 
 class ConsoleProgress:
     """Prints each stage of a run as it goes: ``[pull] …`` then ``[pull] done in 1.23 s  detail``."""
@@ -70,12 +72,30 @@ def open_iceberg_catalog(options: DrainerConfig) -> Catalog:
     return open_catalog(ice.warehouse, ice.catalog_uri or None, **ice.properties)
 
 
+def mysql_target(options: DrainerConfig) -> MySQLTarget:
+    """The ``[syncer.to]`` downstream (``dsn`` over host/port/user/password)."""
+    from sink.mysql.target import MySQLTarget
+
+    to = options.syncer.to
+    if to.dsn:
+        return MySQLTarget.from_dsn(to.dsn, params=to.params, read_timeout=to.read_timeout)
+    return MySQLTarget(to.host, to.port, to.user, to.password, dict(to.params), to.read_timeout)
+
+
 def open_sink(options: DrainerConfig) -> Sink:
-    """The sink the options name (Iceberg catalog + warehouse, or a Parquet directory)."""
+    """The sink the options name (Iceberg catalog + warehouse, a Parquet directory, or MySQL/TiDB)."""
     if options.syncer.db_type == "parquet":
         from sink.parquet import ParquetSink
 
         return ParquetSink(options.parquet.dir)
+    if options.syncer.db_type in ("mysql", "tidb"):
+        from sink.mysql.sink import MySQLOptions, MySQLSink
+
+        s = options.syncer
+        return MySQLSink(mysql_target(options), MySQLOptions(
+            tidb=s.db_type == "tidb", worker_count=s.worker_count, txn_batch=s.txn_batch, safe_mode=s.safe_mode,
+            checkpoint_schema=s.to.checkpoint.schema_, checkpoint_table=s.to.checkpoint.table,
+            ignore_txn_commit_ts=frozenset(s.ignore_txn_commit_ts), table_filter=options.table_filter()))
     from sink.iceberg.writer import IcebergSink
 
     ice = options.iceberg
@@ -139,6 +159,7 @@ def run_drain_command(options: DrainerConfig, from_ts: int | None = None, to_ts:
         if advance:
             sink.save_checkpoint(result.batch)
             register_drainer(options, plan.to_ts)
+        report["notes"] = sink.notes()
         report.update({"batch_id": result.batch.batch_id, "tables": [t.to_json() for t in tables],
                        "nulled_values": result.batch.nulled_values, "counts": result.counts,
                        "checkpoint_after": plan.to_ts if advance else checkpoint})
@@ -164,18 +185,24 @@ def _print_report(report: dict[str, Any], out: TextIO) -> None:
         ddl = f"  ddl: {len(t['ddl'])}" if t["ddl"] else ""
         print(f"  {t['table']:<40} {rows:<28} {state}{ddl}", file=out)
     print(f"  values nulled (zero/invalid dates): {report.get('nulled_values', 0)}", file=out)
+    for note in report.get("notes", []):
+        print(f"  {note}", file=out)
     print("  seconds per stage: " + ", ".join(f"{k} {v:.2f}" for k, v in report["stages"].items()), file=out)
     print(f"  checkpoint: {report['checkpoint_before']} -> {report.get('checkpoint_after')}", file=out)
 
 
-def run_verify_command(options: DrainerConfig, ts: int | None, out: TextIO = sys.stdout) -> int:
-    """Compare every mirror at ``ts`` (default: the checkpoint) with the upstream's snapshot; 0 when equal."""
+def run_verify_command(options: DrainerConfig, ts: int | None, out: TextIO = sys.stdout,
+                       against: str | None = None) -> int:
+    """Compare every mirror at ``ts`` (default: the checkpoint) with the upstream's snapshot; 0 when equal.
+    ``against`` (a ``mysql://`` DSN) compares a MySQL downstream at its checkpoint instead."""
     from sink.iceberg.writer import IcebergSink
     from sink.verify import verify_mirrors
     from upstream.client import StatusClient
 
     if not options.upstream.status_url:
         raise ConfigError("verify needs --upstream-status-url (the upstream's snapshot at ts)")
+    if against:
+        return _verify_mysql(options, against, ts, out)
     catalog = open_iceberg_catalog(options)
     if ts is None:
         ts = IcebergSink(catalog).checkpoint()
@@ -186,5 +213,31 @@ def run_verify_command(options: DrainerConfig, ts: int | None, out: TextIO = sys
     filt = options.table_filter()
     snapshot = {k: v for k, v in snapshot.items() if filt.allows(*k.split(".", 1))}
     report = verify_mirrors(catalog, snapshot, ts, names)
+    print(report.format(), file=out)
+    return 0 if report.ok else 1
+
+
+def _verify_mysql(options: DrainerConfig, dsn: str, ts: int | None, out: TextIO) -> int:
+    from sink.mysql.checkpoint import CheckpointTable
+    from sink.mysql.target import MySQLTarget
+    from sink.mysql.verify import verify_downstream
+    from upstream.client import StatusClient
+
+    to = options.syncer.to
+    conn = MySQLTarget.from_dsn(dsn, params=to.params).connect()
+    try:
+        if ts is None:
+            table = CheckpointTable(conn, cluster_id_of(options), to.checkpoint.schema_, to.checkpoint.table)
+            cp = table.load()
+            if cp is None:
+                raise ConfigError("no checkpoint row on the downstream yet: give --ts")
+            if not cp.consistent:
+                print(f"note: the checkpoint at {cp.commit_ts} is not consistent (a run is applying or "
+                      f"stopped uncleanly)", file=out)
+            ts = cp.commit_ts
+        snapshot = StatusClient(options.upstream.status_url).snapshot(ts)
+        report = verify_downstream(conn, snapshot, ts, options.table_filter())
+    finally:
+        conn.close()
     print(report.format(), file=out)
     return 0 if report.ok else 1

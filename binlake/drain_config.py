@@ -7,10 +7,10 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field
 
-from ingest.config import Bool, Int, Str, StringList, TomlModel, UrlList
+from ingest.config import Bool, Int, Seconds, Str, StringList, TomlModel, UrlList
 from transform.filters import DEFAULT_IGNORE_SCHEMAS, TableFilter
 
-SINKS = ("iceberg", "parquet")
+SINKS = ("iceberg", "parquet", "mysql", "tidb")
 
 
 def _sink(value: Any) -> str:
@@ -93,10 +93,43 @@ class UpstreamSection(TomlModel):
     status_url: Str = Field(default="", alias="status-url")
 
 
+def _ints(value: Any) -> list[int]:
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise ValueError(f"expected an array of commit ts numbers, got {value!r}")
+    return list(value)
+
+
+class CheckpointSection(TomlModel):
+    """``[syncer.to.checkpoint]``: where the MySQL sink keeps its checkpoint row on the downstream."""
+
+    schema_: Str = Field(default="tidb_binlog", alias="schema")
+    table: Str = "checkpoint"
+
+
+class ToSection(TomlModel):
+    """``[syncer.to]``: the MySQL/TiDB downstream (TiDB Binlog's keys), or ``dsn`` (``--to-dsn``)."""
+
+    dsn: Str = ""                       # mysql://USER:PASS@HOST:PORT; over host/port/user/password
+    host: Str = "127.0.0.1"
+    port: Int = Field(default=3306, ge=1, le=65535)
+    user: Str = "root"
+    password: Str = Field(default="", repr=False)
+    read_timeout: Seconds = Field(default=60.0, alias="read-timeout")
+    params: Annotated[dict[str, str], BeforeValidator(lambda v: _settings(v, "session variables"))] = \
+        Field(default_factory=dict)
+    checkpoint: CheckpointSection = Field(default_factory=CheckpointSection)
+
+
 class SyncerSection(TomlModel):
-    """``[syncer]``: the sink and TiDB Binlog's table filters."""
+    """``[syncer]``: the sink, TiDB Binlog's table filters and the MySQL loader's settings."""
 
     db_type: Annotated[str, BeforeValidator(_sink)] = Field(default="iceberg", alias="db-type")
+    txn_batch: Int = Field(default=20, alias="txn-batch", ge=1)
+    worker_count: Int = Field(default=16, alias="worker-count", ge=1)
+    safe_mode: Bool = Field(default=False, alias="safe-mode")
+    ignore_txn_commit_ts: Annotated[list[int], BeforeValidator(_ints)] = Field(default_factory=list,
+                                                                                alias="ignore-txn-commit-ts")
+    to: ToSection = Field(default_factory=ToSection)
     replicate_do_db: StringList = Field(default_factory=list, alias="replicate-do-db")
     replicate_do_table: DBTables = Field(default_factory=list, alias="replicate-do-table")
     ignore_schemas: StringList = Field(default_factory=lambda: list(DEFAULT_IGNORE_SCHEMAS), alias="ignore-schemas")

@@ -47,6 +47,10 @@ class Sink(ABC):
         """Raise when what the sink already holds came from another cluster (default: no check)."""
         return None
 
+    def notes(self) -> list[str]:
+        """What the last :meth:`write` wants the run report to say (default: nothing)."""
+        return []
+
     def close(self) -> None:
         """Release connections (default: nothing to release)."""
         return None

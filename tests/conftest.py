@@ -18,7 +18,7 @@ if str(ROOT) not in sys.path:
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 if TYPE_CHECKING:
-    from tests.servers import EtcdServer, MotoS3, PostgresServer
+    from tests.servers import EtcdServer, MariaDBServer, MotoS3, PostgresServer
 
 
 @pytest.fixture(scope="session")
@@ -34,6 +34,14 @@ def postgres_server() -> Iterator[PostgresServer]:
     """A Debian PostgreSQL on 127.0.0.1 for the whole session (installed on first use)."""
     from tests.servers import PostgresServer
     with PostgresServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def mariadb_server() -> Iterator[MariaDBServer]:
+    """A Debian MariaDB on 127.0.0.1 for the whole session (installed on first use)."""
+    from tests.servers import MariaDBServer
+    with MariaDBServer() as server:
         yield server
 
 

@@ -1,5 +1,5 @@
 """Real servers for integration tests: a throwaway single-node etcd (Debian's, installed on first
-use), PostgreSQL (Debian's, likewise), a Spark standalone cluster started from the pyspark package,
+use), PostgreSQL and MariaDB (Debian's, likewise), a Spark standalone cluster started from the pyspark package,
 an S3 endpoint (``moto_server``).
 
 Generic on purpose: any test folder may ``from tests.servers import EtcdServer, SparkStandalone``.
@@ -405,6 +405,86 @@ class PostgresServer:
             os.killpg(self.proc.pid, signal.SIGTERM)   # smart shutdown; SIGKILL if it hangs
             try:
                 self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def ensure_mariadb_installed() -> str:
+    """The path of Debian's ``mariadbd``, installing mariadb-server/mariadb-client if absent."""
+    with _INSTALL_LOCK:
+        apt_install(["mariadb-server", "mariadb-client"], ["mariadbd", "mariadb-install-db", "mariadb"])
+    path = shutil.which("mariadbd")
+    assert path is not None
+    return path
+
+
+class MariaDBServer:
+    """A throwaway MariaDB on 127.0.0.1 (run as root with ``--user=root``), with a password-authenticated
+    user ``binlake`` that may do anything; :meth:`create_database` / :meth:`dsn`. Context manager."""
+
+    USER, PASSWORD = "binlake", "maria-test-Secret-73"
+
+    def __init__(self) -> None:
+        self.bin = ensure_mariadb_installed()
+        self.port = free_port()
+        self.dir = Path(tempfile.mkdtemp(prefix="binlake-maria-"))
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def dsn(self) -> str:
+        """``mysql://binlake:PASS@127.0.0.1:PORT``."""
+        return f"mysql://{self.USER}:{self.PASSWORD}@127.0.0.1:{self.port}"
+
+    def connect(self, database: str | None = None) -> object:
+        """A pymysql connection as ``binlake`` (autocommit on)."""
+        import pymysql
+
+        return pymysql.connect(host="127.0.0.1", port=self.port, user=self.USER, password=self.PASSWORD,
+                               database=database, autocommit=True, charset="utf8mb4")
+
+    def reset(self, *databases: str) -> None:
+        """Drop ``databases`` (and the checkpoint schema) so a test starts from an empty downstream."""
+        conn = self.connect()
+        try:
+            with conn.cursor() as cur:  # type: ignore[attr-defined]
+                for db in (*databases, "tidb_binlog"):
+                    cur.execute(f"DROP DATABASE IF EXISTS `{db}`")
+        finally:
+            conn.close()  # type: ignore[attr-defined]
+
+    def __enter__(self) -> MariaDBServer:
+        data, sock = self.dir / "data", self.dir / "mysqld.sock"
+        init = subprocess.run(["mariadb-install-db", "--no-defaults", f"--datadir={data}", "--user=root",
+                               "--auth-root-authentication-method=normal", "--skip-test-db"],
+                              capture_output=True, text=True, check=False)
+        if init.returncode != 0:
+            raise ServerError(f"mariadb-install-db failed: {init.stdout[-1500:]}{init.stderr[-1500:]}")
+        with open(self.dir / "mariadb.log", "ab") as log:
+            self.proc = subprocess.Popen(
+                [self.bin, "--no-defaults", f"--datadir={data}", f"--socket={sock}", f"--port={self.port}",
+                 "--bind-address=127.0.0.1", "--user=root", f"--pid-file={self.dir / 'mysqld.pid'}",
+                 "--innodb-buffer-pool-size=128M", "--skip-name-resolve", "--max-connections=500"],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + 60
+        while True:
+            ping = subprocess.run(["mariadb", "--no-defaults", f"--socket={sock}", "-uroot", "-e",
+                                   f"CREATE USER IF NOT EXISTS '{self.USER}'@'%' IDENTIFIED BY '{self.PASSWORD}'; "
+                                   f"GRANT ALL ON *.* TO '{self.USER}'@'%' WITH GRANT OPTION"],
+                                  capture_output=True, text=True, check=False)
+            if ping.returncode == 0:
+                return self
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                log_text = (self.dir / "mariadb.log").read_text(errors="replace")[-2000:]
+                self.__exit__()
+                raise ServerError(f"MariaDB not up on 127.0.0.1:{self.port}: {ping.stderr}\n{log_text}")
+            time.sleep(0.2)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(30)
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()

@@ -1,0 +1,95 @@
+"""The downstream checkpoint, kept exactly as TiDB Binlog's drainer keeps it, so that either can
+continue what the other left:
+
+``<schema>.checkpoint(clusterID bigint unsigned primary key, checkPoint MEDIUMTEXT)``, one row per
+upstream cluster, ``checkPoint`` a JSON object ``{"consistent": bool, "commitTS": ts, "ts-map": {},
+"schema-version": n}``. ``consistent`` is false while a run applies (the downstream may hold part
+of a transaction batch beyond ``commitTS``) and true once a run's range is completely applied.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from sink.mysql.target import MySQLTargetError
+
+
+class CheckpointFormatError(MySQLTargetError):
+    """The checkpoint row exists but is not TiDB Binlog's JSON."""
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """One cluster's checkpoint row."""
+
+    commit_ts: int
+    consistent: bool
+    ts_map: dict[str, int] = field(default_factory=dict)
+    schema_version: int = 0
+
+    def to_json(self) -> str:
+        """The ``checkPoint`` column text (TiDB Binlog's key names)."""
+        return json.dumps({"consistent": self.consistent, "commitTS": self.commit_ts, "ts-map": self.ts_map,
+                           "schema-version": self.schema_version})
+
+    @classmethod
+    def parse(cls, text: str) -> Checkpoint:
+        """Read a ``checkPoint`` column; :class:`CheckpointFormatError` when it is not the JSON above."""
+        try:
+            obj: Any = json.loads(text)
+            if not isinstance(obj, dict):
+                raise TypeError("not an object")
+            ts = obj.get("commitTS", 0)
+            consistent = obj.get("consistent", False)
+            if not isinstance(ts, int) or isinstance(ts, bool) or not isinstance(consistent, bool):
+                raise TypeError("commitTS must be a number and consistent a boolean")
+            version = obj.get("schema-version", 0)
+            return cls(ts, consistent, dict(obj.get("ts-map") or {}), int(version or 0))
+        except (ValueError, TypeError) as e:
+            raise CheckpointFormatError(f"checkpoint row is not TiDB Binlog's JSON ({e}): {text[:200]!r}") from None
+
+
+class CheckpointTable:
+    """``<schema>.<table>`` on the downstream, read and written through ``conn`` (autocommit off:
+    :meth:`save` commits)."""
+
+    def __init__(self, conn: Any, cluster_id: int, schema: str = "tidb_binlog", table: str = "checkpoint") -> None:
+        self.conn = conn
+        self.cluster_id = cluster_id
+        self.name = f"`{schema.replace('`', '``')}`.`{table.replace('`', '``')}`"
+        self.schema = schema
+
+    def ensure(self) -> None:
+        """Create the schema and table when missing (TiDB Binlog's DDL)."""
+        with self.conn.cursor() as cur:
+            cur.execute(f"CREATE SCHEMA IF NOT EXISTS `{self.schema.replace('`', '``')}`")
+            cur.execute(f"CREATE TABLE IF NOT EXISTS {self.name}"
+                        "(clusterID bigint unsigned primary key, checkPoint MEDIUMTEXT)")
+        self.conn.commit()
+
+    def load(self) -> Checkpoint | None:
+        """This cluster's checkpoint; None when there is none (or its commitTS is 0, as TiDB reads it)."""
+        with self.conn.cursor() as cur:
+            cur.execute(f"SELECT checkPoint FROM {self.name} WHERE clusterID = %s", (self.cluster_id,))
+            row = cur.fetchone()
+        self.conn.commit()
+        if row is None:
+            return None
+        cp = Checkpoint.parse(row[0])
+        return cp if cp.commit_ts else None
+
+    def other_clusters(self) -> list[int]:
+        """Cluster ids other than ours with a checkpoint row here."""
+        with self.conn.cursor() as cur:
+            cur.execute(f"SELECT clusterID FROM {self.name} WHERE clusterID <> %s", (self.cluster_id,))
+            rows = cur.fetchall()
+        self.conn.commit()
+        return [int(r[0]) for r in rows]
+
+    def save(self, cp: Checkpoint) -> None:
+        """Replace this cluster's row with ``cp`` and commit."""
+        with self.conn.cursor() as cur:
+            cur.execute(f"REPLACE INTO {self.name} (clusterID, checkPoint) VALUES (%s, %s)",
+                        (self.cluster_id, cp.to_json()))
+        self.conn.commit()

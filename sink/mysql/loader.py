@@ -1,0 +1,175 @@
+"""Apply DMLs to the downstream in parallel without reordering what conflicts (TiDB Binlog's
+``pkg/loader``, reference §4.7).
+
+:class:`Causality` gives every DML a group: DMLs sharing a causality key (a unique key's values) are in
+one group, and a DML whose keys already belong to two different groups is a conflict — the loader
+then flushes everything dispatched so far before taking it. A group goes to worker
+``crc32(group) % worker_count``, so the changes of one row stay in order on one worker. Each worker
+owns a connection and executes its DMLs in downstream transactions of at most ``txn_batch`` DMLs.
+Transient errors (lost connection, deadlock, lock wait timeout) are retried with backoff on a new
+connection; any other error stops the load with :class:`ApplyError` naming the statement and the
+commit_ts.
+"""
+from __future__ import annotations
+
+import logging
+import time
+import zlib
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pymysql
+
+from sink.errors import SinkError
+from sink.mysql.statements import DML, statements
+from transform import failpoints
+
+log = logging.getLogger(__name__)
+
+# lost connection, server gone, lock wait timeout, deadlock, too many connections, TiDB write conflicts
+TRANSIENT_ERRORS = frozenset({1040, 1205, 1213, 2003, 2006, 2013, 8002, 8022, 8027, 9007})
+
+
+class ApplyError(SinkError):
+    """A statement failed for good (the message names it and the upstream commit_ts)."""
+
+
+class Causality:
+    """Union of DMLs that touch the same keys (TiDB's ``causality.go``)."""
+
+    def __init__(self) -> None:
+        self.group: dict[str, str] = {}
+
+    def conflicts(self, keys: list[str]) -> bool:
+        """True when ``keys`` already belong to more than one group."""
+        return len({self.group[k] for k in keys if k in self.group}) > 1
+
+    def add(self, keys: list[str]) -> str:
+        """Put ``keys`` in one group (an existing one if any key has one) and return it."""
+        found = next((self.group[k] for k in keys if k in self.group), keys[0])
+        for k in keys:
+            self.group[k] = found
+        return found
+
+    def reset(self) -> None:
+        """Forget every group (after a flush)."""
+        self.group.clear()
+
+
+def _is_transient(e: Exception) -> bool:
+    code = e.args[0] if e.args and isinstance(e.args[0], int) else None
+    return code in TRANSIENT_ERRORS
+
+
+class Worker:
+    """One connection that executes DML lists in transactions of ``txn_batch``."""
+
+    def __init__(self, connect: Callable[[], Any], txn_batch: int, retries: int, backoff: float) -> None:
+        self.connect = connect
+        self.conn: Any = None
+        self.txn_batch = txn_batch
+        self.retries = retries
+        self.backoff = backoff
+
+    def execute(self, dmls: list[DML], safe_mode: bool) -> int:
+        """Apply ``dmls`` in order; returns the statements executed."""
+        done = 0
+        for i in range(0, len(dmls), self.txn_batch):
+            done += self._chunk(dmls[i:i + self.txn_batch], safe_mode)
+        return done
+
+    def _chunk(self, dmls: list[DML], safe_mode: bool) -> int:
+        for attempt in range(self.retries + 1):
+            sql, args, dml = "", list[Any](), dmls[0]
+            try:
+                if self.conn is None:
+                    self.conn = self.connect()
+                n = 0
+                with self.conn.cursor() as cur:
+                    for dml in dmls:
+                        for sql, args in statements(dml, safe_mode):
+                            cur.execute(sql, args)
+                            n += 1
+                self.conn.commit()
+                return n
+            except pymysql.Error as e:
+                self.close(rollback=True)
+                if _is_transient(e) and attempt < self.retries:
+                    wait = self.backoff * 2 ** min(attempt, 5)
+                    log.warning("transient error at commit_ts %d (%s); retry %d in %.1f s",
+                                dml.commit_ts, e, attempt + 1, wait)
+                    time.sleep(wait)
+                    continue
+                raise ApplyError(f"statement of the transaction committed at {dml.commit_ts} failed on "
+                                 f"{dml.table.qualified}: {e}; statement: {sql[:300]}") from None
+        raise AssertionError("unreachable")
+
+    def close(self, rollback: bool = False) -> None:
+        """Drop the connection (rolling back an open transaction)."""
+        if self.conn is None:
+            return
+        try:
+            if rollback:
+                self.conn.rollback()
+            self.conn.close()
+        except (pymysql.Error, OSError):  # the connection may already be gone
+            pass
+        self.conn = None
+
+
+class Loader:
+    """Dispatches DMLs to ``worker_count`` workers by causality group; :meth:`flush` applies
+    everything dispatched and returns only when all of it is committed downstream."""
+
+    def __init__(self, connect: Callable[[], Any], worker_count: int = 16, txn_batch: int = 20,
+                 safe_mode: bool = False, retries: int = 10, backoff: float = 0.5) -> None:
+        self.workers = [Worker(connect, txn_batch, retries, backoff) for _ in range(worker_count)]
+        self.pool = ThreadPoolExecutor(max_workers=worker_count, thread_name_prefix="binlake-mysql")
+        self.causality = Causality()
+        self.pending: list[list[DML]] = [[] for _ in self.workers]
+        self.pending_count = 0
+        self.batch_limit = txn_batch * worker_count * 3
+        self.safe_mode = safe_mode
+        self.statements = 0
+        self.flushes = 0
+
+    def add(self, dml: DML) -> None:
+        """Dispatch one DML (a conflict with what is pending flushes first)."""
+        keys = dml.causality_keys()
+        if self.causality.conflicts(keys):
+            self.flush()
+        group = self.causality.add(keys)
+        self.pending[zlib.crc32(group.encode()) % len(self.workers)].append(dml)
+        self.pending_count += 1
+
+    @property
+    def full(self) -> bool:
+        """True when enough is pending to flush (``txn_batch × worker_count × 3`` DMLs)."""
+        return self.pending_count >= self.batch_limit
+
+    def flush(self) -> None:
+        """Apply every pending DML; raises :class:`ApplyError` (after the other workers finish)."""
+        if not self.pending_count:
+            return
+        futures = [self.pool.submit(w.execute, dmls, self.safe_mode)
+                   for w, dmls in zip(self.workers, self.pending) if dmls]
+        self.pending = [[] for _ in self.workers]
+        self.pending_count = 0
+        self.causality.reset()
+        errors = []
+        for f in futures:
+            try:
+                self.statements += f.result()
+            except ApplyError as e:
+                errors.append(e)
+        if errors:
+            raise errors[0]
+        self.flushes += 1
+        failpoints.inject("mysql-flush", self.flushes)
+
+    def close(self) -> None:
+        """Close every worker's connection and the thread pool (pending DMLs are dropped)."""
+        self.pool.shutdown(wait=True)
+        for w in self.workers:
+            w.close(rollback=True)

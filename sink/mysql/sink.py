@@ -1,0 +1,178 @@
+"""The MySQL sink: a run's transactions applied to MySQL, MariaDB or TiDB in commit order.
+
+The run's rows come as a bounded ordered stream (:func:`transform.ordered.ordered_transactions`):
+the driver holds one sorted Spark partition at a time. DML goes through the :class:`Loader`
+(causality groups on parallel workers, ``txn_batch`` statements per downstream transaction); a DDL is
+a barrier: everything before it is flushed, then it runs alone. The checkpoint row
+(:mod:`sink.mysql.checkpoint`) is written with ``consistent = false`` and the last fully applied
+commit_ts as the run goes (after a DDL, and after a flush at most once a second), and with
+``consistent = true`` and the run's ``to_ts`` at the end. A run that finds ``consistent = false``
+(the last one stopped uncleanly: some transactions after ``commitTS`` may be partly applied) runs
+in safe mode, which makes re-applying them idempotent; it also skips transactions at or below the
+checkpoint.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import pymysql
+
+from sink.base import Sink, TableReport
+from sink.errors import SinkError
+from sink.mysql.checkpoint import Checkpoint, CheckpointTable
+from sink.mysql.ddl import IGNORED_ERRORS, plan_ddl
+from sink.mysql.loader import ApplyError, Loader
+from sink.mysql.statements import TargetTable, quote, row_changes
+from sink.mysql.target import MySQLTarget
+from transform import changes as ch
+from transform.filters import TableFilter
+from transform.ordered import ordered_transactions
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class MySQLOptions:
+    """``[syncer]`` settings of the MySQL sink (TiDB Binlog's names and defaults)."""
+
+    tidb: bool = False                  # db-type = "tidb": DDL goes unchanged
+    worker_count: int = 16
+    txn_batch: int = 20
+    safe_mode: bool = False
+    checkpoint_schema: str = "tidb_binlog"
+    checkpoint_table: str = "checkpoint"
+    ignore_txn_commit_ts: frozenset[int] = field(default_factory=frozenset)
+    table_filter: TableFilter = field(default_factory=TableFilter)
+    ddl_retries: int = 5
+
+
+class MySQLSink(Sink):
+    """Replicates into a MySQL-protocol database; the checkpoint lives there too."""
+
+    kind = "mysql"
+
+    def __init__(self, target: MySQLTarget, options: MySQLOptions | None = None) -> None:
+        self.target = target
+        self.options = options or MySQLOptions()
+        self.conn: Any = target.connect()
+        self.table: CheckpointTable | None = None
+        self.loaded: Checkpoint | None = None
+        self.safe_mode_reason = ""
+
+    def check_cluster(self, cluster_id: int) -> None:
+        """Open this cluster's checkpoint row (creating the table); other clusters' rows are theirs."""
+        o = self.options
+        self.table = CheckpointTable(self.conn, cluster_id, o.checkpoint_schema, o.checkpoint_table)
+        self.table.ensure()
+        self.loaded = self.table.load()
+
+    def checkpoint(self) -> int | None:
+        """The checkpoint row's commitTS (also when ``consistent`` is false: the run resumes there)."""
+        return self.loaded.commit_ts if self.loaded else None
+
+    def _checkpoints(self) -> CheckpointTable:
+        if self.table is None:
+            raise SinkError("the MySQL sink needs check_cluster() before it writes")
+        return self.table
+
+    def write(self, run: ch.RunBatch) -> list[TableReport]:
+        """Apply every transaction and DDL of ``run`` in commit order; the checkpoint moves as it goes."""
+        cps = self._checkpoints()
+        start = self.checkpoint()
+        if start is not None and run.from_ts > start:
+            raise SinkError(f"the run ({run.from_ts}, {run.to_ts}] does not continue the downstream checkpoint "
+                            f"{start}: transactions in ({start}, {run.from_ts}] would be missing")
+        safe = self.options.safe_mode
+        if self.loaded is not None and not self.loaded.consistent:
+            safe, self.safe_mode_reason = True, "the last run stopped before its range was applied"
+        elif safe:
+            self.safe_mode_reason = "safe-mode = true"
+        floor = start if start is not None else run.from_ts
+        version = self.loaded.schema_version if self.loaded else 0
+        cps.save(Checkpoint(floor, False, schema_version=version))
+        targets = {(tid, s.schema_version): TargetTable.of(s.db or tc.db, s.table)
+                   for tid, tc in run.tables.items() for s in tc.segments}
+        reports: dict[str, TableReport] = {}
+        loader = Loader(self.target.connect, self.options.worker_count, self.options.txn_batch, safe)
+        applied, saved_at = floor, time.monotonic()
+        try:
+            for txn in ordered_transactions(run):
+                if txn.commit_ts <= floor or txn.commit_ts in self.options.ignore_txn_commit_ts:
+                    continue
+                if txn.ddl is not None:
+                    loader.flush()
+                    self._apply_ddl(txn.ddl, reports)
+                    applied, version = txn.commit_ts, max(version, txn.ddl.job.binlog.schema_version)
+                    cps.save(Checkpoint(applied, False, schema_version=version))
+                    saved_at = time.monotonic()
+                    continue
+                for piece in txn.tables:
+                    target = targets[(piece.table_id, piece.schema_version)]
+                    rows = reports.setdefault(f"{target.db}.{target.name}",
+                                              TableReport(f"{target.db}.{target.name}")).rows
+                    for dml in row_changes(target, piece.rows):
+                        loader.add(dml)
+                        rows[dml.op] = rows.get(dml.op, 0) + 1
+                applied = txn.commit_ts
+                if loader.full:
+                    loader.flush()
+                    if time.monotonic() - saved_at >= 1.0:
+                        cps.save(Checkpoint(applied, False, schema_version=version))
+                        saved_at = time.monotonic()
+            loader.flush()
+        finally:
+            loader.close()
+        cps.save(Checkpoint(applied, False, schema_version=version))
+        return [reports[k] for k in sorted(reports)]
+
+    def _apply_ddl(self, ddl: ch.DDLJob, reports: dict[str, TableReport]) -> None:
+        job = ddl.job
+        stmt = plan_ddl(job, self.options.table_filter, self.options.tidb)
+        name = f"{job.schema_name}.{job.table_name}" if job.table_name else job.schema_name
+        if stmt.skip:
+            log.info("DDL at %d skipped (%s): %s", ddl.commit_ts, stmt.skip, job.query)
+            return
+        for attempt in range(self.options.ddl_retries):
+            try:
+                with self.conn.cursor() as cur:
+                    if stmt.create_db:
+                        cur.execute(f"CREATE DATABASE IF NOT EXISTS {quote(stmt.create_db)} CHARACTER SET utf8mb4")
+                    if stmt.use:
+                        cur.execute(f"USE {quote(stmt.use)}")
+                    cur.execute(stmt.sql)
+                self.conn.commit()
+                break
+            except pymysql.Error as e:
+                self.conn.rollback()
+                code = e.args[0] if e.args and isinstance(e.args[0], int) else None
+                if code in IGNORED_ERRORS:
+                    log.info("DDL at %d already applied (%s): %s", ddl.commit_ts, e, stmt.sql)
+                    break
+                if attempt + 1 < self.options.ddl_retries and isinstance(e, pymysql.OperationalError):
+                    time.sleep(1.0)
+                    continue
+                raise ApplyError(f"DDL committed at {ddl.commit_ts} failed: {e}; statement: {stmt.sql[:300]} "
+                                 f"(add {ddl.commit_ts} to [syncer] ignore-txn-commit-ts to skip it)") from None
+        reports.setdefault(name, TableReport(name)).ddl.append(job.query)
+
+    def save_checkpoint(self, run: ch.RunBatch) -> None:
+        """The run's range is applied: ``consistent = true`` at ``run.to_ts``."""
+        version = max((d.job.binlog.schema_version for d in run.ddl),
+                      default=self.loaded.schema_version if self.loaded else 0)
+        self._checkpoints().save(Checkpoint(run.to_ts, True, schema_version=version))
+        self.loaded = Checkpoint(run.to_ts, True, schema_version=version)
+
+    def notes(self) -> list[str]:
+        """Says when the run applied in safe mode, and why."""
+        return [f"safe mode: {self.safe_mode_reason}"] if self.safe_mode_reason else []
+
+    def close(self) -> None:
+        """Close the control connection."""
+        try:
+            self.conn.close()
+        except (pymysql.Error, OSError):  # already closed or broken
+            pass
+

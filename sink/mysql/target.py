@@ -1,0 +1,68 @@
+"""Where the MySQL sink writes: host, port, user, password and session settings of a MySQL,
+MariaDB or TiDB server, from ``[syncer.to]`` (TiDB Binlog's keys) or a ``mysql://`` DSN."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from sink.errors import SinkError
+from sink.redact import redact_uri
+
+
+class MySQLTargetError(SinkError):
+    """The destination is malformed or cannot be reached (the message never holds the password)."""
+
+
+@dataclass(frozen=True)
+class MySQLTarget:
+    """A MySQL-protocol server and the session variables every connection sets (``params``)."""
+
+    host: str = "127.0.0.1"
+    port: int = 3306
+    user: str = "root"
+    password: str = field(default="", repr=False)
+    params: dict[str, str] = field(default_factory=dict)
+    read_timeout: float = 60.0
+
+    @classmethod
+    def from_dsn(cls, dsn: str, **defaults: Any) -> MySQLTarget:
+        """``mysql://USER[:PASS]@HOST[:PORT][?var=value…]`` (query items become session variables)."""
+        parts = urlsplit(dsn)
+        if parts.scheme not in ("mysql", "tidb") or not parts.hostname:
+            raise MySQLTargetError(f"not a mysql://USER:PASS@HOST:PORT DSN: {redact_uri(dsn)!r}")
+        try:
+            port = parts.port or 3306
+        except ValueError as e:
+            raise MySQLTargetError(f"bad port in {redact_uri(dsn)!r}: {e}") from None
+        params = dict(defaults.pop("params", {}))
+        params.update(parse_qsl(parts.query))
+        return cls(host=parts.hostname, port=port, user=unquote(parts.username or "root"),
+                   password=unquote(parts.password or ""), params=params, **defaults)
+
+    def describe(self) -> str:
+        """``user@host:port`` (no password): how logs and reports name the destination."""
+        return f"{self.user}@{self.host}:{self.port}"
+
+    def connect(self, database: str | None = None) -> Any:
+        """A new pymysql connection (autocommit off, utf8mb4, UTC session time zone, ``params`` set)."""
+        import pymysql
+
+        try:
+            conn = pymysql.connect(host=self.host, port=self.port, user=self.user, password=self.password,
+                                   database=database, charset="utf8mb4", autocommit=False,
+                                   read_timeout=self.read_timeout, write_timeout=self.read_timeout,
+                                   connect_timeout=10, init_command="SET time_zone = '+00:00'")
+        except pymysql.Error as e:
+            raise MySQLTargetError(f"cannot connect to {self.describe()}: {e}") from None
+        if self.params:
+            with conn.cursor() as cur:
+                for name, value in self.params.items():
+                    cur.execute(f"SET SESSION {_ident(name)} = %s", (value,))
+        return conn
+
+
+def _ident(name: str) -> str:
+    if not name.replace("_", "").isalnum():
+        raise MySQLTargetError(f"session variable {name!r} is not a plain name")
+    return name

@@ -1,0 +1,211 @@
+"""The MySQL sink against Debian's MariaDB: DDL and DML replicated in commit order, the checkpoint
+row in TiDB Binlog's format, safe-mode replays, a drain killed mid-apply and re-run, and
+``verify --against``."""
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import pytest
+
+from binlake.drain import run_verify_command
+from binlake.drain_config import DrainerConfig
+from tests.drain.conftest import Env
+from tests.drain.crashing_cli import CRASH_STATUS
+from tests.drain.test_drain_cli import binlake, cli_args
+from tests.servers import MariaDBServer
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def maria(mariadb_server: MariaDBServer) -> MariaDBServer:
+    """The session's MariaDB, emptied of what earlier tests replicated."""
+    mariadb_server.reset("test", "other")
+    return mariadb_server
+
+
+def mysql_options(env: Env, maria: MariaDBServer, **syncer: Any) -> DrainerConfig:
+    o = env.options.model_copy(deep=True)
+    o.syncer.db_type = "mysql"
+    o.syncer.to.dsn = maria.dsn()
+    o.syncer.worker_count = 4
+    for k, v in syncer.items():
+        setattr(o.syncer, k, v)
+    return o
+
+
+def verify_mysql(env: Env, options: DrainerConfig, ts: int | None = None) -> str:
+    out = io.StringIO()
+    code = run_verify_command(options, ts, out=out, against=options.syncer.to.dsn)
+    assert code == 0, out.getvalue()
+    return out.getvalue()
+
+
+def checkpoint_row(maria: MariaDBServer, cluster_id: int) -> dict[str, Any]:
+    conn: Any = maria.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT checkPoint FROM tidb_binlog.checkpoint WHERE clusterID = %s", (cluster_id,))
+            row = cur.fetchone()
+    finally:
+        conn.close()
+    assert row is not None, "no checkpoint row"
+    parsed: dict[str, Any] = json.loads(row[0])
+    return parsed
+
+
+def query(maria: MariaDBServer, sql: str) -> list[tuple[Any, ...]]:
+    conn: Any = maria.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql)
+            return list(cur.fetchall())
+    finally:
+        conn.close()
+
+
+def test_ddl_and_dml_replicate_in_commit_order_with_tidb_binlog_checkpoint(env: Env, maria: MariaDBServer) -> None:
+    o = mysql_options(env, maria)
+    env.sql("create table test (id int, name varchar(24), primary key (id))")
+    env.sql("insert into test values (1, 'a'), (2, 'b')")
+    env.sql("update test set name = 'c' where id = 1")
+    env.sql("update test set name = 'd' where id = 2", server=1)
+    env.sql("delete from test where id = 2")
+    env.sql("insert into test values (2, 'c')", server=1)
+    env.sql("update test set id = 7 where id = 1")                        # a primary key change
+    env.sql("create table w (id int primary key, a int, b varchar(10), gone int, u int unique)")
+    env.sql("insert into w values (1, 10, 'x', 7, 100), (2, 20, 'y', 8, 200)")
+    env.sql("alter table w add column d varchar(8) default 'dflt'")
+    env.sql("alter table w drop column gone")
+    env.sql("update w set a = 11 where id = 1", server=1)
+    env.sql("alter table w rename column b to bee")
+    env.sql("alter table w modify column a bigint")
+    env.sql("update w set a = 9000000000, bee = 'q', u = 300 where id = 2")
+    env.sql("create table nokey (a int, b varchar(5))")                   # no key: WHERE on every column
+    env.sql("insert into nokey values (1, 'x'), (3, 'x'), (2, null)")
+    env.sql("delete from nokey where a = 2")
+    env.sql("update nokey set b = 'y' where a = 1")
+    report = env.drain(o)
+    to_ts = report["to_ts"]
+    assert report["sink"] == "mysql" and report["checkpoint_after"] == to_ts
+    rows = {t["table"]: t["rows"] for t in report["tables"]}
+    assert rows["test.test"] == {"I": 4, "U": 2, "D": 2}     # TiDB logs a handle change as delete + insert
+    cp = checkpoint_row(maria, env.cluster.cluster_id)
+    assert cp == {"consistent": True, "commitTS": to_ts, "ts-map": {}, "schema-version": cp["schema-version"]}
+    assert cp["schema-version"] > 0
+    assert query(maria, "SELECT id, name FROM test.test ORDER BY id") == [(2, "c"), (7, "c")]
+    assert query(maria, "SELECT id, a, bee, u, d FROM test.w ORDER BY id") == [(1, 11, "x", 100, "dflt"),
+                                                                             (2, 9000000000, "q", 300, "dflt")]
+    assert "no differences" in verify_mysql(env, o)
+
+    env.sql("insert into w (id, a, bee, u) values (3, 1, 'n', 400)")
+    env.sql("rename table nokey to renamed")
+    env.sql("insert into renamed values (5, 'z')")
+    second = env.drain(o)
+    assert second["from_ts"] == to_ts and second["checkpoint_after"] == second["to_ts"]
+    assert query(maria, "SELECT a, b FROM test.renamed ORDER BY a, b") == [(1, "y"), (3, "x"), (5, "z")]
+    verify_mysql(env, o)
+
+
+def test_a_workload_with_key_churn_and_ddl_replicated_while_it_runs(env: Env, maria: MariaDBServer) -> None:
+    import threading
+
+    from upstream.workload import Workload
+
+    o = mysql_options(env, maria, txn_batch=5)
+    wl = Workload(env.cluster, seed=5, churn=True, ddl_interval=0.3)
+    wl.setup()
+    stats = []
+    writer = threading.Thread(target=lambda: stats.append(wl.run(rate=120, duration=0, workers=4, max_txns=300)))
+    writer.start()
+    try:
+        r1 = env.drain(o)
+    finally:
+        writer.join(120)
+    assert stats and stats[0].committed > 200 and not stats[0].errors, stats
+    verify_mysql(env, o, r1["to_ts"])
+    r2 = env.drain(o)
+    assert r2["from_ts"] == r1["to_ts"]
+    out = verify_mysql(env, o)
+    assert "wl_orders" in out
+
+
+def test_a_tidb_binlog_checkpoint_is_continued_and_an_inconsistent_one_replays_in_safe_mode(
+        env: Env, maria: MariaDBServer) -> None:
+    o = mysql_options(env, maria)
+    env.sql("create table t (id int primary key, v int, u int, unique key (u))")
+    env.sql("insert into t values (1, 1, 1), (2, 2, 2), (3, 3, 3)")
+    first = env.drain(o)
+    env.sql("update t set v = 10 where id = 1")
+    env.sql("update t set u = 30, v = 30 where id = 3")
+    env.sql("delete from t where id = 2")
+    env.sql("insert into t values (4, 4, 2)")             # takes the unique value the delete freed
+    second = env.drain(o)
+    want = query(maria, "SELECT * FROM test.t ORDER BY id")
+    assert want == [(1, 10, 1), (3, 30, 30), (4, 4, 2)]
+
+    # an existing TiDB Binlog drainer left this row (no schema-version key): binlake continues it
+    conn: Any = maria.connect()
+    with conn.cursor() as cur:
+        cur.execute("REPLACE INTO tidb_binlog.checkpoint VALUES (%s, %s)",
+                    (env.cluster.cluster_id, json.dumps({"consistent": True, "commitTS": second["to_ts"]})))
+    conn.close()
+    env.sql("insert into t values (5, 5, 5)")
+    third = env.drain(o)
+    assert third["checkpoint_before"] == second["to_ts"] and third["from_ts"] == second["to_ts"]
+    assert query(maria, "SELECT id FROM test.t ORDER BY id") == [(1,), (3,), (4,), (5,)]
+
+    # an unclean stop after the first run: consistent = false; the replay of everything since
+    # (already applied) must run in safe mode and leave the same rows
+    conn = maria.connect()
+    with conn.cursor() as cur:
+        cur.execute("REPLACE INTO tidb_binlog.checkpoint VALUES (%s, %s)",
+                    (env.cluster.cluster_id, json.dumps({"consistent": False, "commitTS": first["to_ts"],
+                                                         "ts-map": {}})))
+    conn.close()
+    replay = env.drain(o, to_ts=third["to_ts"])
+    assert replay["from_ts"] == first["to_ts"]
+    assert query(maria, "SELECT * FROM test.t ORDER BY id") == [(1, 10, 1), (3, 30, 30), (4, 4, 2), (5, 5, 5)]
+    assert checkpoint_row(maria, env.cluster.cluster_id)["consistent"] is True
+    verify_mysql(env, o)
+
+    # the same replay without safe mode fails on the first duplicate, naming statement and commit_ts
+    conn = maria.connect()
+    with conn.cursor() as cur:
+        cur.execute("REPLACE INTO tidb_binlog.checkpoint VALUES (%s, %s)",
+                    (env.cluster.cluster_id, json.dumps({"consistent": True, "commitTS": first["to_ts"]})))
+    conn.close()
+    from sink.mysql.loader import ApplyError
+
+    with pytest.raises(ApplyError, match=r"committed at \d+ failed on `test`.`t`: .*Duplicate entry"):
+        env.drain(o, to_ts=third["to_ts"])
+
+
+def test_a_drain_killed_mid_apply_and_rerun_equals_the_upstream(env: Env, maria: MariaDBServer) -> None:
+    env.sql("create table k (id int primary key, v varchar(20), u int, unique key (u))")
+    for i in range(12):
+        values = ", ".join(f"({i * 20 + j}, 'v{i}', {i * 20 + j})" for j in range(20))
+        env.sql(f"insert into k values {values}", server=i % 2)
+        env.sql(f"update k set v = 'w{i}', u = u + 1000 where id >= {i * 10} and id < {i * 20 + 5}",
+                server=(i + 1) % 2)
+        env.sql(f"delete from k where id = {i * 7}")
+    env.settle()
+    args = [*cli_args(env.options), "--sink", "mysql", "--to-dsn", maria.dsn(), "--spark-master", "local[2]",
+            "--txn-batch", "5", "--worker-count", "2"]
+    r = binlake("drain", *args, failpoints=("mysql-flush=3",), cwd=env.root)
+    assert r.returncode == CRASH_STATUS, r.stderr[-2000:]
+    assert maria.PASSWORD not in r.stdout + r.stderr                      # the password is never printed
+    cp = checkpoint_row(maria, env.cluster.cluster_id)
+    assert cp["consistent"] is False
+    applied = query(maria, "SELECT COUNT(*) FROM test.k")[0][0]
+    assert 0 < applied
+    rerun = binlake("drain", *args, cwd=env.root)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert "safe mode" in rerun.stdout
+    cp = checkpoint_row(maria, env.cluster.cluster_id)
+    assert cp["consistent"] is True
+    verify = binlake("verify", *cli_args(env.options), "--against", maria.dsn(), cwd=env.root)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    assert "no differences" in verify.stdout and maria.PASSWORD not in verify.stdout + verify.stderr

@@ -1,0 +1,108 @@
+"""Unit tests of the MySQL sink's pure parts: statements and keys, causality, DDL rewriting, the
+checkpoint JSON, DSNs, and the ordered stream's per-transaction cut."""
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+
+from sink.mysql.checkpoint import Checkpoint, CheckpointFormatError
+from sink.mysql.ddl import for_mysql, plan_ddl, with_charset
+from sink.mysql.loader import Causality
+from sink.mysql.statements import DML, TargetTable, statements
+from sink.mysql.target import MySQLTarget, MySQLTargetError
+from tests.codec.tables import PK, col, table
+from transform import changes as ch
+from transform.codec import mysqltypes as mt
+from transform.codec.model import HistoryInfo, Job
+from transform.filters import TableFilter
+from transform.ordered import split_by_transaction
+
+
+def _target(pk: bool = True) -> TargetTable:
+    cols = [col(1, "id", mt.TYPE_LONG, flag=PK if pk else 0), col(2, "v", mt.TYPE_VARCHAR),
+            col(3, "b", mt.TYPE_BIT, flen=64), col(4, "g", mt.TYPE_LONG, generated="id + 1")]
+    return TargetTable.of("d", table(7, "t", cols, pk_is_handle=pk))
+
+
+def test_statements_use_the_key_and_safe_mode_makes_them_idempotent() -> None:
+    t = _target()
+    assert [c.name for c in t.columns] == ["id", "v", "b"]            # the generated column is not written
+    ins = DML(t, "I", (1, "a", 5), None, 10)
+    assert statements(ins, False) == [("INSERT INTO `d`.`t` (`id`, `v`, `b`) VALUES (%s, %s, %s)", [1, "a", 5])]
+    assert statements(ins, True)[0][0].startswith("REPLACE INTO `d`.`t`")
+    upd = DML(t, "U", (2, "b", 5), (1, "a", 5), 11)
+    assert statements(upd, False) == [("UPDATE `d`.`t` SET `id` = %s, `v` = %s, `b` = %s WHERE `id` = %s LIMIT 1",
+                                       [2, "b", 5, 1])]
+    assert [s for s, _ in statements(upd, True)] == ["DELETE FROM `d`.`t` WHERE `id` = %s LIMIT 1",
+                                                     "REPLACE INTO `d`.`t` (`id`, `v`, `b`) VALUES (%s, %s, %s)"]
+    keyless = DML(_target(pk=False), "D", (1, None, 5), None, 12)
+    assert statements(keyless, False) == [
+        ("DELETE FROM `d`.`t` WHERE `id` = %s AND `v` IS NULL AND `b` = %s LIMIT 1", [1, 5])]
+
+
+def test_causality_keys_conflicts_and_groups() -> None:
+    t = _target()
+    a, b = DML(t, "I", (1, "a", 0), None, 1), DML(t, "I", (2, "b", 0), None, 1)
+    move = DML(t, "U", (2, "x", 0), (1, "a", 0), 2)                       # touches both keys
+    assert len(move.causality_keys()) == 2
+    c = Causality()
+    ga, gb = c.add(a.causality_keys()), c.add(b.causality_keys())
+    assert ga != gb and c.conflicts(move.causality_keys())
+    c.reset()
+    assert not c.conflicts(move.causality_keys())
+    assert c.add(move.causality_keys()) == c.add(a.causality_keys())      # same group after the update
+    keyless = DML(_target(pk=False), "I", (1, "a", 0), None, 1)
+    assert keyless.causality_keys()[0].startswith("crc")
+
+
+def test_ddl_loses_tidb_only_syntax_and_gains_the_upstream_charset() -> None:
+    q = ("CREATE TABLE t (id bigint AUTO_RANDOM(5) /*T![auto_rand] AUTO_RANDOM(5) */, "
+         "s varchar(5) DEFAULT 'CLUSTERED', PRIMARY KEY (id) CLUSTERED) SHARD_ROW_ID_BITS=4")
+    out = for_mysql(q)
+    assert "AUTO_RANDOM(5) */" in out and "'CLUSTERED'" in out           # comments and literals untouched
+    assert "bigint  /*T!" in out and "PRIMARY KEY (id) )" in out and "SHARD_ROW_ID_BITS" not in out
+    assert with_charset("CREATE TABLE t (a int)", "utf8mb4", "utf8mb4_bin") == \
+        "CREATE TABLE t (a int) DEFAULT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
+    stated = "CREATE TABLE t (a int) CHARSET=latin1"
+    assert with_charset(stated, "utf8mb4", "") == stated
+    failed = Job(id=1, type=3, schema_id=1, table_id=7, schema_name="d", table_name="t", query="create table t (a int)")
+    assert plan_ddl(failed, TableFilter(), False).skip.startswith("failed DDL job")
+    ok = Job(id=2, type=3, schema_id=1, table_id=7, schema_name="d", table_name="t", query="create table t (a int)",
+             binlog=HistoryInfo(schema_version=3))
+    assert plan_ddl(ok, TableFilter(ignore_tables=(("d", "t"),)), False).skip == "d.t is filtered out"
+    stmt = plan_ddl(ok, TableFilter(), True)
+    assert (stmt.use, stmt.sql, stmt.create_db, stmt.skip) == ("d", "create table t (a int)", "d", "")
+    db = Job(id=3, type=1, schema_id=2, table_id=0, schema_name="mysql", query="create database mysql",
+             binlog=HistoryInfo(schema_version=4))
+    assert "filtered out" in plan_ddl(db, TableFilter(), False).skip
+
+
+def test_checkpoint_json_is_tidb_binlogs_and_bad_rows_are_named() -> None:
+    cp = Checkpoint(42, False, schema_version=3)
+    assert json.loads(cp.to_json()) == {"consistent": False, "commitTS": 42, "ts-map": {}, "schema-version": 3}
+    assert Checkpoint.parse('{"commitTS": 7, "consistent": true}') == Checkpoint(7, True)
+    assert Checkpoint.parse(cp.to_json()) == cp
+    for bad in ("not json", "[1]", '{"commitTS": "7"}', '{"commitTS": 1, "consistent": "yes"}'):
+        with pytest.raises(CheckpointFormatError, match="not TiDB Binlog's JSON"):
+            Checkpoint.parse(bad)
+
+
+def test_dsn_parsing_keeps_the_password_out_of_errors() -> None:
+    t = MySQLTarget.from_dsn("mysql://u%40x:p%2Fw@db.example:3307?sql_mode=ANSI")
+    assert (t.host, t.port, t.user, t.password, t.params) == ("db.example", 3307, "u@x", "p/w", {"sql_mode": "ANSI"})
+    assert "p/w" not in repr(t) and t.describe() == "u@x@db.example:3307"
+    with pytest.raises(MySQLTargetError) as e:
+        MySQLTarget.from_dsn("postgres://u:secret@h:1")
+    assert "secret" not in str(e.value) and "***" in str(e.value)
+
+
+def test_pieces_are_cut_per_transaction() -> None:
+    rows = pa.table({ch.OP: ["I", "I", "U", "D"], ch.COMMIT_TS: [5, 5, 9, 12],
+                     ch.SEQ: pa.array([0, 1, 0, 0], pa.int32()), "id": [1, 2, 1, 2]})
+    frame = pa.RecordBatch.from_pydict({"table_id": [3], "schema_version": [8], "commit_ts": [5], "rows": [4],
+                                        "data": [ch.write_segment(rows)]})
+    out = pa.Table.from_batches(list(split_by_transaction([frame])))
+    assert out.column("commit_ts").to_pylist() == [5, 9, 12] and out.column("seq").to_pylist() == [0, 0, 0]
+    assert [ch.read_segment(d).column("id").to_pylist() for d in out.column("data").to_pylist()] == [[1, 2], [1], [2]]
