@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from binlake.drain_config import DrainerConfig
 from ingest.config import ConfigError
+from ingest.errors import TSOError
 from ingest.registry import load_registry
 from ingest.registry.base import DRAINER, PAUSED, NodeStatus
 from ingest.tso import TSOClient
@@ -95,7 +96,8 @@ def open_sink(options: DrainerConfig) -> Sink:
         return MySQLSink(mysql_target(options), MySQLOptions(
             tidb=s.db_type == "tidb", worker_count=s.worker_count, txn_batch=s.txn_batch, safe_mode=s.safe_mode,
             checkpoint_schema=s.to.checkpoint.schema_, checkpoint_table=s.to.checkpoint.table,
-            ignore_txn_commit_ts=frozenset(s.ignore_txn_commit_ts), table_filter=options.table_filter()))
+            ignore_txn_commit_ts=frozenset(s.ignore_txn_commit_ts), table_filter=options.table_filter(),
+            relay_dir=s.relay.log_dir, relay_max_file_size=s.relay.max_file_size))
     from sink.iceberg.writer import IcebergSink
 
     ice = options.iceberg
@@ -108,11 +110,17 @@ def run_drain_command(options: DrainerConfig, from_ts: int | None = None, to_ts:
                       out: TextIO = sys.stdout) -> dict[str, Any]:
     """One run end to end; returns the run report (also printed, and written as JSON)."""
     from transform.history import SchemaHistory
-    from transform.plan import make_plan
+    from transform.plan import PumpUnreachableError, make_plan
 
     started = time.perf_counter()
     stages: dict[str, float] = {}
-    cluster_id = cluster_id_of(options)
+    relay = options.syncer.db_type in ("mysql", "tidb") and bool(options.syncer.relay.log_dir)
+    try:
+        cluster_id = cluster_id_of(options)
+    except TSOError as e:
+        if not relay:
+            raise
+        return _recover_from_relay(options, options.cluster_id or None, e, out)
     sink = open_sink(options)
     try:
         sink.check_cluster(cluster_id)
@@ -120,7 +128,13 @@ def run_drain_command(options: DrainerConfig, from_ts: int | None = None, to_ts:
         begin = (from_ts if from_ts is not None
                  else checkpoint if checkpoint is not None else options.initial_commit_ts)
         t0 = time.perf_counter()
-        plan = make_plan(options.registry, cluster_id, begin, to_ts)
+        try:
+            plan = make_plan(options.registry, cluster_id, begin, to_ts)
+        except PumpUnreachableError as e:
+            if not relay:
+                raise
+            sink.close()
+            return _recover_from_relay(options, cluster_id, e, out)
         stages["plan"] = time.perf_counter() - t0
         print(f"binlake drain: {options.syncer.db_type} sink, checkpoint {checkpoint}", file=out)
         print(plan.describe(), file=out, flush=True)
@@ -170,10 +184,48 @@ def run_drain_command(options: DrainerConfig, from_ts: int | None = None, to_ts:
         sink.close()
     stages["total"] = time.perf_counter() - started
     _print_report(report, out)
+    _write_report(report, options, report_path, out)
+    return report
+
+
+def _write_report(report: dict[str, Any], options: DrainerConfig, report_path: str | None, out: TextIO) -> None:
     path = Path(report_path) if report_path else Path(options.data_dir) / "reports" / f"run-{report['to_ts']}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=1))
     print(f"report written to {path}", file=out)
+
+
+def _recover_from_relay(options: DrainerConfig, cluster_id: int | None, cause: Exception,
+                        out: TextIO) -> dict[str, Any]:
+    """The upstream cannot be reached: bring a MySQL downstream whose checkpoint is not consistent to
+    the relay log's last transaction (TiDB Binlog's relay recovery), or re-raise ``cause``."""
+    from sink.mysql.checkpoint import CheckpointTable
+    from sink.mysql.sink import MySQLSink
+
+    sink = open_sink(options)
+    assert isinstance(sink, MySQLSink)
+    try:
+        cp = options.syncer.to.checkpoint
+        if cluster_id is None:   # no PD to ask: the checkpoint table's only row names the cluster
+            cluster_id = CheckpointTable.sole_cluster(sink.conn, cp.schema_, cp.table)
+            if cluster_id is None:
+                raise cause
+        sink.check_cluster(cluster_id)
+        before = sink.loaded
+        done = sink.recover()
+        if done is None:
+            raise cause
+    finally:
+        sink.close()
+    records, ts = done
+    assert before is not None
+    print(f"binlake drain: the upstream cannot be reached ({cause}); replayed {records} relay-log records "
+          f"after {before.commit_ts} in safe mode: the downstream is consistent at {ts}", file=out)
+    report: dict[str, Any] = {"cluster_id": cluster_id, "from_ts": before.commit_ts, "to_ts": ts,
+                              "sink": options.syncer.db_type, "checkpoint_before": before.commit_ts,
+                              "checkpoint_after": ts, "relay_recovery": {"records": records, "cause": str(cause)},
+                              "tables": []}
+    _write_report(report, options, None, out)
     return report
 
 

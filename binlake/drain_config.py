@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field
 
-from ingest.config import Bool, Int, Seconds, Str, StringList, TomlModel, UrlList
+from ingest.config import Bool, ByteSize, Int, Seconds, Str, StringList, TomlModel, UrlList
 from transform.filters import DEFAULT_IGNORE_SCHEMAS, TableFilter
 
 SINKS = ("iceberg", "parquet", "mysql", "tidb")
@@ -120,6 +120,13 @@ class ToSection(TomlModel):
     checkpoint: CheckpointSection = Field(default_factory=CheckpointSection)
 
 
+class RelaySection(TomlModel):
+    """``[syncer.relay]``: the MySQL sink's relay log (off while ``log-dir`` is empty)."""
+
+    log_dir: Str = Field(default="", alias="log-dir")
+    max_file_size: ByteSize = Field(default=10 * 1024 * 1024, alias="max-file-size", gt=0)
+
+
 class SyncerSection(TomlModel):
     """``[syncer]``: the sink, TiDB Binlog's table filters and the MySQL loader's settings."""
 
@@ -130,6 +137,7 @@ class SyncerSection(TomlModel):
     ignore_txn_commit_ts: Annotated[list[int], BeforeValidator(_ints)] = Field(default_factory=list,
                                                                                 alias="ignore-txn-commit-ts")
     to: ToSection = Field(default_factory=ToSection)
+    relay: RelaySection = Field(default_factory=RelaySection)
     replicate_do_db: StringList = Field(default_factory=list, alias="replicate-do-db")
     replicate_do_table: DBTables = Field(default_factory=list, alias="replicate-do-table")
     ignore_schemas: StringList = Field(default_factory=lambda: list(DEFAULT_IGNORE_SCHEMAS), alias="ignore-schemas")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from schemas import binlake_pb2, binlog_pb2, cistern_pb2, pdpb_pb2, pump_pb2
+from schemas import binlake_pb2, binlog_pb2, cistern_pb2, pdpb_pb2, pump_pb2, secondary_binlog_pb2
 from schemas.generate import PROTOS, generate
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
@@ -43,6 +43,17 @@ def _fields(message: type) -> dict[str, int]:
     (pdpb_pb2.TsoRequest, {"header": 1, "count": 2, "dc_location": 3}),
     (pdpb_pb2.TsoResponse, {"header": 1, "count": 2, "timestamp": 3}),
     (pdpb_pb2.Timestamp, {"physical": 1, "logical": 2, "suffix_bits": 3}),
+    (secondary_binlog_pb2.Column, {"is_null": 1, "int64_value": 2, "uint64_value": 3, "double_value": 4,
+                                   "bytes_value": 5, "string_value": 6}),
+    (secondary_binlog_pb2.ColumnInfo, {"name": 1, "mysql_type": 2, "is_primary_key": 3, "flen": 4, "decimal": 5}),
+    (secondary_binlog_pb2.Row, {"columns": 1}),
+    (secondary_binlog_pb2.TableMutation, {"type": 1, "row": 2, "change_row": 3}),
+    (secondary_binlog_pb2.Key, {"name": 1, "column_names": 2}),
+    (secondary_binlog_pb2.Table, {"schema_name": 1, "table_name": 2, "column_info": 3, "mutations": 4,
+                                  "unique_keys": 5}),
+    (secondary_binlog_pb2.DMLData, {"tables": 1}),
+    (secondary_binlog_pb2.DDLData, {"schema_name": 1, "table_name": 2, "ddl_query": 3}),
+    (secondary_binlog_pb2.Binlog, {"type": 1, "commit_ts": 2, "dml_data": 3, "ddl_data": 4, "time_zone": 5}),
 ])
 def test_tidb_field_numbers(message: type, expected: dict[str, int]) -> None:
     assert _fields(message) == expected
@@ -54,6 +65,9 @@ def test_packages_and_service_paths() -> None:
     assert cistern_pb2.DESCRIPTOR.services_by_name["Cistern"].full_name == "binlog.Cistern"
     assert pdpb_pb2.DESCRIPTOR.services_by_name["PD"].full_name == "pdpb.PD"
     assert binlake_pb2.DESCRIPTOR.services_by_name["PumpScan"].full_name == "binlake.v1.PumpScan"
+    assert secondary_binlog_pb2.DESCRIPTOR.package == "slave.binlog"
+    assert [(v.name, v.number) for v in secondary_binlog_pb2.MutationType.DESCRIPTOR.values] == \
+        [("Insert", 0), ("Update", 1), ("Delete", 2)]
     assert [v.name for v in binlog_pb2.BinlogType.DESCRIPTOR.values] == \
         ["Prewrite", "Commit", "Rollback", "PreDDL", "PostDDL"]
     assert [(v.name, v.number) for v in binlog_pb2.MutationType.DESCRIPTOR.values] == \

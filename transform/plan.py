@@ -20,6 +20,10 @@ class PlanError(TransformError):
     """The run cannot be planned (no pumps, unreachable pump, range above the watermark, …)."""
 
 
+class PumpUnreachableError(PlanError):
+    """A pump that is not offline did not answer (the upstream cannot be reached)."""
+
+
 @dataclass(frozen=True)
 class PumpTarget:
     """One pump the run reads: its node id, gRPC address and reported watermark."""
@@ -77,7 +81,7 @@ def make_plan(registry_uri: str, cluster_id: int, from_ts: int, to_ts: int | Non
             with ScanClient(node.host, cluster_id, timeout=timeout) as client:
                 wm = client.watermark()
         except grpc.RpcError as e:
-            raise PlanError(f"pump {node.node_id} at {node.host} (state {node.state}) did not answer its "
+            raise PumpUnreachableError(f"pump {node.node_id} at {node.host} (state {node.state}) did not answer its "
                             f"watermark: {e.code().name} {e.details()}; a crashed pump must be restarted or "
                             f"marked offline (binlake ctl offline-pump) before a drain can pass it") from e
         targets.append(PumpTarget(node.node_id, node.host, wm.state or node.state, wm.max_commit_ts, wm.gc_ts))

@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import pymysql
+
 from sink.mysql.target import MySQLTargetError
 
 
@@ -60,6 +62,20 @@ class CheckpointTable:
         self.name = f"`{schema.replace('`', '``')}`.`{table.replace('`', '``')}`"
         self.schema = schema
 
+    @staticmethod
+    def sole_cluster(conn: Any, schema: str = "tidb_binlog", table: str = "checkpoint") -> int | None:
+        """The cluster id of the table's only row (TiDB's recovery without PD); None unless exactly one."""
+        name = f"`{schema.replace('`', '``')}`.`{table.replace('`', '``')}`"
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"SELECT clusterID FROM {name} LIMIT 2")
+                rows = cur.fetchall()
+        except pymysql.Error:
+            return None
+        finally:
+            conn.commit()
+        return int(rows[0][0]) if len(rows) == 1 else None
+
     def ensure(self) -> None:
         """Create the schema and table when missing (TiDB Binlog's DDL)."""
         with self.conn.cursor() as cur:
@@ -78,14 +94,6 @@ class CheckpointTable:
             return None
         cp = Checkpoint.parse(row[0])
         return cp if cp.commit_ts else None
-
-    def other_clusters(self) -> list[int]:
-        """Cluster ids other than ours with a checkpoint row here."""
-        with self.conn.cursor() as cur:
-            cur.execute(f"SELECT clusterID FROM {self.name} WHERE clusterID <> %s", (self.cluster_id,))
-            rows = cur.fetchall()
-        self.conn.commit()
-        return [int(r[0]) for r in rows]
 
     def save(self, cp: Checkpoint) -> None:
         """Replace this cluster's row with ``cp`` and commit."""

@@ -123,7 +123,8 @@ class Loader:
     everything dispatched and returns only when all of it is committed downstream."""
 
     def __init__(self, connect: Callable[[], Any], worker_count: int = 16, txn_batch: int = 20,
-                 safe_mode: bool = False, retries: int = 10, backoff: float = 0.5) -> None:
+                 safe_mode: bool = False, retries: int = 10, backoff: float = 0.5,
+                 before_flush: Callable[[], None] | None = None) -> None:
         self.workers = [Worker(connect, txn_batch, retries, backoff) for _ in range(worker_count)]
         self.pool = ThreadPoolExecutor(max_workers=worker_count, thread_name_prefix="binlake-mysql")
         self.causality = Causality()
@@ -133,6 +134,7 @@ class Loader:
         self.safe_mode = safe_mode
         self.statements = 0
         self.flushes = 0
+        self.before_flush = before_flush   # e.g. sync the relay log: nothing is applied before it is durable
 
     def add(self, dml: DML) -> None:
         """Dispatch one DML (a conflict with what is pending flushes first)."""
@@ -152,6 +154,8 @@ class Loader:
         """Apply every pending DML; raises :class:`ApplyError` (after the other workers finish)."""
         if not self.pending_count:
             return
+        if self.before_flush is not None:
+            self.before_flush()
         futures = [self.pool.submit(w.execute, dmls, self.safe_mode)
                    for w, dmls in zip(self.workers, self.pending) if dmls]
         self.pending = [[] for _ in self.workers]

@@ -20,11 +20,13 @@ from typing import Any
 
 import pymysql
 
+from schemas import secondary_binlog_pb2 as sb
 from sink.base import Sink, TableReport
 from sink.errors import SinkError
 from sink.mysql.checkpoint import Checkpoint, CheckpointTable
 from sink.mysql.ddl import IGNORED_ERRORS, plan_ddl
 from sink.mysql.loader import ApplyError, Loader
+from sink.mysql.relay import DEFAULT_MAX_FILE_SIZE, RelayLog, decode_dml, encode_ddl, encode_dml
 from sink.mysql.statements import TargetTable, quote, row_changes
 from sink.mysql.target import MySQLTarget
 from transform import changes as ch
@@ -47,6 +49,8 @@ class MySQLOptions:
     ignore_txn_commit_ts: frozenset[int] = field(default_factory=frozenset)
     table_filter: TableFilter = field(default_factory=TableFilter)
     ddl_retries: int = 5
+    relay_dir: str = ""                 # [syncer.relay] log-dir ("" = no relay log)
+    relay_max_file_size: int = DEFAULT_MAX_FILE_SIZE
 
 
 class MySQLSink(Sink):
@@ -61,6 +65,7 @@ class MySQLSink(Sink):
         self.table: CheckpointTable | None = None
         self.loaded: Checkpoint | None = None
         self.safe_mode_reason = ""
+        self.relay: RelayLog | None = None
 
     def check_cluster(self, cluster_id: int) -> None:
         """Open this cluster's checkpoint row (creating the table); other clusters' rows are theirs."""
@@ -78,8 +83,20 @@ class MySQLSink(Sink):
             raise SinkError("the MySQL sink needs check_cluster() before it writes")
         return self.table
 
+    def _relay(self) -> RelayLog | None:
+        if not self.options.relay_dir:
+            return None
+        if self.relay is None:
+            self.relay = RelayLog(self.options.relay_dir, self.options.relay_max_file_size)
+        return self.relay
+
+    def _loader(self, safe: bool, relay: RelayLog | None) -> Loader:
+        return Loader(self.target.connect, self.options.worker_count, self.options.txn_batch, safe,
+                      before_flush=relay.sync if relay is not None else None)
+
     def write(self, run: ch.RunBatch) -> list[TableReport]:
-        """Apply every transaction and DDL of ``run`` in commit order; the checkpoint moves as it goes."""
+        """Apply every transaction and DDL of ``run`` in commit order; the checkpoint moves as it goes
+        (and each transaction is in the relay log, synced, before any of it is applied)."""
         cps = self._checkpoints()
         start = self.checkpoint()
         if start is not None and run.from_ts > start:
@@ -93,70 +110,121 @@ class MySQLSink(Sink):
         floor = start if start is not None else run.from_ts
         version = self.loaded.schema_version if self.loaded else 0
         cps.save(Checkpoint(floor, False, schema_version=version))
+        relay = self._relay()
+        if relay is not None:
+            relay.reset()   # this run re-reads everything after the checkpoint from the pumps
         targets = {(tid, s.schema_version): TargetTable.of(s.db or tc.db, s.table)
                    for tid, tc in run.tables.items() for s in tc.segments}
         reports: dict[str, TableReport] = {}
-        loader = Loader(self.target.connect, self.options.worker_count, self.options.txn_batch, safe)
+        loader = self._loader(safe, relay)
         applied, saved_at = floor, time.monotonic()
+
+        def save() -> None:
+            nonlocal saved_at
+            cps.save(Checkpoint(applied, False, schema_version=version))
+            saved_at = time.monotonic()
+            if relay is not None:
+                relay.purge(applied)
+
         try:
             for txn in ordered_transactions(run):
                 if txn.commit_ts <= floor or txn.commit_ts in self.options.ignore_txn_commit_ts:
                     continue
                 if txn.ddl is not None:
                     loader.flush()
-                    self._apply_ddl(txn.ddl, reports)
+                    self._apply_ddl(txn.ddl, reports, relay)
                     applied, version = txn.commit_ts, max(version, txn.ddl.job.binlog.schema_version)
-                    cps.save(Checkpoint(applied, False, schema_version=version))
-                    saved_at = time.monotonic()
+                    save()
                     continue
+                pieces = []
                 for piece in txn.tables:
                     target = targets[(piece.table_id, piece.schema_version)]
+                    pieces.append((target, list(row_changes(target, piece.rows))))
+                if relay is not None:
+                    relay.append(encode_dml(txn.commit_ts, pieces))
+                for target, dmls in pieces:
                     rows = reports.setdefault(f"{target.db}.{target.name}",
                                               TableReport(f"{target.db}.{target.name}")).rows
-                    for dml in row_changes(target, piece.rows):
+                    for dml in dmls:
                         loader.add(dml)
                         rows[dml.op] = rows.get(dml.op, 0) + 1
                 applied = txn.commit_ts
                 if loader.full:
                     loader.flush()
                     if time.monotonic() - saved_at >= 1.0:
-                        cps.save(Checkpoint(applied, False, schema_version=version))
-                        saved_at = time.monotonic()
+                        save()
             loader.flush()
         finally:
             loader.close()
-        cps.save(Checkpoint(applied, False, schema_version=version))
+        save()
         return [reports[k] for k in sorted(reports)]
 
-    def _apply_ddl(self, ddl: ch.DDLJob, reports: dict[str, TableReport]) -> None:
+    def recover(self) -> tuple[int, int] | None:
+        """TiDB's relay-log recovery, for when the upstream cannot be reached: if the checkpoint says
+        ``consistent = false``, apply every relay-log record after ``commitTS`` in safe mode, then
+        record the last one's commit_ts with ``consistent = true``. Returns (records applied, that
+        commit_ts), or None when there was nothing to recover."""
+        cps, relay = self._checkpoints(), self._relay()
+        if relay is None or self.loaded is None or self.loaded.consistent:
+            return None
+        floor = last = self.loaded.commit_ts
+        applied = 0
+        loader = self._loader(True, None)
+        try:
+            for binlog in relay.read():
+                if binlog.commit_ts <= floor:
+                    continue
+                if binlog.type == sb.DDL:
+                    loader.flush()
+                    d = binlog.ddl_data
+                    self._run_ddl(d.schema_name or None, d.ddl_query.decode(), None, binlog.commit_ts)
+                else:
+                    for dml in decode_dml(binlog):
+                        loader.add(dml)
+                last = max(last, binlog.commit_ts)
+                applied += 1
+            loader.flush()
+        finally:
+            loader.close()
+        cps.save(Checkpoint(last, True, schema_version=self.loaded.schema_version))
+        self.loaded = Checkpoint(last, True, schema_version=self.loaded.schema_version)
+        return applied, last
+
+    def _apply_ddl(self, ddl: ch.DDLJob, reports: dict[str, TableReport], relay: RelayLog | None) -> None:
         job = ddl.job
         stmt = plan_ddl(job, self.options.table_filter, self.options.tidb)
         name = f"{job.schema_name}.{job.table_name}" if job.table_name else job.schema_name
         if stmt.skip:
             log.info("DDL at %d skipped (%s): %s", ddl.commit_ts, stmt.skip, job.query)
             return
+        if relay is not None:
+            relay.append(encode_ddl(ddl.commit_ts, stmt.use, job.table_name, stmt.sql))
+            relay.sync()
+        self._run_ddl(stmt.use, stmt.sql, stmt.create_db, ddl.commit_ts)
+        reports.setdefault(name, TableReport(name)).ddl.append(job.query)
+
+    def _run_ddl(self, use: str | None, sql: str, create_db: str | None, commit_ts: int) -> None:
         for attempt in range(self.options.ddl_retries):
             try:
                 with self.conn.cursor() as cur:
-                    if stmt.create_db:
-                        cur.execute(f"CREATE DATABASE IF NOT EXISTS {quote(stmt.create_db)} CHARACTER SET utf8mb4")
-                    if stmt.use:
-                        cur.execute(f"USE {quote(stmt.use)}")
-                    cur.execute(stmt.sql)
+                    if create_db:
+                        cur.execute(f"CREATE DATABASE IF NOT EXISTS {quote(create_db)} CHARACTER SET utf8mb4")
+                    if use:
+                        cur.execute(f"USE {quote(use)}")
+                    cur.execute(sql)
                 self.conn.commit()
-                break
+                return
             except pymysql.Error as e:
                 self.conn.rollback()
                 code = e.args[0] if e.args and isinstance(e.args[0], int) else None
                 if code in IGNORED_ERRORS:
-                    log.info("DDL at %d already applied (%s): %s", ddl.commit_ts, e, stmt.sql)
-                    break
+                    log.info("DDL at %d already applied (%s): %s", commit_ts, e, sql)
+                    return
                 if attempt + 1 < self.options.ddl_retries and isinstance(e, pymysql.OperationalError):
                     time.sleep(1.0)
                     continue
-                raise ApplyError(f"DDL committed at {ddl.commit_ts} failed: {e}; statement: {stmt.sql[:300]} "
-                                 f"(add {ddl.commit_ts} to [syncer] ignore-txn-commit-ts to skip it)") from None
-        reports.setdefault(name, TableReport(name)).ddl.append(job.query)
+                raise ApplyError(f"DDL committed at {commit_ts} failed: {e}; statement: {sql[:300]} "
+                                 f"(add {commit_ts} to [syncer] ignore-txn-commit-ts to skip it)") from None
 
     def save_checkpoint(self, run: ch.RunBatch) -> None:
         """The run's range is applied: ``consistent = true`` at ``run.to_ts``."""
@@ -164,13 +232,17 @@ class MySQLSink(Sink):
                       default=self.loaded.schema_version if self.loaded else 0)
         self._checkpoints().save(Checkpoint(run.to_ts, True, schema_version=version))
         self.loaded = Checkpoint(run.to_ts, True, schema_version=version)
+        if self.relay is not None:
+            self.relay.purge(run.to_ts)
 
     def notes(self) -> list[str]:
         """Says when the run applied in safe mode, and why."""
         return [f"safe mode: {self.safe_mode_reason}"] if self.safe_mode_reason else []
 
     def close(self) -> None:
-        """Close the control connection."""
+        """Close the relay log and the control connection."""
+        if self.relay is not None:
+            self.relay.close()
         try:
             self.conn.close()
         except (pymysql.Error, OSError):  # already closed or broken

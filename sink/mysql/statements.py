@@ -37,13 +37,15 @@ def quote(name: str) -> str:
 @dataclass(frozen=True)
 class TargetTable:
     """One upstream table at one schema version, as the downstream has it: ``db``.``name``, the
-    written columns and the unique keys (column positions), the primary key first."""
+    written columns' names and the unique keys (column positions), the primary key first; ``infos``
+    the columns' upstream definitions (empty for a table read back from the relay log)."""
 
     db: str
     name: str
-    columns: tuple[ColumnInfo, ...]
+    columns: tuple[str, ...]
     keys: tuple[tuple[str, tuple[int, ...]], ...]
     bit_columns: frozenset[int] = field(default=frozenset())
+    infos: tuple[ColumnInfo, ...] = ()
 
     @property
     def qualified(self) -> str:
@@ -67,7 +69,7 @@ class TargetTable:
             if all(n in pos for n in names):
                 keys.append(("PRIMARY" if idx.primary else idx.name, tuple(pos[n] for n in names)))
         bits = frozenset(i for i, c in enumerate(cols) if c.family is mt.Family.BIT)
-        return cls(db, table.name, cols, tuple(keys), bits)
+        return cls(db, table.name, tuple(c.name for c in cols), tuple(keys), bits, cols)
 
 
 @dataclass
@@ -101,13 +103,13 @@ class DML:
 def _where(table: TargetTable, row: Sequence[Any]) -> tuple[str, list[Any]]:
     for _, cols in table.keys:
         if all(row[i] is not None for i in cols):
-            return " AND ".join(f"{quote(table.columns[i].name)} = %s" for i in cols), [row[i] for i in cols]
+            return " AND ".join(f"{quote(table.columns[i])} = %s" for i in cols), [row[i] for i in cols]
     parts, args = [], []
     for c, v in zip(table.columns, row):
         if v is None:
-            parts.append(f"{quote(c.name)} IS NULL")
+            parts.append(f"{quote(c)} IS NULL")
         else:
-            parts.append(f"{quote(c.name)} = %s")
+            parts.append(f"{quote(c)} = %s")
             args.append(v)
     return " AND ".join(parts), args
 
@@ -115,7 +117,7 @@ def _where(table: TargetTable, row: Sequence[Any]) -> tuple[str, list[Any]]:
 def statements(dml: DML, safe_mode: bool) -> list[tuple[str, list[Any]]]:
     """The SQL (with ``%s`` parameters) that applies ``dml``."""
     t = dml.table
-    cols = ", ".join(quote(c.name) for c in t.columns)
+    cols = ", ".join(quote(c) for c in t.columns)
     marks = ", ".join(["%s"] * len(t.columns))
     if dml.op == "I":
         verb = "REPLACE" if safe_mode else "INSERT"
@@ -128,7 +130,7 @@ def statements(dml: DML, safe_mode: bool) -> list[tuple[str, list[Any]]]:
     if safe_mode:
         return [(f"DELETE FROM {t.qualified} WHERE {where} LIMIT 1", args),
                 (f"REPLACE INTO {t.qualified} ({cols}) VALUES ({marks})", list(dml.values))]
-    sets = ", ".join(f"{quote(c.name)} = %s" for c in t.columns)
+    sets = ", ".join(f"{quote(c)} = %s" for c in t.columns)
     return [(f"UPDATE {t.qualified} SET {sets} WHERE {where} LIMIT 1", [*dml.values, *args])]
 
 
@@ -140,7 +142,7 @@ def _value(v: Any, bit: bool) -> Any:
 
 def row_changes(table: TargetTable, rows: pa.Table) -> Iterator[DML]:
     """The DMLs of a decoded piece (``transform.changes`` columns) in its row order."""
-    names = [c.name for c in table.columns]
+    names = list(table.columns)
     cols = [rows.column(n).to_pylist() for n in names]
     ops = rows.column(ch.OP).to_pylist()
     commits = rows.column(ch.COMMIT_TS).to_pylist()

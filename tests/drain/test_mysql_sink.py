@@ -209,3 +209,42 @@ def test_a_drain_killed_mid_apply_and_rerun_equals_the_upstream(env: Env, maria:
     verify = binlake("verify", *cli_args(env.options), "--against", maria.dsn(), cwd=env.root)
     assert verify.returncode == 0, verify.stdout + verify.stderr
     assert "no differences" in verify.stdout and maria.PASSWORD not in verify.stdout + verify.stderr
+
+
+def test_relay_log_recovery_when_the_upstream_is_gone(env: Env, maria: MariaDBServer) -> None:
+    relay_dir = env.root / "relay"
+    env.sql("create table r (id int primary key, v varchar(20), e enum('a', 'b', 'c'), s set('x', 'y'), "
+            "b bit(10), j json, u bigint unsigned, unique key (v))")
+    for i in range(10):
+        values = ", ".join(f"({i * 20 + j}, 'v{i * 20 + j}', 'b', 'x,y', {j}, '{{\"k\": {j}}}', "
+                           f"{18446744073709551615 - j})" for j in range(20))
+        env.sql(f"insert into r values {values}", server=i % 2)
+        env.sql(f"update r set e = 'c', s = 'y', v = 'u{i}' where id = {i * 20 + 3}",
+                server=(i + 1) % 2)
+        env.sql(f"delete from r where id = {i * 20 + 7}")
+    env.settle()
+    conf = env.root / "drainer.toml"
+    conf.write_text(f'cluster-id = {env.cluster.cluster_id}\n[syncer]\ndb-type = "mysql"\nworker-count = 2\n'
+                    f'txn-batch = 5\n[syncer.to]\ndsn = "{maria.dsn()}"\n'
+                    f'[syncer.relay]\nlog-dir = "{relay_dir}"\nmax-file-size = 4096\n')
+    args = ["--config", str(conf), *cli_args(env.options), "--spark-master", "local[2]"]
+    r = binlake("drain", *args, failpoints=("mysql-flush=4",), cwd=env.root)
+    assert r.returncode == CRASH_STATUS, r.stderr[-2000:]
+    before = checkpoint_row(maria, env.cluster.cluster_id)
+    assert before["consistent"] is False
+    assert len(list(relay_dir.glob("binlog-*"))) >= 2               # rotated at 4 KiB, older ones kept
+    for p in env.pumps:                                              # the upstream goes away
+        p.kill()
+    assert env.cluster.tso_server is not None
+    env.cluster.tso_server.stop(0).wait()
+    rec = binlake("drain", *args, cwd=env.root)
+    assert rec.returncode == 0, rec.stdout[-2000:] + rec.stderr[-2000:]
+    assert "relay-log records" in rec.stdout and maria.PASSWORD not in rec.stdout + rec.stderr
+    after = checkpoint_row(maria, env.cluster.cluster_id)
+    assert after["consistent"] is True and after["commitTS"] > before["commitTS"]
+    o = mysql_options(env, maria)
+    o.cluster_id = env.cluster.cluster_id
+    out = verify_mysql(env, o)                                       # at the relay log's last commit
+    assert f"verify at ts {after['commitTS']}" in out and "test.r" in out
+    again = binlake("drain", *args, cwd=env.root)                    # consistent now: nothing to recover
+    assert again.returncode == 1 and "did not answer" in again.stderr
