@@ -274,6 +274,12 @@ def _drain_parser(sub: Any) -> None:
     p.add_argument("--from-ts", type=int, help="start of the range (exclusive; default the checkpoint)")
     p.add_argument("--to-ts", type=int, help="end of the range (inclusive; default the pumps' watermark)")
     p.add_argument("--dry-run", action="store_true", help="print the plan and stop")
+    p.add_argument("--follow", action="store_true",
+                   help="keep running ranges back to back as an online drainer (SIGTERM stops it cleanly)")
+    p.add_argument("--interval", type=float, default=5.0, help="--follow: seconds between runs (default 5)")
+    p.add_argument("--addr", dest="addr", help="--follow: gRPC address pumps notify (default 127.0.0.1:8249)")
+    p.add_argument("--status-addr", dest="status-addr",
+                   help="--follow: HTTP /status, /metrics, /state (default 127.0.0.1:8259)")
     p.add_argument("--report", help="write the run report JSON here (default DATA_DIR/reports/run-TO.json)")
     p.set_defaults(run=_run_drain)
 
@@ -300,7 +306,7 @@ def _drainer_options(args: argparse.Namespace) -> DrainerConfig:
 
     keys = [k for _, k, _, _ in _DRAIN_FLAGS] + [
         "syncer.db-type", "syncer.to.dsn", "syncer.safe-mode", "syncer.worker-count", "syncer.txn-batch",
-        "parquet.dir", "spark.master", "iceberg.tag-runs"]
+        "parquet.dir", "spark.master", "iceberg.tag-runs", "addr", "status-addr"]
     overrides: dict[str, Any] = {k: getattr(args, k, None) for k in keys}
     if getattr(args, "spark_conf", None):
         overrides["spark.conf"] = dict(args.spark_conf)
@@ -317,6 +323,14 @@ def _run_drain(args: argparse.Namespace) -> int:
     _setup_logging(options.log_level)
     if is_local(options.spark.master):
         _local_spark_process()
+    if args.follow:
+        from binlake.follow import run_follow
+
+        if args.from_ts is not None or args.to_ts is not None or args.dry_run:
+            from ingest.config import ConfigError
+
+            raise ConfigError("--follow runs from the checkpoint on: no --from-ts, --to-ts or --dry-run")
+        return run_follow(options, args.interval, sys.stdout)
     run_drain_command(options, args.from_ts, args.to_ts, args.dry_run, args.report, out=sys.stdout)
     return 0
 

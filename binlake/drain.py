@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -107,8 +108,10 @@ def open_sink(options: DrainerConfig) -> Sink:
 
 def run_drain_command(options: DrainerConfig, from_ts: int | None = None, to_ts: int | None = None,
                       dry_run: bool = False, report_path: str | None = None,
-                      out: TextIO = sys.stdout) -> dict[str, Any]:
-    """One run end to end; returns the run report (also printed, and written as JSON)."""
+                      out: TextIO = sys.stdout, register: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """One run end to end; returns the run report (also printed, and written as JSON). ``register(ts)``
+    records the drainer in the registry at ``ts`` (default: a paused batch drainer)."""
+    register = register or (lambda ts: register_drainer(options, ts))
     from transform.history import SchemaHistory
     from transform.plan import PumpUnreachableError, make_plan
 
@@ -145,7 +148,7 @@ def run_drain_command(options: DrainerConfig, from_ts: int | None = None, to_ts:
             report["checkpoint_after"] = checkpoint
             return report
         if checkpoint is None and not options.tables:
-            register_drainer(options, plan.from_ts)  # pumps wait for this drainer from now on
+            register(plan.from_ts)  # pumps wait for this drainer from now on
         if not options.upstream.status_url:
             raise ConfigError("the drain needs [upstream] status-url / --upstream-status-url for the DDL history")
         t0 = time.perf_counter()
@@ -172,7 +175,7 @@ def run_drain_command(options: DrainerConfig, from_ts: int | None = None, to_ts:
         advance = not options.tables and (checkpoint is None or plan.from_ts <= checkpoint < plan.to_ts)
         if advance:
             sink.save_checkpoint(result.batch)
-            register_drainer(options, plan.to_ts)
+            register(plan.to_ts)
         report["notes"] = sink.notes()
         report.update({"batch_id": result.batch.batch_id, "tables": [t.to_json() for t in tables],
                        "nulled_values": result.batch.nulled_values, "counts": result.counts,

@@ -1,0 +1,224 @@
+"""``binlake drain --follow``: one warm Spark session running back-to-back small ranges, present in
+the registry as an *online* drainer the way TiDB's drainer is (reference §4.14).
+
+- gRPC ``binlog.Cistern`` on ``addr`` (registered as the node's host): ``Notify`` answers, so a pump
+  (re)joining the cluster can notify this drainer before serving writes.
+- HTTP on ``status-addr`` (the registry label pumps and ``binlake ctl`` use): ``GET /status``
+  (TiDB's keys: ``PumpPos``, ``Synced``, ``LastTS``, ``TsMap``), ``GET /metrics`` (Prometheus,
+  TiDB Binlog's drainer names), ``PUT /state/<node-id>/pause|close``.
+- The registry entry is rewritten every second with ``maxCommitTS`` = the checkpoint, so a pump
+  taken offline waits for this drainer to pass its last binlog, as with TiDB's.
+- SIGTERM (or ``pause``) finishes the current range, writes its checkpoint, leaves the entry
+  ``paused`` and exits 0; ``close`` leaves it ``offline``.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import threading
+import time
+from concurrent import futures
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, TextIO
+
+import grpc
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+
+from binlake.drain import run_drain_command
+from binlake.drain_config import DrainerConfig
+from ingest.config import ConfigError
+from ingest.registry import load_registry
+from ingest.registry.base import DRAINER, OFFLINE, ONLINE, PAUSED, STATUS_ADDR_LABEL, NodeStatus
+from schemas import cistern_pb2, cistern_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+
+class _Metrics:
+    """The drainer's metrics (namespace ``binlog``, subsystem ``drainer``)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.checkpoint_tso = Gauge("binlog_drainer_checkpoint_tso", "checkpoint tso (physical ms)",
+                                    registry=self.registry)
+        self.checkpoint_delay = Gauge("binlog_drainer_checkpoint_delay_seconds",
+                                      "seconds between now and the checkpoint's physical time", registry=self.registry)
+        self.events = Counter("binlog_drainer_event", "row changes and DDLs applied", ["type"],
+                              registry=self.registry)
+        self.runs = Counter("binlog_drainer_runs", "runs by outcome", ["outcome"], registry=self.registry)
+
+    def observe(self, checkpoint: int) -> None:
+        physical = checkpoint >> 18
+        self.checkpoint_tso.set(physical)
+        self.checkpoint_delay.set(max(0.0, time.time() - physical / 1000) if checkpoint else 0.0)
+
+
+class _Cistern(cistern_pb2_grpc.CisternServicer):
+    def __init__(self) -> None:
+        self.notified = 0
+
+    def Notify(self, request: cistern_pb2.NotifyReq, context: grpc.ServicerContext) -> cistern_pb2.NotifyResp:
+        self.notified += 1
+        log.info("notified by a pump")
+        return cistern_pb2.NotifyResp()
+
+
+class Follower:
+    """The follow loop and its servers (``run`` blocks until stopped)."""
+
+    def __init__(self, options: DrainerConfig, interval: float, out: TextIO) -> None:
+        self.options = options
+        self.interval = interval
+        self.out = out
+        self.stop = threading.Event()
+        self.final_state = PAUSED
+        self.checkpoint = 0
+        self.last_applied = time.monotonic()
+        self.pump_pos: dict[str, int] = {}
+        self.metrics = _Metrics()
+        self.cistern = _Cistern()
+        self.grpc_server: grpc.Server | None = None
+        self.httpd: ThreadingHTTPServer | None = None
+        self.advertise = ""
+        self.status_addr = ""
+
+    # ---- presence --------------------------------------------------------------------------
+
+    def _register(self, state: str) -> None:
+        registry = load_registry(self.options.registry)
+        try:
+            registry.put_node(DRAINER, NodeStatus(
+                node_id=self.options.node_id, host=self.advertise, state=state, is_alive=state == ONLINE,
+                labels={STATUS_ADDR_LABEL: self.status_addr}, max_commit_ts=self.checkpoint,
+                update_ts=int(time.time() * 1000)))
+        finally:
+            registry.close()
+
+    def _heartbeat(self) -> None:
+        while not self.stop.wait(1.0):
+            try:
+                self._register(ONLINE)
+            except Exception as e:  # noqa: BLE001 (a registry hiccup must not end the follower)
+                log.warning("heartbeat failed: %s", e)
+
+    def at(self, ts: int) -> None:
+        """Record a new checkpoint (the runs' ``register`` hook)."""
+        self.checkpoint = max(self.checkpoint, ts)
+        self.metrics.observe(self.checkpoint)
+        self._register(ONLINE)
+
+    # ---- servers ---------------------------------------------------------------------------
+
+    def _start_servers(self) -> None:
+        o = self.options
+        self.grpc_server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        cistern_pb2_grpc.add_CisternServicer_to_server(self.cistern, self.grpc_server)
+        port = self.grpc_server.add_insecure_port(o.addr)
+        if port == 0:
+            raise ConfigError(f"addr {o.addr}: cannot listen")
+        self.grpc_server.start()
+        host = o.addr.rsplit(":", 1)[0]
+        self.advertise = o.advertise_addr or f"{host}:{port}"
+        shost, _, sport = o.status_addr.rpartition(":")
+        self.httpd = ThreadingHTTPServer((shost or "127.0.0.1", int(sport)), _handler(self))
+        threading.Thread(target=self.httpd.serve_forever, daemon=True, name="drainer-http").start()
+        self.status_addr = f"{shost or '127.0.0.1'}:{self.httpd.server_address[1]}"
+
+    def status(self) -> dict[str, Any]:
+        """TiDB's drainer ``/status`` body."""
+        synced = time.monotonic() - self.last_applied > 300
+        return {"PumpPos": dict(self.pump_pos), "Synced": synced, "LastTS": self.checkpoint, "TsMap": ""}
+
+    def request_state(self, action: str) -> None:
+        """``pause``: stop after the current range, stay ``paused``; ``close``: likewise, then ``offline``."""
+        self.final_state = OFFLINE if action == "close" else PAUSED
+        self.stop.set()
+
+    # ---- loop ------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Follow until stopped; 0 on a clean stop."""
+        self._start_servers()
+        print(f"binlake drain --follow: Cistern on {self.advertise}, status on http://{self.status_addr}, "
+              f"every {self.interval:g} s", file=self.out, flush=True)
+        self._register(ONLINE)
+        beat = threading.Thread(target=self._heartbeat, daemon=True, name="drainer-heartbeat")
+        beat.start()
+        try:
+            while not self.stop.is_set():
+                try:
+                    report = run_drain_command(self.options, out=self.out, register=self.at)
+                except Exception as e:  # noqa: BLE001 (a failed run is retried after the interval)
+                    self.metrics.runs.labels("failed").inc()
+                    print(f"binlake drain --follow: run failed: {e}", file=self.out, flush=True)
+                    self.stop.wait(self.interval)
+                    continue
+                self.metrics.runs.labels("ok").inc()
+                self._account(report)
+                if report.get("checkpoint_after") is not None:
+                    self.at(int(report["checkpoint_after"]))
+                self.stop.wait(self.interval)
+        finally:
+            self.stop.set()
+            beat.join(5)
+            self._register(self.final_state)
+            if self.httpd is not None:
+                self.httpd.shutdown()
+            if self.grpc_server is not None:
+                self.grpc_server.stop(1).wait()
+        print(f"binlake drain --follow: stopped at checkpoint {self.checkpoint}, registry state "
+              f"{self.final_state}", file=self.out, flush=True)
+        return 0
+
+    def _account(self, report: dict[str, Any]) -> None:
+        for t in report.get("tables", []):
+            for op, n in t.get("rows", {}).items():
+                name = {"I": "Insert", "U": "Update", "D": "Delete"}.get(op, op)
+                self.metrics.events.labels(name).inc(n)
+                if n:
+                    self.last_applied = time.monotonic()
+            self.metrics.events.labels("DDL").inc(len(t.get("ddl", [])))
+
+
+def _handler(follower: Follower) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def _send(self, code: int, body: bytes, kind: str = "application/json") -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            if self.path == "/status":
+                self._send(200, json.dumps(follower.status()).encode())
+            elif self.path == "/metrics":
+                follower.metrics.observe(follower.checkpoint)
+                self._send(200, generate_latest(follower.metrics.registry), "text/plain; version=0.0.4")
+            else:
+                self._send(404, b'{"message": "not found"}')
+
+        def do_PUT(self) -> None:
+            parts = self.path.strip("/").split("/")
+            if len(parts) == 3 and parts[0] == "state" and parts[2] in ("pause", "close"):
+                if parts[1] != follower.options.node_id:
+                    self._send(200, json.dumps({"code": 400, "message": f"no drainer {parts[1]} here"}).encode())
+                    return
+                follower.request_state(parts[2])
+                self._send(200, json.dumps({"code": 200, "message": f"{parts[2]} accepted"}).encode())
+            else:
+                self._send(404, b'{"message": "not found"}')
+
+        def log_message(self, fmt: str, *args: Any) -> None:
+            log.debug("http: " + fmt, *args)
+
+    return Handler
+
+
+def run_follow(options: DrainerConfig, interval: float, out: TextIO) -> int:
+    """Follow with SIGTERM/SIGINT wired to a clean stop."""
+    follower = Follower(options, interval, out)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: follower.stop.set())
+    return follower.run()

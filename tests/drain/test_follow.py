@@ -1,0 +1,111 @@
+"""``binlake drain --follow`` as TiDB's online drainer: registered online with its Cistern address,
+pumps taken offline through ``binlake ctl`` wait for it and a rejoining pump notifies it, ``/status``
+and ``/metrics``, and SIGTERM leaving the checkpoint written and the registry entry paused."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from binlake.local import free_port
+from ingest.registry import load_registry
+from ingest.registry.base import DRAINER, OFFLINE, ONLINE, PAUSED, PUMP
+from tests.drain.conftest import Env
+from tests.drain.test_drain_cli import ROOT, binlake, cli_args
+from tests.drain.test_mysql_sink import checkpoint_row, mysql_options, verify_mysql
+from tests.servers import MariaDBServer
+
+pytestmark = pytest.mark.integration
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float = 120.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.3)
+
+
+def last_ts(status: str) -> int:
+    """The follower's ``/status`` LastTS (-1 while it does not answer yet)."""
+    try:
+        with urllib.request.urlopen(f"http://{status}/status", timeout=10) as r:
+            return int(json.loads(r.read())["LastTS"])
+    except urllib.error.URLError:
+        return -1
+
+
+def node(env: Env, kind: str, node_id: str) -> Any:
+    registry = load_registry(env.options.registry)
+    try:
+        return next(n for n in registry.list_nodes(kind) if n.node_id == node_id)
+    finally:
+        registry.close()
+
+
+@pytest.fixture
+def maria(mariadb_server: MariaDBServer) -> MariaDBServer:
+    mariadb_server.reset("test")
+    return mariadb_server
+
+
+def test_follow_mode_is_an_online_drainer_pumps_wait_for_and_notify(env: Env, maria: MariaDBServer) -> None:
+    env.sql("create table f (id int primary key, v int)")
+    env.sql("insert into f values (1, 1), (2, 2)")
+    first = env.settle()
+    addr, status = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    conf = env.root / "drainer.toml"
+    conf.write_text(f'[syncer]\ndb-type = "mysql"\nworker-count = 2\n[syncer.to]\ndsn = "{maria.dsn()}"\n')
+    log = open(env.root / "follow.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "binlake.cli", "drain", "--follow", "--interval", "0.3",
+                             "--config", str(conf), *cli_args(env.options), "--spark-master", "local[2]",
+                             "--addr", addr, "--status-addr", status],
+                            stdout=log, stderr=subprocess.STDOUT, cwd=env.root,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        wait_for("the first range", lambda: last_ts(status) >= first
+                 if proc.poll() is None else pytest.fail((env.root / "follow.log").read_text()[-3000:]))
+        me = node(env, DRAINER, "binlake-drain")
+        assert me.state == ONLINE and me.host == addr and me.status_addr == status
+        listed = binlake("ctl", "drainers", "--registry", env.options.registry)
+        assert "binlake-drain" in listed.stdout and "online" in listed.stdout
+
+        # a pump taken offline waits for this drainer to pass its last binlog, then goes offline
+        env.sql("insert into f values (3, 3)")
+        r = binlake("ctl", "offline-pump", "--node-id", "pump-1", "--registry", env.options.registry)
+        assert r.returncode == 0, r.stderr
+        assert env.pumps[0].wait_exit(120) == 0
+        assert node(env, PUMP, "pump-1").state == OFFLINE
+        # it rejoins: before serving it notifies every online drainer (a failed Notify would stop it)
+        env.pumps[0].start()
+        env.sql("insert into f values (4, 4)", server=1)
+        latest = env.settle()
+        wait_for("the range after the rejoin", lambda: last_ts(status) >= latest)
+        with urllib.request.urlopen(f"http://{status}/metrics", timeout=10) as m:
+            metrics = m.read().decode()
+        assert "binlog_drainer_checkpoint_delay_seconds" in metrics
+        assert 'binlog_drainer_event_total{type="Insert"}' in metrics
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(120)
+        log.close()
+    output = (env.root / "follow.log").read_text()
+    assert code == 0, output[-3000:]
+    assert "notified by a pump" in output and "registry state paused" in output
+    assert node(env, DRAINER, "binlake-drain").state == PAUSED
+    cp = checkpoint_row(maria, env.cluster.cluster_id)
+    assert cp["consistent"] is True and cp["commitTS"] >= latest
+    o = mysql_options(env, maria)
+    assert "test.f" in verify_mysql(env, o)
