@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 import pyarrow as pa
+from pyspark import StorageLevel
 from pyspark.errors import PythonException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -41,6 +42,9 @@ from transform.rowchanges import OUT_SCHEMA, DecodeContext, OutRecord, decode_tr
 from transform.spark import spark_ddl
 
 T = TypeVar("T")
+# checkpointed row data goes straight to the executors' local disks: cached in the JVM heap, a range
+# larger than the heap's storage share ran a 1 GB driver out of memory while spilling (10M changes)
+DISK_ONLY = StorageLevel.DISK_ONLY
 
 
 @dataclass
@@ -114,7 +118,7 @@ def run_drain(spark: SparkSession, plan: Plan, history: SchemaHistory, table_fil
     if plan.empty:
         return result
 
-    raw = stages.run("pull", lambda: _pull(spark, plan, splits_per_pump).localCheckpoint(eager=True))
+    raw = stages.run("pull", lambda: _pull(spark, plan, splits_per_pump).localCheckpoint(True, DISK_ONLY))
     # duplicate prewrites (a transaction stored on two pumps) stay: they are partitioned by start_ts
     # below and the decoder takes each start_ts once (dropping them here would sort every payload)
     prewrites = raw.where(F.col("tp") == bl.PREWRITE).select("start_ts", "payload")
@@ -145,7 +149,8 @@ def run_drain(spark: SparkSession, plan: Plan, history: SchemaHistory, table_fil
 
     # the decoded segments stay on the executors (checkpointed: the sinks read them once per table
     # without pulling again); the driver collects one small record per segment piece, no rows
-    decoded = stages.run("decode", lambda: txns.mapInArrow(decode, spark_ddl(OUT_SCHEMA)).localCheckpoint(eager=True))
+    decoded = stages.run("decode",
+                         lambda: txns.mapInArrow(decode, spark_ddl(OUT_SCHEMA)).localCheckpoint(True, DISK_ONLY))
     meta = stages.run("collect", lambda: decoded.drop("data").toArrow(),
                       lambda t: f"{sum(t.column('rows').to_pylist())} row changes in {t.num_rows} pieces")
     _assemble(batch, meta, history, table_filter)

@@ -70,7 +70,7 @@ class DDLRecord(TypedDict):
 
 OutRecord = RowsRecord | DDLRecord  # one row of OUT_SCHEMA, told apart by ``kind``
 
-_FLUSH_ROWS = 65536   # rows decoded together; their blobs leave the task as one Arrow batch (tens of MB)
+_FLUSH_ROWS = 16384   # rows decoded together; their blobs leave the task as one Arrow batch (a few MB)
 _OLD_ORDER = {DELETE: 0, UPDATE: 1, INSERT: 2}
 
 
