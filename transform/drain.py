@@ -10,7 +10,7 @@ Stages (each timed in :attr:`DrainResult.stages`):
 3. **decode** — the paired transactions, where the join left them (no global sort: that would
    shuffle every payload once more), are decoded on the executors with the TableInfo of each
    transaction's schema version (history broadcast); each decoded record holds its rows in commit
-   order. The decoded segments are checkpointed on the executors: they are ``RunBatch.frame``.
+   order. The decoded segments are checkpointed on the executors' local disks: they are ``RunBatch.frame``.
 4. **collect** — the driver collects one small record per segment piece (table id, schema version,
    row count, first commit_ts), never the rows.
 """
