@@ -117,7 +117,11 @@ def run_drain_command(options: DrainerConfig, from_ts: int | None = None, to_ts:
 
     started = time.perf_counter()
     stages: dict[str, float] = {}
-    relay = options.syncer.db_type in ("mysql", "tidb") and bool(options.syncer.relay.log_dir)
+    mysql = options.syncer.db_type in ("mysql", "tidb")
+    if mysql and options.tables:
+        raise ConfigError("--tables cannot restrict a MySQL sink run: its checkpoint covers every table "
+                          "(choose tables with [syncer] replicate-do-table)")
+    relay = mysql and bool(options.syncer.relay.log_dir)
     try:
         cluster_id = cluster_id_of(options)
     except TSOError as e:

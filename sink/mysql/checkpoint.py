@@ -78,18 +78,24 @@ class CheckpointTable:
 
     def ensure(self) -> None:
         """Create the schema and table when missing (TiDB Binlog's DDL)."""
-        with self.conn.cursor() as cur:
-            cur.execute(f"CREATE SCHEMA IF NOT EXISTS `{self.schema.replace('`', '``')}`")
-            cur.execute(f"CREATE TABLE IF NOT EXISTS {self.name}"
-                        "(clusterID bigint unsigned primary key, checkPoint MEDIUMTEXT)")
-        self.conn.commit()
+        try:
+            with self.conn.cursor() as cur:
+                cur.execute(f"CREATE SCHEMA IF NOT EXISTS `{self.schema.replace('`', '``')}`")
+                cur.execute(f"CREATE TABLE IF NOT EXISTS {self.name}"
+                            "(clusterID bigint unsigned primary key, checkPoint MEDIUMTEXT)")
+            self.conn.commit()
+        except pymysql.Error as e:
+            raise MySQLTargetError(f"cannot create the checkpoint table {self.name}: {e}") from None
 
     def load(self) -> Checkpoint | None:
         """This cluster's checkpoint; None when there is none (or its commitTS is 0, as TiDB reads it)."""
-        with self.conn.cursor() as cur:
-            cur.execute(f"SELECT checkPoint FROM {self.name} WHERE clusterID = %s", (self.cluster_id,))
-            row = cur.fetchone()
-        self.conn.commit()
+        try:
+            with self.conn.cursor() as cur:
+                cur.execute(f"SELECT checkPoint FROM {self.name} WHERE clusterID = %s", (self.cluster_id,))
+                row = cur.fetchone()
+            self.conn.commit()
+        except pymysql.Error as e:
+            raise MySQLTargetError(f"cannot read the checkpoint table {self.name}: {e}") from None
         if row is None:
             return None
         cp = Checkpoint.parse(row[0])
@@ -97,7 +103,10 @@ class CheckpointTable:
 
     def save(self, cp: Checkpoint) -> None:
         """Replace this cluster's row with ``cp`` and commit."""
-        with self.conn.cursor() as cur:
-            cur.execute(f"REPLACE INTO {self.name} (clusterID, checkPoint) VALUES (%s, %s)",
-                        (self.cluster_id, cp.to_json()))
-        self.conn.commit()
+        try:
+            with self.conn.cursor() as cur:
+                cur.execute(f"REPLACE INTO {self.name} (clusterID, checkPoint) VALUES (%s, %s)",
+                            (self.cluster_id, cp.to_json()))
+            self.conn.commit()
+        except pymysql.Error as e:
+            raise MySQLTargetError(f"cannot save the checkpoint {cp.to_json()} in {self.name}: {e}") from None

@@ -108,6 +108,8 @@ class MySQLSink(Sink):
         elif safe:
             self.safe_mode_reason = "safe-mode = true"
         floor = start if start is not None else run.from_ts
+        if run.to_ts <= floor:
+            return []   # the downstream is past this range already
         version = self.loaded.schema_version if self.loaded else 0
         cps.save(Checkpoint(floor, False, schema_version=version))
         relay = self._relay()

@@ -167,3 +167,12 @@ def test_catalog_uris_are_shown_without_their_password() -> None:
         "postgresql+psycopg2://u:***@db.example:5432/cat"
     assert redact_uri("sqlite:////tmp/catalog.db") == "sqlite:////tmp/catalog.db"
     assert redact_uri("https://user@rest.example/v1") == "https://user@rest.example/v1"
+
+
+def test_a_mysql_sink_run_cannot_be_restricted_to_some_tables() -> None:
+    from binlake.drain import run_drain_command
+
+    o = load_config(DrainerConfig, None, {"syncer.db-type": "mysql", "syncer.to.dsn": "mysql://u:pw@h:3306",
+                                          "tables": "test.a"})
+    with pytest.raises(ConfigError, match="--tables cannot restrict a MySQL sink run"):
+        run_drain_command(o)
