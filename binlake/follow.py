@@ -55,11 +55,7 @@ class _Metrics:
 
 
 class _Cistern(cistern_pb2_grpc.CisternServicer):
-    def __init__(self) -> None:
-        self.notified = 0
-
     def Notify(self, request: cistern_pb2.NotifyReq, context: grpc.ServicerContext) -> cistern_pb2.NotifyResp:
-        self.notified += 1
         log.info("notified by a pump")
         return cistern_pb2.NotifyResp()
 

@@ -51,6 +51,19 @@ def apt_install(packages: list[str], binaries: list[str]) -> None:
         raise ServerError(f"{', '.join(missing)} still not on PATH after installing {', '.join(packages)}")
 
 
+def stop_group(proc: subprocess.Popen[bytes] | None, timeout: float = 20.0) -> None:
+    """SIGTERM ``proc``'s process group (started with ``start_new_session``), SIGKILL if it has not
+    exited within ``timeout`` s; nothing when it is not running."""
+    if proc is None or proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 def ensure_etcd_installed() -> str:
     """Return the path of the ``etcd`` binary, installing Debian's etcd-server/etcd-client if absent."""
     with _INSTALL_LOCK:
@@ -306,13 +319,7 @@ class MotoS3:
                 time.sleep(0.2)
 
     def __exit__(self, *exc: object) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        stop_group(self.proc, 10)
         Path(self._log.name).unlink(missing_ok=True)
 
 
@@ -401,13 +408,7 @@ class PostgresServer:
         return ready.returncode == 0
 
     def __exit__(self, *exc: object) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)   # smart shutdown; SIGKILL if it hangs
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        stop_group(self.proc, 20)   # PostgreSQL's smart shutdown
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -481,11 +482,5 @@ class MariaDBServer:
             time.sleep(0.2)
 
     def __exit__(self, *exc: object) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        stop_group(self.proc, 30)
         shutil.rmtree(self.dir, ignore_errors=True)

@@ -39,11 +39,6 @@ class Transaction:
     tables: list[TableRows] = field(default_factory=list)
     ddl: ch.DDLJob | None = None
 
-    @property
-    def row_count(self) -> int:
-        """Row changes in the transaction (0 for a DDL)."""
-        return sum(t.rows.num_rows for t in self.tables)
-
 
 def split_by_transaction(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Spark task: ``FRAME_SCHEMA`` records → one piece per (commit_ts, table, schema version)."""

@@ -14,6 +14,7 @@ from typing import Any
 
 import pymysql
 
+from sink.mysql.statements import quote
 from sink.mysql.target import MySQLTargetError
 
 
@@ -59,13 +60,13 @@ class CheckpointTable:
     def __init__(self, conn: Any, cluster_id: int, schema: str = "tidb_binlog", table: str = "checkpoint") -> None:
         self.conn = conn
         self.cluster_id = cluster_id
-        self.name = f"`{schema.replace('`', '``')}`.`{table.replace('`', '``')}`"
+        self.name = f"{quote(schema)}.{quote(table)}"
         self.schema = schema
 
     @staticmethod
     def sole_cluster(conn: Any, schema: str = "tidb_binlog", table: str = "checkpoint") -> int | None:
         """The cluster id of the table's only row (TiDB's recovery without PD); None unless exactly one."""
-        name = f"`{schema.replace('`', '``')}`.`{table.replace('`', '``')}`"
+        name = f"{quote(schema)}.{quote(table)}"
         try:
             with conn.cursor() as cur:
                 cur.execute(f"SELECT clusterID FROM {name} LIMIT 2")
@@ -80,7 +81,7 @@ class CheckpointTable:
         """Create the schema and table when missing (TiDB Binlog's DDL)."""
         try:
             with self.conn.cursor() as cur:
-                cur.execute(f"CREATE SCHEMA IF NOT EXISTS `{self.schema.replace('`', '``')}`")
+                cur.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(self.schema)}")
                 cur.execute(f"CREATE TABLE IF NOT EXISTS {self.name}"
                             "(clusterID bigint unsigned primary key, checkPoint MEDIUMTEXT)")
             self.conn.commit()

@@ -72,27 +72,23 @@ class Worker:
         self.retries = retries
         self.backoff = backoff
 
-    def execute(self, dmls: list[DML], safe_mode: bool) -> int:
-        """Apply ``dmls`` in order; returns the statements executed."""
-        done = 0
+    def execute(self, dmls: list[DML], safe_mode: bool) -> None:
+        """Apply ``dmls`` in order, ``txn_batch`` per downstream transaction."""
         for i in range(0, len(dmls), self.txn_batch):
-            done += self._chunk(dmls[i:i + self.txn_batch], safe_mode)
-        return done
+            self._chunk(dmls[i:i + self.txn_batch], safe_mode)
 
-    def _chunk(self, dmls: list[DML], safe_mode: bool) -> int:
+    def _chunk(self, dmls: list[DML], safe_mode: bool) -> None:
         for attempt in range(self.retries + 1):
             sql, args, dml = "", list[Any](), dmls[0]
             try:
                 if self.conn is None:
                     self.conn = self.connect()
-                n = 0
                 with self.conn.cursor() as cur:
                     for dml in dmls:
                         for sql, args in statements(dml, safe_mode):
                             cur.execute(sql, args)
-                            n += 1
                 self.conn.commit()
-                return n
+                return
             except pymysql.Error as e:
                 self.close(rollback=True)
                 if _is_transient(e) and attempt < self.retries:
@@ -132,7 +128,6 @@ class Loader:
         self.pending_count = 0
         self.batch_limit = txn_batch * worker_count * 3
         self.safe_mode = safe_mode
-        self.statements = 0
         self.flushes = 0
         self.before_flush = before_flush   # e.g. sync the relay log: nothing is applied before it is durable
 
@@ -164,7 +159,7 @@ class Loader:
         errors = []
         for f in futures:
             try:
-                self.statements += f.result()
+                f.result()
             except ApplyError as e:
                 errors.append(e)
         if errors:

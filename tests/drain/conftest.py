@@ -62,6 +62,27 @@ class Env:
         finally:
             self.outputs.append(out.getvalue())
 
+    def drain_during_workload(self, seed: int, max_txns: int, options: DrainerConfig | None = None
+                              ) -> tuple[dict[str, Any], Any]:
+        """Start a seeded churn workload with DDLs (4 writers, 120 txn/s, ``max_txns``), drain while it
+        commits, wait for it; returns the run report and the workload's stats."""
+        import threading
+
+        from upstream.workload import Workload
+
+        wl = Workload(self.cluster, seed=seed, churn=True, ddl_interval=0.3)
+        wl.setup()
+        stats: list[Any] = []
+        writer = threading.Thread(target=lambda: stats.append(wl.run(rate=120, duration=0, workers=4,
+                                                                     max_txns=max_txns)))
+        writer.start()
+        try:
+            report = self.drain(options)
+        finally:
+            writer.join(120)
+        assert stats, "the workload did not finish"
+        return report, stats[0]
+
     def verify(self, ts: int, options: DrainerConfig | None = None) -> str:
         """Run ``verify`` at ``ts``; fail the test with its output unless it found no difference."""
         out = io.StringIO()

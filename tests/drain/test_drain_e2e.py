@@ -186,20 +186,8 @@ def test_duckdb_reads_the_tables_pyiceberg_wrote(env: Env) -> None:
 
 
 def test_seeded_workload_with_key_churn_and_ddl_drained_while_it_runs(env: Env) -> None:
-    import threading
-
-    from upstream.workload import Workload
-
-    wl = Workload(env.cluster, seed=11, churn=True, ddl_interval=0.3)
-    wl.setup()
-    stats = []
-    writer = threading.Thread(target=lambda: stats.append(wl.run(rate=120, duration=0, workers=4, max_txns=400)))
-    writer.start()
-    try:
-        r1 = env.drain()                     # the workload keeps committing while this run drains
-    finally:
-        writer.join(120)
-    assert stats and stats[0].committed > 300 and not stats[0].errors, stats
+    r1, stats = env.drain_during_workload(seed=11, max_txns=400)   # it keeps committing while this run drains
+    assert stats.committed > 300 and not stats.errors, stats
     env.verify(r1["to_ts"])
     r2 = env.drain()
     assert r2["from_ts"] == r1["to_ts"]

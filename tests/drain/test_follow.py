@@ -8,10 +8,8 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -23,23 +21,13 @@ from tests.drain.conftest import Env
 from tests.drain.test_drain_cli import ROOT, binlake, cli_args
 from tests.drain.test_mysql_sink import checkpoint_row, mysql_options, verify_mysql
 from tests.servers import MariaDBServer
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
 # TiDB Binlog's drainer metric names the follower serves
 DRAINER_METRICS = {"binlog_drainer_checkpoint_tso", "binlog_drainer_checkpoint_delay_seconds",
                    "binlog_drainer_event_total"}
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 120.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.3)
 
 
 def last_ts(status: str) -> int:
@@ -79,8 +67,8 @@ def test_follow_mode_is_an_online_drainer_pumps_wait_for_and_notify(env: Env, ma
                             stdout=log, stderr=subprocess.STDOUT, cwd=env.root,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
-        wait_for("the first range", lambda: last_ts(status) >= first
-                 if proc.poll() is None else pytest.fail((env.root / "follow.log").read_text()[-3000:]))
+        wait_for(lambda: last_ts(status) >= first if proc.poll() is None
+                 else pytest.fail((env.root / "follow.log").read_text()[-3000:]), 120, "the first range")
         me = node(env, DRAINER, "binlake-drain")
         assert me.state == ONLINE and me.host == addr and me.status_addr == status
         listed = binlake("ctl", "drainers", "--registry", env.options.registry)
@@ -96,7 +84,7 @@ def test_follow_mode_is_an_online_drainer_pumps_wait_for_and_notify(env: Env, ma
         env.pumps[0].start()
         env.sql("insert into f values (4, 4)", server=1)
         latest = env.settle()
-        wait_for("the range after the rejoin", lambda: last_ts(status) >= latest)
+        wait_for(lambda: last_ts(status) >= latest, 120, "the range after the rejoin")
         with urllib.request.urlopen(f"http://{status}/metrics", timeout=10) as m:
             samples = dict(line.rsplit(" ", 1) for line in m.read().decode().splitlines() if line[:1] != "#")
         assert DRAINER_METRICS <= {name.split("{")[0] for name in samples}

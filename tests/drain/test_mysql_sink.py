@@ -110,21 +110,9 @@ def test_ddl_and_dml_replicate_in_commit_order_with_tidb_binlog_checkpoint(env: 
 
 
 def test_a_workload_with_key_churn_and_ddl_replicated_while_it_runs(env: Env, maria: MariaDBServer) -> None:
-    import threading
-
-    from upstream.workload import Workload
-
     o = mysql_options(env, maria, txn_batch=5)
-    wl = Workload(env.cluster, seed=5, churn=True, ddl_interval=0.3)
-    wl.setup()
-    stats = []
-    writer = threading.Thread(target=lambda: stats.append(wl.run(rate=120, duration=0, workers=4, max_txns=300)))
-    writer.start()
-    try:
-        r1 = env.drain(o)
-    finally:
-        writer.join(120)
-    assert stats and stats[0].committed > 200 and not stats[0].errors, stats
+    r1, stats = env.drain_during_workload(seed=5, max_txns=300, options=o)
+    assert stats.committed > 200 and not stats.errors, stats
     verify_mysql(env, o, r1["to_ts"])
     r2 = env.drain(o)
     assert r2["from_ts"] == r1["to_ts"]
