@@ -14,13 +14,13 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export GX_ANALYTICS_ENABLED := false
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test lint deps system-deps proto bench clean
+.PHONY: demo demo-mysql test lint deps system-deps proto bench clean
 
 # Python environment: pinned by pyproject.toml, transitively frozen by constraints.txt.
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -c constraints.txt -e '.[spark,iceberg,mysql,dev]' 2>&1 | { grep -v '^WARNING: Location' || true; }
-	$(BIN)/python -c "import grpc, plyvel, pyarrow, pyspark, pyiceberg, pydantic, duckdb, pymysql, schemas.pump_pb2"
+	$(BIN)/python -c "import grpc, plyvel, pyarrow, pyspark, pyiceberg, pydantic, duckdb, pymysql, mysql_mimic, schemas.pump_pb2"
 	touch $@
 
 deps: $(STAMP)
@@ -47,7 +47,13 @@ lint: deps
 test: lint system-deps
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
+# The demo also replicates into a local MariaDB when mariadbd is installed; demo-mysql installs it first.
 demo: deps
+	$(BIN)/binlake demo --dir demo
+
+demo-mysql: deps
+	@command -v mariadbd >/dev/null || { apt-get update -q && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -q --no-install-recommends mariadb-server mariadb-client; }
 	$(BIN)/binlake demo --dir demo
 
 # Every benchmark at its reference size (pump_write writes 1 GiB: about 20-40 minutes).

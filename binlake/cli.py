@@ -113,12 +113,15 @@ def _run_ctl(args: argparse.Namespace) -> int:
 def _upstream_parser(sub: Any) -> None:
     p = sub.add_parser("upstream", help="the TiDB stand-in: TSO, status API, SQL, binlogs, workloads",
                        description="Emulate a TiDB cluster towards pumps and drainers: PD-compatible TSO, "
-                                   "TiDB status API (/ddl/history, /schema, /mvcc/hex), SQL over "
-                                   "POST /binlake/sql with TiDB binlog writing, optional workload. "
-                                   "`binlake upstream sql` is the client.")
+                                   "TiDB status API (/ddl/history, /schema, /mvcc/hex), SQL over the "
+                                   "MySQL protocol (port 4000, e.g. `mysql -h127.0.0.1 -P4000 -uroot`) "
+                                   "and POST /binlake/sql with TiDB binlog writing, optional workload. "
+                                   "`binlake upstream sql` is the HTTP client.")
     p.add_argument("--config", help="upstream.toml")
     p.add_argument("--tso-addr", dest="tso-addr", help="TSO listen address (default 127.0.0.1:2379)")
     p.add_argument("--status-addr", dest="status-addr", help="status API address (default 127.0.0.1:10080)")
+    p.add_argument("--mysql-addr", dest="mysql-addr",
+                   help="MySQL protocol address (default 127.0.0.1:4000, TiDB's port; empty: none)")
     p.add_argument("--registry", help="pump registry (file://PATH or etcd://HOST:PORT); empty: no binlog")
     p.add_argument("--cluster-id", dest="cluster-id", type=int, help="cluster id")
     p.add_argument("--servers", type=int, help="number of emulated TiDB servers")
@@ -163,8 +166,8 @@ def _run_upstream(args: argparse.Namespace) -> int:
     from upstream.config import UpstreamConfig
     from upstream.tuning import parse_cpus, pin_process, tune_gc
 
-    keys = ("tso-addr", "status-addr", "registry", "cluster-id", "servers", "workload", "rate", "duration",
-            "seed", "workers", "log-level", "cpu-affinity", "gc-threshold", "pump-client")
+    keys = ("tso-addr", "status-addr", "mysql-addr", "registry", "cluster-id", "servers", "workload", "rate",
+            "duration", "seed", "workers", "log-level", "cpu-affinity", "gc-threshold", "pump-client")
     opts = load_config(UpstreamConfig, args.config, {k: getattr(args, k, None) for k in keys})
     try:
         cpus = parse_cpus(opts.cpu_affinity) if opts.cpu_affinity else None
@@ -178,11 +181,12 @@ def _run_upstream(args: argparse.Namespace) -> int:
         pin_process(cpus)           # before any thread starts: they all inherit it
         log.info("pinned to CPU(s) %s", ",".join(map(str, sorted(cpus))))
     cluster = Cluster(registry=opts.registry or None, cluster_id=opts.cluster_id, servers=opts.servers,
-                      tso_addr=opts.tso_addr, status_addr=opts.status_addr,
+                      tso_addr=opts.tso_addr, status_addr=opts.status_addr, mysql_addr=opts.mysql_addr or None,
                       clustered_default=opts.clustered_default, ignore_error=opts.ignore_error,
                       pump_client_process=opts.pump_client == "process", pump_client_cpus=client_cpus)
-    log.info("PD-compatible TSO at %s, TiDB status API at %s (cluster id %d, %d server(s), registry %s)",
-             cluster.tso_url, cluster.status_url, opts.cluster_id, opts.servers, opts.registry or "none")
+    log.info("PD-compatible TSO at %s, TiDB status API at %s, MySQL protocol at %s (cluster id %d, "
+             "%d server(s), registry %s)", cluster.tso_url, cluster.status_url, cluster.mysql_dsn or "none",
+             opts.cluster_id, opts.servers, opts.registry or "none")
     tune_gc(opts.gc_threshold)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -235,7 +239,9 @@ def _run_demo(args: argparse.Namespace) -> int:
 _DRAIN_FLAGS = [("--registry", "registry", str, "file://PATH or etcd://HOST:PORT (where the pumps register)"),
                 ("--pd-urls", "pd-urls", str, "PD URLs (the cluster id comes from PD's TSO answer)"),
                 ("--cluster-id", "cluster-id", int, "cluster id (instead of asking PD)"),
-                ("--upstream-status-url", "upstream.status-url", str, "TiDB status API (DDL history, snapshots)"),
+                ("--upstream-status-url", "upstream.status-url", str, "TiDB status API (DDL history)"),
+                ("--upstream-dsn", "upstream.dsn", str,
+                 "TiDB's MySQL port, mysql://USER:PASS@HOST:4000 (what verify reads at a ts)"),
                 ("--catalog-uri", "iceberg.catalog-uri", str,
                  "pyiceberg catalog URI (default sqlite beside the warehouse)"),
                 ("--warehouse", "iceberg.warehouse", str, "Iceberg warehouse path or URI"),
@@ -285,7 +291,10 @@ def _drain_parser(sub: Any) -> None:
 
 
 def _verify_parser(sub: Any) -> None:
-    p = sub.add_parser("verify", help="compare the mirror tables at a ts with the upstream's snapshot")
+    p = sub.add_parser("verify", help="compare the mirror tables at a ts with the upstream read at that ts",
+                       description="Read every table of the upstream over the MySQL protocol at a ts "
+                                   "(SET @@tidb_snapshot, --upstream-dsn) and compare it key by key with "
+                                   "the Iceberg mirrors at that ts, or with a MySQL downstream (--against).")
     _drainer_flags(p)
     p.add_argument("--ts", type=int, help="the run end (to_ts) to compare at (default: the checkpoint)")
     p.add_argument("--against", metavar="mysql://USER:PASS@HOST:PORT",

@@ -34,6 +34,16 @@ def _say(text: str) -> None:
     print(f"\n==> {text}", flush=True)
 
 
+def _cluster(registry_uri: str) -> Cluster:
+    """Two emulated TiDB servers; the MySQL port on TiDB's 4000, or a free one when 4000 is taken."""
+    from upstream.cluster import Cluster
+
+    try:
+        return Cluster(registry=registry_uri, servers=2, mysql_addr="127.0.0.1:4000")
+    except OSError:
+        return Cluster(registry=registry_uri, servers=2, mysql_addr="127.0.0.1:0")
+
+
 def _settle(cluster: Cluster, pumps: list[PumpProcess], timeout: float = 60.0) -> None:
     """Wait until every pump's watermark passes the cluster's current ts; raise after ``timeout``."""
     cluster.flush(timeout)
@@ -50,7 +60,6 @@ def _settle(cluster: Cluster, pumps: list[PumpProcess], timeout: float = 60.0) -
 
 def run_demo(directory: Path, transactions: int = TRANSACTIONS) -> int:
     """Run the demo in ``directory`` (wiped first); return 0 when every check passed."""
-    from upstream.cluster import Cluster
     from upstream.workload import Workload
 
     if directory.exists():
@@ -58,9 +67,9 @@ def run_demo(directory: Path, transactions: int = TRANSACTIONS) -> int:
     directory.mkdir(parents=True)
     directory = directory.resolve()
     registry_uri = f"file://{directory / 'registry.json'}"
-    cluster = Cluster(registry=registry_uri, servers=2)
+    cluster = _cluster(registry_uri)
     _say(f"upstream emulator: PD-compatible TSO {cluster.tso_url}, TiDB status API {cluster.status_url}, "
-         f"2 TiDB servers (cluster id {cluster.cluster_id})")
+         f"MySQL protocol {cluster.mysql_dsn}, 2 TiDB servers (cluster id {cluster.cluster_id})")
     pumps = [PumpProcess(data_dir=directory / f"pump-{i}", pd_url=cluster.tso_url, registry=registry_uri,
                          node_id=f"pump-{i}", extra_args=["--gen-binlog-interval", "0.5",
                                                           "--upstream-status-url", cluster.status_url])
@@ -75,7 +84,8 @@ def run_demo(directory: Path, transactions: int = TRANSACTIONS) -> int:
         registry.close()
         options = load_config(DrainerConfig, None, {
             "registry": registry_uri, "pd-urls": cluster.tso_url, "data-dir": str(directory / "drainer"),
-            "upstream.status-url": cluster.status_url, "iceberg.warehouse": str(directory / "warehouse"),
+            "upstream.status-url": cluster.status_url, "upstream.dsn": cluster.mysql_dsn,
+            "iceberg.warehouse": str(directory / "warehouse"),
             "spark.master": "local[2]"})
 
         # the JVM is forked while no gRPC call is in flight (a fork during the workload's calls can
@@ -105,12 +115,17 @@ def run_demo(directory: Path, transactions: int = TRANSACTIONS) -> int:
         _say("DuckDB over the Iceberg tables pyiceberg wrote")
         ok = _duckdb_tour(options) and ok
         for report in (r1, r2):
-            _say(f"binlake verify --ts {report['to_ts']}: every mirror against the upstream's snapshot")
+            _say(f"binlake verify --ts {report['to_ts']}: every mirror against the upstream read at that ts "
+                 f"(SET @@tidb_snapshot over {cluster.mysql_dsn})")
             out = io.StringIO()
             code = run_verify_command(options, report["to_ts"], out=out)
             print(out.getvalue(), end="")
             ok = ok and code == 0
-        _say("PASS: every mirror equals the upstream at both run ends" if ok else "FAIL: see the differences above")
+        replicated = _mysql_leg(directory, options, cluster.mysql_dsn)
+        ok = ok and replicated is not False
+        what = "every mirror equals the upstream at both run ends" + (
+            ", and MariaDB equals it at its checkpoint" if replicated else "")
+        _say(f"PASS: {what}" if ok else "FAIL: see the differences above")
         print(f"""
 Look further:
   warehouse        {options.iceberg.warehouse} (SQLite catalog {options.iceberg.warehouse}/catalog.db)
@@ -118,12 +133,37 @@ Look further:
   pump logs        {directory}/pump-*.log
   query            .venv/bin/python -c "from sink.iceberg.catalog import open_catalog; \\
                      print(open_catalog('{options.iceberg.warehouse}').load_table('test.wl_orders').scan().to_arrow())"
-  DuckDB           see README, "The Drainer" (iceberg_scan over a table's metadata.json)""")
+  DuckDB           see README, "The Drainer" (iceberg_scan over a table's metadata.json)
+  SQL upstream     binlake upstream --registry '' & mysql -h127.0.0.1 -P4000 -uroot test""")
         return 0 if ok else 1
     finally:
         for p in pumps:
             p.kill()
         cluster.close()
+
+
+def _mysql_leg(directory: Path, options: DrainerConfig, upstream_dsn: str) -> bool | None:
+    """Replicate the whole range into a local MariaDB with the MySQL sink and verify it at its checkpoint;
+    None (skipped) when MariaDB is not installed."""
+    if shutil.which("mariadbd") is None:
+        _say("MariaDB is not installed: the MySQL sink leg is skipped (`make demo-mysql` installs it)")
+        return None
+    from binlake.local import MariaDBProcess
+
+    with MariaDBProcess(directory / "mariadb") as maria:
+        mysql = options.model_copy(deep=True)
+        mysql.syncer.db_type = "mysql"
+        mysql.syncer.to.dsn = maria.dsn
+        mysql.data_dir = str(directory / "drainer-mysql")
+        _say(f"drain into MariaDB ({maria.dsn.replace(maria.password, '***')}): the same range, DDL as "
+             f"barriers, DML by causality on {mysql.syncer.worker_count} workers, TiDB Binlog's checkpoint table")
+        report = run_drain_command(mysql)
+        _say(f"binlake verify --against MariaDB: every table at its checkpoint {report['to_ts']} against the "
+             f"upstream read over {upstream_dsn}")
+        out = io.StringIO()
+        code = run_verify_command(mysql, None, out=out, against=maria.dsn)
+        print(out.getvalue(), end="")
+        return code == 0
 
 
 def _duckdb_tour(options: DrainerConfig) -> bool:

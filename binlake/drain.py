@@ -252,14 +252,15 @@ def _print_report(report: dict[str, Any], out: TextIO) -> None:
 
 def run_verify_command(options: DrainerConfig, ts: int | None, out: TextIO = sys.stdout,
                        against: str | None = None) -> int:
-    """Compare every mirror at ``ts`` (default: the checkpoint) with the upstream's snapshot; 0 when equal.
-    ``against`` (a ``mysql://`` DSN) compares a MySQL downstream at its checkpoint instead."""
+    """Compare every mirror at ``ts`` (default: the checkpoint) with the upstream read at ``ts`` over
+    the MySQL protocol; 0 when equal. ``against`` (a ``mysql://`` DSN) compares a MySQL downstream at
+    its checkpoint instead."""
     from sink.iceberg.writer import IcebergSink
     from sink.verify import verify_mirrors
-    from upstream.client import StatusClient
 
-    if not options.upstream.status_url:
-        raise ConfigError("verify needs --upstream-status-url (the upstream's snapshot at ts)")
+    if not options.upstream.dsn:
+        raise ConfigError("verify needs --upstream-dsn mysql://USER:PASS@HOST:PORT ([upstream] dsn): TiDB's "
+                          "MySQL port, read at the ts with @@tidb_snapshot (the emulator's is 127.0.0.1:4000)")
     if against:
         return _verify_mysql(options, against, ts, out)
     catalog = open_iceberg_catalog(options)
@@ -267,20 +268,29 @@ def run_verify_command(options: DrainerConfig, ts: int | None, out: TextIO = sys
         ts = IcebergSink(catalog).checkpoint()
         if ts is None:
             raise ConfigError("no checkpoint in the catalog yet: give --ts")
-    snapshot = StatusClient(options.upstream.status_url).snapshot(ts)
-    names = [f"{d}.{t}" for d, t in options.tables] or None
+    wanted = {f"{d}.{t}".lower() for d, t in options.tables}
     filt = options.table_filter()
-    snapshot = {k: v for k, v in snapshot.items() if filt.allows(*k.split(".", 1))}
+    snapshot = _upstream_snapshot(options, ts, lambda d, t: filt.allows(d, t)
+                                  and (not wanted or f"{d}.{t}".lower() in wanted))
+    names = [f"{d}.{t}" for d, t in options.tables] or None
     report = verify_mirrors(catalog, snapshot, ts, names)
     print(report.format(), file=out)
     return 0 if report.ok else 1
+
+
+def _upstream_snapshot(options: DrainerConfig, ts: int,
+                       allows: Callable[[str, str], bool]) -> dict[str, list[dict[str, Any]]]:
+    """The upstream's tables at ``ts``, read over its MySQL port (``[upstream] dsn``)."""
+    from sink.mysql.snapshot import read_snapshot
+    from sink.mysql.target import MySQLTarget
+
+    return read_snapshot(MySQLTarget.from_dsn(options.upstream.dsn), ts, allows)
 
 
 def _verify_mysql(options: DrainerConfig, dsn: str, ts: int | None, out: TextIO) -> int:
     from sink.mysql.checkpoint import CheckpointTable
     from sink.mysql.target import MySQLTarget
     from sink.mysql.verify import verify_downstream
-    from upstream.client import StatusClient
 
     to = options.syncer.to
     conn = MySQLTarget.from_dsn(dsn, params=to.params).connect()
@@ -294,8 +304,9 @@ def _verify_mysql(options: DrainerConfig, dsn: str, ts: int | None, out: TextIO)
                 print(f"note: the checkpoint at {cp.commit_ts} is not consistent (a run is applying or "
                       f"stopped uncleanly)", file=out)
             ts = cp.commit_ts
-        snapshot = StatusClient(options.upstream.status_url).snapshot(ts)
-        report = verify_downstream(conn, snapshot, ts, options.table_filter())
+        filt = options.table_filter()
+        snapshot = _upstream_snapshot(options, ts, filt.allows)
+        report = verify_downstream(conn, snapshot, ts, filt)
     finally:
         conn.close()
     print(report.format(), file=out)

@@ -88,9 +88,11 @@ DBTables = Annotated[list[tuple[str, str]], BeforeValidator(_db_tables)]
 
 
 class UpstreamSection(TomlModel):
-    """``[upstream]``: the TiDB status API (DDL history, and snapshots for verify)."""
+    """``[upstream]``: the TiDB status API (DDL history) and TiDB's MySQL port (what ``verify`` reads
+    at a ts with ``@@tidb_snapshot``)."""
 
     status_url: Str = Field(default="", alias="status-url")
+    dsn: Str = ""                       # mysql://USER:PASS@HOST:4000
 
 
 def _ints(value: Any) -> list[int]:

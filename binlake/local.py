@@ -164,3 +164,82 @@ def http(method: str, url: str, timeout: float = 10.0) -> tuple[int, bytes]:
             return resp.status, resp.read()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read()
+
+
+class MariaDBError(RuntimeError):
+    """A local MariaDB could not be initialised or did not come up (the message carries its log tail)."""
+
+
+class MariaDBProcess:
+    """A throwaway MariaDB (Debian's ``mariadbd``) on 127.0.0.1 with its data under ``directory``, run as
+    root with ``--user=root``, and a password-authenticated ``user`` that may do anything. ``start`` /
+    ``stop``, or use it as a context manager; ``dsn`` is what ``--to-dsn`` takes."""
+
+    def __init__(self, directory: Path, user: str = "binlake", password: str = "binlake-demo",
+                 port: int = 0) -> None:
+        self.dir = directory
+        self.user, self.password = user, password
+        self.port = port or free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def dsn(self) -> str:
+        """``mysql://USER:PASS@127.0.0.1:PORT``."""
+        return f"mysql://{self.user}:{self.password}@127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        """The server's log."""
+        return self.dir / "mariadb.log"
+
+    def start(self, timeout: float = 60.0) -> MariaDBProcess:
+        """Initialise the data directory, start the server, create the user; ``MariaDBError`` on failure."""
+        import shutil
+
+        server = shutil.which("mariadbd")
+        if server is None:
+            raise MariaDBError("mariadbd is not installed (apt-get install mariadb-server mariadb-client)")
+        self.dir.mkdir(parents=True, exist_ok=True)
+        data, sock = self.dir / "data", self.dir / "mysqld.sock"
+        init = subprocess.run(["mariadb-install-db", "--no-defaults", f"--datadir={data}", "--user=root",
+                               "--auth-root-authentication-method=normal", "--skip-test-db"],
+                              capture_output=True, text=True, check=False)
+        if init.returncode != 0:
+            raise MariaDBError(f"mariadb-install-db failed: {init.stdout[-1500:]}{init.stderr[-1500:]}")
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [server, "--no-defaults", f"--datadir={data}", f"--socket={sock}", f"--port={self.port}",
+                 "--bind-address=127.0.0.1", "--user=root", f"--pid-file={self.dir / 'mysqld.pid'}",
+                 "--innodb-buffer-pool-size=128M", "--skip-name-resolve", "--max-connections=500"],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while True:
+            ping = subprocess.run(["mariadb", "--no-defaults", f"--socket={sock}", "-uroot", "-e",
+                                   f"CREATE USER IF NOT EXISTS '{self.user}'@'%' IDENTIFIED BY '{self.password}'; "
+                                   f"GRANT ALL ON *.* TO '{self.user}'@'%' WITH GRANT OPTION"],
+                                  capture_output=True, text=True, check=False)
+            if ping.returncode == 0:
+                return self
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                tail = self.log_path.read_text(errors="replace")[-2000:]
+                self.stop()
+                raise MariaDBError(f"MariaDB not up on 127.0.0.1:{self.port}: {ping.stderr}\n{tail}")
+            time.sleep(0.2)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """SIGTERM the server's process group (SIGKILL after ``timeout``); nothing if it is not running."""
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            return
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+    def __enter__(self) -> MariaDBProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -20,7 +20,7 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 
-from binlake.local import free_port
+from binlake.local import MariaDBError, MariaDBProcess, free_port
 
 _INSTALL_LOCK = threading.Lock()
 
@@ -421,21 +421,16 @@ def ensure_mariadb_installed() -> str:
     return path
 
 
-class MariaDBServer:
-    """A throwaway MariaDB on 127.0.0.1 (run as root with ``--user=root``), with a password-authenticated
-    user ``binlake`` that may do anything; :meth:`create_database` / :meth:`dsn`. Context manager."""
+class MariaDBServer(MariaDBProcess):
+    """A throwaway MariaDB (``binlake.local.MariaDBProcess``, installed from Debian if absent) in a fresh
+    temporary directory, with a password-authenticated user ``binlake`` that may do anything;
+    :meth:`connect` / :meth:`reset`. Context manager (removes the directory)."""
 
     USER, PASSWORD = "binlake", "maria-test-Secret-73"
 
     def __init__(self) -> None:
-        self.bin = ensure_mariadb_installed()
-        self.port = free_port()
-        self.dir = Path(tempfile.mkdtemp(prefix="binlake-maria-"))
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def dsn(self) -> str:
-        """``mysql://binlake:PASS@127.0.0.1:PORT``."""
-        return f"mysql://{self.USER}:{self.PASSWORD}@127.0.0.1:{self.port}"
+        ensure_mariadb_installed()
+        super().__init__(Path(tempfile.mkdtemp(prefix="binlake-maria-")), self.USER, self.PASSWORD)
 
     def connect(self, database: str | None = None) -> object:
         """A pymysql connection as ``binlake`` (autocommit on)."""
@@ -455,32 +450,13 @@ class MariaDBServer:
             conn.close()  # type: ignore[attr-defined]
 
     def __enter__(self) -> MariaDBServer:
-        data, sock = self.dir / "data", self.dir / "mysqld.sock"
-        init = subprocess.run(["mariadb-install-db", "--no-defaults", f"--datadir={data}", "--user=root",
-                               "--auth-root-authentication-method=normal", "--skip-test-db"],
-                              capture_output=True, text=True, check=False)
-        if init.returncode != 0:
-            raise ServerError(f"mariadb-install-db failed: {init.stdout[-1500:]}{init.stderr[-1500:]}")
-        with open(self.dir / "mariadb.log", "ab") as log:
-            self.proc = subprocess.Popen(
-                [self.bin, "--no-defaults", f"--datadir={data}", f"--socket={sock}", f"--port={self.port}",
-                 "--bind-address=127.0.0.1", "--user=root", f"--pid-file={self.dir / 'mysqld.pid'}",
-                 "--innodb-buffer-pool-size=128M", "--skip-name-resolve", "--max-connections=500"],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + 60
-        while True:
-            ping = subprocess.run(["mariadb", "--no-defaults", f"--socket={sock}", "-uroot", "-e",
-                                   f"CREATE USER IF NOT EXISTS '{self.USER}'@'%' IDENTIFIED BY '{self.PASSWORD}'; "
-                                   f"GRANT ALL ON *.* TO '{self.USER}'@'%' WITH GRANT OPTION"],
-                                  capture_output=True, text=True, check=False)
-            if ping.returncode == 0:
-                return self
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                log_text = (self.dir / "mariadb.log").read_text(errors="replace")[-2000:]
-                self.__exit__()
-                raise ServerError(f"MariaDB not up on 127.0.0.1:{self.port}: {ping.stderr}\n{log_text}")
-            time.sleep(0.2)
+        try:
+            self.start()
+        except MariaDBError as e:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise ServerError(str(e)) from None
+        return self
 
     def __exit__(self, *exc: object) -> None:
-        stop_group(self.proc, 30)
+        self.stop()
         shutil.rmtree(self.dir, ignore_errors=True)

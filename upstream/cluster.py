@@ -43,7 +43,7 @@ class Cluster:
                  clustered_default: bool = False, ignore_error: bool = False,
                  pump_client_options: dict[str, Any] | None = None, first_id: int = 100,
                  drop_column_delete_only_binlog: bool = True, pump_client_process: bool = False,
-                 pump_client_cpus: set[int] | None = None) -> None:
+                 pump_client_cpus: set[int] | None = None, mysql_addr: str | None = None) -> None:
         self.cluster_id = cluster_id
         self.clustered_default = clustered_default
         self.drop_column_delete_only_binlog = drop_column_delete_only_binlog
@@ -67,6 +67,16 @@ class Cluster:
             from upstream.status_api import StatusServer
             self.status = StatusServer(self, status_addr)
             self.status_url = self.status.url
+        self.mysql = None
+        self.mysql_dsn = ""
+        if mysql_addr is not None:
+            from upstream.mysql_port import MySQLPort
+            try:
+                self.mysql = MySQLPort(self, mysql_addr)
+            except BaseException:
+                self.close()
+                raise
+            self.mysql_dsn = self.mysql.dsn
 
     # ---- timestamps and schema ----------------------------------------------------------------
 
@@ -159,22 +169,28 @@ class Cluster:
         """
         if ts is None:
             ts = self.ts()
+        if ts > self.oracle.last():
+            raise SQLError(f"ts {ts} is ahead of the TSO ({self.oracle.last()})")
+        schema = self.catalog.at(ts)
+        return {f"{e.db.name}.{e.info.name}": self.table_rows(e, ts)
+                for e in sorted(schema.tables.values(), key=lambda e: (e.db.name, e.info.name))}
+
+    def table_rows(self, entry: TableEntry, ts: int, with_handle: bool = True) -> list[dict[str, Any]]:
+        """One table's rows as of ``ts`` in handle order, ``{column: value}``; a table keyed by
+        ``_tidb_rowid`` also carries that handle when ``with_handle``. ``SQLError`` if ``ts`` is ahead
+        of the TSO."""
+        t = entry.info
+        rows = []
         with self.commit_mutex:
             if ts > self.oracle.last():
                 raise SQLError(f"ts {ts} is ahead of the TSO ({self.oracle.last()})")
-            schema = self.catalog.at(ts)
-            out: dict[str, list[dict[str, Any]]] = {}
-            for entry in sorted(schema.tables.values(), key=lambda e: (e.db.name, e.info.name)):
-                t = entry.info
-                rows = []
-                for _, handle, row in self.kv.scan_table(t.id, ts):
-                    full = materialize(t, row)
-                    obj = {c.name: full[c.id] for c in t.columns}
-                    if t.has_extra_handle:
-                        obj[mt.EXTRA_HANDLE_NAME] = handle
-                    rows.append(obj)
-                out[f"{entry.db.name}.{t.name}"] = rows
-        return out
+            for _, handle, row in self.kv.scan_table(t.id, ts):
+                full = materialize(t, row)
+                obj = {c.name: full[c.id] for c in t.columns}
+                if with_handle and t.has_extra_handle:
+                    obj[mt.EXTRA_HANDLE_NAME] = handle
+                rows.append(obj)
+        return rows
 
     def table(self, db: str, name: str) -> Any:
         """The current TableInfo of ``db.name``."""
@@ -203,6 +219,8 @@ class Cluster:
         """Stop the status API and TSO, close every server's pump client."""
         if self.status is not None:
             self.status.stop()
+        if self.mysql is not None:
+            self.mysql.stop()
         for s in self.servers:
             s.close()
         if self.tso_server is not None:

@@ -37,6 +37,7 @@ class UpstreamConfig(TomlModel):
 
     tso_addr: Str = Field("127.0.0.1:2379", alias="tso-addr")
     status_addr: Str = Field("127.0.0.1:10080", alias="status-addr")
+    mysql_addr: Str = Field("127.0.0.1:4000", alias="mysql-addr")   # MySQL protocol port; empty: none
     registry: Str = ""                                   # empty: binlog disabled
     cluster_id: Int = Field(6_000_000_000_000_000_001, alias="cluster-id", gt=0)
     servers: Int = Field(1, ge=1)

@@ -10,37 +10,17 @@ downstream holds as NULL (the decoder cannot carry it) is counted as *nulled*, n
 """
 from __future__ import annotations
 
-import datetime as dt
 import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from sink.mysql.snapshot import mysql_value
 from sink.mysql.statements import quote
 from sink.verify import Difference, TableResult, VerifyReport
-from transform.codec.values import json_value
 from transform.filters import TableFilter
 
-_BIT, _TIME, _FLOAT = 16, 11, 4
 _ROWID = "_tidb_rowid"
-
-
-def _time_text(v: dt.timedelta) -> str:
-    sign = "-" if v < dt.timedelta(0) else ""
-    v = abs(v)
-    secs = v.days * 86400 + v.seconds
-    text = f"{sign}{secs // 3600:02d}:{secs // 60 % 60:02d}:{secs % 60:02d}"
-    return f"{text}.{v.microseconds:06d}" if v.microseconds else text
-
-
-def _downstream_value(v: Any, type_code: int) -> Any:
-    if v is None:
-        return None
-    if type_code == _BIT and isinstance(v, bytes):
-        return int.from_bytes(v, "big")
-    if isinstance(v, dt.timedelta):
-        return _time_text(v)
-    return json_value(v)
 
 
 def _same(up: Any, down: Any) -> bool:
@@ -78,7 +58,7 @@ def _read(conn: Any, db: str, table: str) -> tuple[list[str], list[dict[str, Any
         cur.execute(f"SELECT * FROM {quote(db)}.{quote(table)}")
         names = [d[0] for d in cur.description]
         codes = [d[1] for d in cur.description]
-        rows = [{n: _downstream_value(v, c) for n, v, c in zip(names, row, codes)} for row in cur.fetchall()]
+        rows = [{n: mysql_value(v, c) for n, v, c in zip(names, row, codes)} for row in cur.fetchall()]
     conn.commit()
     keys = next(iter(indexes.values()), names)
     return names, rows, keys

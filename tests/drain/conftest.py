@@ -104,9 +104,10 @@ class Env:
 
 @pytest.fixture
 def env(tmp_path: Path, spark: Any) -> Iterator[Env]:
-    """Two emulated TiDB servers writing to two real pumps; a drainer into tmp_path/warehouse."""
+    """Two emulated TiDB servers writing to two real pumps; a drainer into tmp_path/warehouse that
+    verifies against the emulator's MySQL port."""
     registry = f"file://{tmp_path / 'registry.json'}"
-    cluster = Cluster(registry=registry, servers=2, pump_client_options=CLIENT_OPTIONS)
+    cluster = Cluster(registry=registry, servers=2, pump_client_options=CLIENT_OPTIONS, mysql_addr="127.0.0.1:0")
     pumps = [PumpProcess(data_dir=tmp_path / f"pump-{i}", pd_url=cluster.tso_url, registry=registry,
                          node_id=f"pump-{i}",
                          extra_args=["--gen-binlog-interval", "0.3", "--heartbeat-interval", "0.3",
@@ -115,7 +116,7 @@ def env(tmp_path: Path, spark: Any) -> Iterator[Env]:
         for p in pumps:
             p.start()
         options = DrainerConfig(registry=registry, pd_urls=cluster.tso_url, data_dir=str(tmp_path / "drainer"),
-                                upstream=UpstreamSection(status_url=cluster.status_url),
+                                upstream=UpstreamSection(status_url=cluster.status_url, dsn=cluster.mysql_dsn),
                                 iceberg=IcebergSection(warehouse=str(tmp_path / "warehouse")),
                                 spark=SparkSection(master="local[2]"))
         yield Env(tmp_path, cluster, pumps, options)

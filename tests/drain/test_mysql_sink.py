@@ -29,7 +29,7 @@ def maria(mariadb_server: MariaDBServer) -> MariaDBServer:
 def mysql_options(env: Env, maria: MariaDBServer, **syncer: Any) -> DrainerConfig:
     o = env.options.model_copy(deep=True)
     o.syncer.db_type = "mysql"
-    o.syncer.to.dsn = maria.dsn()
+    o.syncer.to.dsn = maria.dsn
     o.syncer.worker_count = 4
     for k, v in syncer.items():
         setattr(o.syncer, k, v)
@@ -180,7 +180,7 @@ def test_a_drain_killed_mid_apply_and_rerun_equals_the_upstream(env: Env, maria:
                 server=(i + 1) % 2)
         env.sql(f"delete from k where id = {i * 7}")
     env.settle()
-    args = [*cli_args(env.options), "--sink", "mysql", "--to-dsn", maria.dsn(), "--spark-master", "local[2]",
+    args = [*cli_args(env.options), "--sink", "mysql", "--to-dsn", maria.dsn, "--spark-master", "local[2]",
             "--txn-batch", "5", "--worker-count", "2"]
     r = binlake("drain", *args, failpoints=("mysql-flush=3",), cwd=env.root)
     assert r.returncode == CRASH_STATUS, r.stderr[-2000:]
@@ -194,7 +194,7 @@ def test_a_drain_killed_mid_apply_and_rerun_equals_the_upstream(env: Env, maria:
     assert "safe mode" in rerun.stdout
     cp = checkpoint_row(maria, env.cluster.cluster_id)
     assert cp["consistent"] is True
-    verify = binlake("verify", *cli_args(env.options), "--against", maria.dsn(), cwd=env.root)
+    verify = binlake("verify", *cli_args(env.options), "--against", maria.dsn, cwd=env.root)
     assert verify.returncode == 0, verify.stdout + verify.stderr
     assert "no differences" in verify.stdout and maria.PASSWORD not in verify.stdout + verify.stderr
 
@@ -213,7 +213,7 @@ def test_relay_log_recovery_when_the_upstream_is_gone(env: Env, maria: MariaDBSe
     env.settle()
     conf = env.root / "drainer.toml"
     conf.write_text(f'cluster-id = {env.cluster.cluster_id}\n[syncer]\ndb-type = "mysql"\nworker-count = 2\n'
-                    f'txn-batch = 5\n[syncer.to]\ndsn = "{maria.dsn()}"\n'
+                    f'txn-batch = 5\n[syncer.to]\ndsn = "{maria.dsn}"\n'
                     f'[syncer.relay]\nlog-dir = "{relay_dir}"\nmax-file-size = 4096\n')
     args = ["--config", str(conf), *cli_args(env.options), "--spark-master", "local[2]"]
     r = binlake("drain", *args, failpoints=("mysql-flush=4",), cwd=env.root)

@@ -64,7 +64,7 @@ def test_tune_gc_freezes_and_raises_the_threshold() -> None:
 
 def _upstream(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "binlake.cli", "upstream", "--tso-addr", "127.0.0.1:0",
-                           "--status-addr", "127.0.0.1:0", "--registry", "", *args],
+                           "--status-addr", "127.0.0.1:0", "--mysql-addr", "", "--registry", "", *args],
                           capture_output=True, text=True, cwd=ROOT, timeout=timeout)
 
 

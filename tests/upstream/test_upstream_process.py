@@ -39,7 +39,8 @@ def upstream(tmp_path: Path) -> Iterator[tuple[str, str, str, subprocess.Popen[b
     registry = f"file://{tmp_path / 'registry.json'}"
     log = (tmp_path / "upstream.log").open("wb")
     proc = subprocess.Popen([sys.executable, "-m", "binlake.cli", "upstream", "--tso-addr", tso,
-                             "--status-addr", status, "--registry", registry, "--servers", "2"],
+                             "--status-addr", status, "--mysql-addr", f"127.0.0.1:{free_port()}",
+                             "--registry", registry, "--servers", "2"],
                             cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     status_url = f"http://{status}"
 

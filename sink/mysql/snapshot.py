@@ -1,0 +1,100 @@
+"""The upstream's rows at a ts, read over the MySQL protocol as TiDB's sync-diff-inspector reads them:
+``SET @@tidb_snapshot = TS``, then ``SELECT *`` of every base table (with ``_tidb_rowid`` where the
+table is keyed by it) in a UTC session.
+
+Values come back in the rendering ``verify`` compares (``transform.codec.values.json_value``, the
+same as the decoder's): TIME keeps the server's text, BIT becomes its number, binary strings
+base64, DECIMAL its exact text, DATETIME/TIMESTAMP ``YYYY-MM-DD HH:MM:SS[.ffffff]``; zero and invalid
+dates stay the server's text.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from typing import Any
+
+from sink.errors import SinkError
+from sink.mysql.statements import quote
+from sink.mysql.target import MySQLTarget
+from transform.codec.values import json_value
+
+ROWID = "_tidb_rowid"
+SYSTEM_SCHEMAS = frozenset({"mysql", "information_schema", "performance_schema", "metrics_schema", "sys"})
+_BIT, _TIME = 16, 11
+_BAD_FIELD = 1054
+
+
+class UpstreamSnapshotError(SinkError):
+    """The upstream could not be read at the ts (unreachable, ts out of its GC window, a read failed)."""
+
+
+def time_text(v: dt.timedelta) -> str:
+    """A TIME value as MySQL prints it: ``[-]HH:MM:SS[.ffffff]``."""
+    sign = "-" if v < dt.timedelta(0) else ""
+    v = abs(v)
+    secs = v.days * 86400 + v.seconds
+    text = f"{sign}{secs // 3600:02d}:{secs // 60 % 60:02d}:{secs % 60:02d}"
+    return f"{text}.{v.microseconds:06d}" if v.microseconds else text
+
+
+def mysql_value(v: Any, type_code: int) -> Any:
+    """A value as PyMySQL returns it, in the rendering of ``json_value`` (BIT as its number)."""
+    if v is None:
+        return None
+    if type_code == _BIT and isinstance(v, bytes):
+        return int.from_bytes(v, "big")
+    if isinstance(v, dt.timedelta):
+        return time_text(v)
+    return json_value(v)
+
+
+def _conversions() -> dict[Any, Any]:
+    """PyMySQL's decoders, except TIME, which keeps the server's text (its fractional digits)."""
+    from pymysql.constants import FIELD_TYPE
+    from pymysql.converters import conversions
+
+    conv = dict(conversions)
+    conv[FIELD_TYPE.TIME] = str
+    return conv
+
+
+def _select(cur: Any, db: str, table: str) -> tuple[list[str], list[Any]]:
+    """``SELECT *, _tidb_rowid`` where the table has that handle, else ``SELECT *``."""
+    import pymysql
+
+    name = f"{quote(db)}.{quote(table)}"
+    try:
+        cur.execute(f"SELECT *, {ROWID} FROM {name}")
+    except pymysql.err.OperationalError as e:
+        if e.args[0] != _BAD_FIELD:
+            raise
+        cur.execute(f"SELECT * FROM {name}")
+    return [d[0] for d in cur.description], [d[1] for d in cur.description]
+
+
+def read_snapshot(target: MySQLTarget, ts: int,
+                  allows: Callable[[str, str], bool] | None = None) -> dict[str, list[dict[str, Any]]]:
+    """Every base table's rows at ``ts`` (``{"db.table": [{column: value}]}``) that ``allows(db,
+    table)`` lets through; system schemas are never read."""
+    import pymysql
+
+    conn = target.connect()
+    conn.decoders = _conversions()
+    out: dict[str, list[dict[str, Any]]] = {}
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET @@tidb_snapshot = %s", (str(ts),))
+            cur.execute("SELECT table_schema, table_name FROM information_schema.tables "
+                        "WHERE table_type = 'BASE TABLE'")
+            names = sorted((str(d), str(t)) for d, t in cur.fetchall() if str(d).lower() not in SYSTEM_SCHEMAS)
+            for db, table in names:
+                if allows is not None and not allows(db, table):
+                    continue
+                columns, codes = _select(cur, db, table)
+                out[f"{db}.{table}"] = [{c: mysql_value(v, code) for c, v, code in zip(columns, row, codes)}
+                                        for row in cur.fetchall()]
+    except pymysql.Error as e:
+        raise UpstreamSnapshotError(f"reading the upstream {target.describe()} at ts {ts}: {e}") from None
+    finally:
+        conn.close()
+    return out
