@@ -286,6 +286,9 @@ def _drain_parser(sub: Any) -> None:
     p.add_argument("--addr", dest="addr", help="--follow: gRPC address pumps notify (default 127.0.0.1:8249)")
     p.add_argument("--status-addr", dest="status-addr",
                    help="--follow: HTTP /status, /metrics, /state (default 127.0.0.1:8259)")
+    p.add_argument("--pushgateway", dest="metrics-addr", metavar="URL",
+                   help="push the run's metrics to this Prometheus Pushgateway (metrics-addr); they are always "
+                        "written to DATA_DIR/metrics.prom")
     p.add_argument("--report", help="write the run report JSON here (default DATA_DIR/reports/run-TO.json)")
     p.set_defaults(run=_run_drain)
 
@@ -315,7 +318,7 @@ def _drainer_options(args: argparse.Namespace) -> DrainerConfig:
 
     keys = [k for _, k, _, _ in _DRAIN_FLAGS] + [
         "syncer.db-type", "syncer.to.dsn", "syncer.safe-mode", "syncer.worker-count", "syncer.txn-batch",
-        "parquet.dir", "spark.master", "iceberg.tag-runs", "addr", "status-addr"]
+        "parquet.dir", "spark.master", "iceberg.tag-runs", "addr", "status-addr", "metrics-addr"]
     overrides: dict[str, Any] = {k: getattr(args, k, None) for k in keys}
     if getattr(args, "spark_conf", None):
         overrides["spark.conf"] = dict(args.spark_conf)

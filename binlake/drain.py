@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from binlake.drain_config import DrainerConfig
+from binlake.metrics import DrainerMetrics
 from ingest.config import ConfigError
 from ingest.errors import TSOError
 from ingest.registry import load_registry
@@ -108,9 +109,28 @@ def open_sink(options: DrainerConfig) -> Sink:
 
 def run_drain_command(options: DrainerConfig, from_ts: int | None = None, to_ts: int | None = None,
                       dry_run: bool = False, report_path: str | None = None,
-                      out: TextIO = sys.stdout, register: Callable[[int], None] | None = None) -> dict[str, Any]:
+                      out: TextIO = sys.stdout, register: Callable[[int], None] | None = None,
+                      metrics: DrainerMetrics | None = None) -> dict[str, Any]:
     """One run end to end; returns the run report (also printed, and written as JSON). ``register(ts)``
-    records the drainer in the registry at ``ts`` (default: a paused batch drainer)."""
+    records the drainer in the registry at ``ts`` (default: a paused batch drainer). Every run but a dry
+    one records its outcome in ``metrics`` (default: a fresh registry) and publishes them
+    (``DATA_DIR/metrics.prom``, the Pushgateway of ``metrics-addr``), a failed run too."""
+    metrics = metrics or DrainerMetrics()
+    try:
+        report = _drain(options, from_ts, to_ts, dry_run, report_path, out, register, metrics)
+    except Exception:
+        if not dry_run:
+            metrics.failed()
+            metrics.publish(options.data_dir, options.metrics_addr, options.cluster_id or None)
+        raise
+    if not dry_run:
+        metrics.succeeded(report)
+        metrics.publish(options.data_dir, options.metrics_addr, report.get("cluster_id"))
+    return report
+
+
+def _drain(options: DrainerConfig, from_ts: int | None, to_ts: int | None, dry_run: bool, report_path: str | None,
+           out: TextIO, register: Callable[[int], None] | None, metrics: DrainerMetrics) -> dict[str, Any]:
     register = register or (lambda ts: register_drainer(options, ts))
     from transform.history import SchemaHistory
     from transform.plan import PumpUnreachableError, make_plan
@@ -132,6 +152,7 @@ def run_drain_command(options: DrainerConfig, from_ts: int | None = None, to_ts:
     try:
         sink.check_cluster(cluster_id)
         checkpoint = sink.checkpoint()
+        metrics.observe_checkpoint(checkpoint)
         begin = (from_ts if from_ts is not None
                  else checkpoint if checkpoint is not None else options.initial_commit_ts)
         t0 = time.perf_counter()

@@ -186,6 +186,7 @@ class DrainerConfig(TomlModel):
     addr: Str = "127.0.0.1:8249"                       # --follow: gRPC Cistern (Notify from pumps)
     advertise_addr: Str = Field(default="", alias="advertise-addr")   # default: addr
     status_addr: Str = Field(default="127.0.0.1:8259", alias="status-addr")   # --follow: HTTP /status, /metrics
+    metrics_addr: Str = Field(default="", alias="metrics-addr")   # Prometheus Pushgateway (TiDB Binlog's key)
     pd_urls: UrlList = Field(default="", alias="pd-urls")
     cluster_id: Int = Field(default=0, alias="cluster-id", ge=0)
     data_dir: Str = Field(default="data.drainer", alias="data-dir")

@@ -23,35 +23,17 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TextIO
 
 import grpc
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import generate_latest
 
 from binlake.drain import run_drain_command
 from binlake.drain_config import DrainerConfig
+from binlake.metrics import DrainerMetrics
 from ingest.config import ConfigError
 from ingest.registry import load_registry
 from ingest.registry.base import DRAINER, OFFLINE, ONLINE, PAUSED, STATUS_ADDR_LABEL, NodeStatus
 from schemas import cistern_pb2, cistern_pb2_grpc
 
 log = logging.getLogger(__name__)
-
-
-class _Metrics:
-    """The drainer's metrics (namespace ``binlog``, subsystem ``drainer``)."""
-
-    def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        self.checkpoint_tso = Gauge("binlog_drainer_checkpoint_tso", "checkpoint tso (physical ms)",
-                                    registry=self.registry)
-        self.checkpoint_delay = Gauge("binlog_drainer_checkpoint_delay_seconds",
-                                      "seconds between now and the checkpoint's physical time", registry=self.registry)
-        self.events = Counter("binlog_drainer_event", "row changes and DDLs applied", ["type"],
-                              registry=self.registry)
-        self.runs = Counter("binlog_drainer_runs", "runs by outcome", ["outcome"], registry=self.registry)
-
-    def observe(self, checkpoint: int) -> None:
-        physical = checkpoint >> 18
-        self.checkpoint_tso.set(physical)
-        self.checkpoint_delay.set(max(0.0, time.time() - physical / 1000) if checkpoint else 0.0)
 
 
 class _Cistern(cistern_pb2_grpc.CisternServicer):
@@ -72,7 +54,7 @@ class Follower:
         self.checkpoint = 0
         self.last_applied = time.monotonic()
         self.pump_pos: dict[str, int] = {}
-        self.metrics = _Metrics()
+        self.metrics = DrainerMetrics()
         self.cistern = _Cistern()
         self.grpc_server: grpc.Server | None = None
         self.httpd: ThreadingHTTPServer | None = None
@@ -101,7 +83,7 @@ class Follower:
     def at(self, ts: int) -> None:
         """Record a new checkpoint (the runs' ``register`` hook)."""
         self.checkpoint = max(self.checkpoint, ts)
-        self.metrics.observe(self.checkpoint)
+        self.metrics.observe_checkpoint(self.checkpoint)
         self._register(ONLINE)
 
     # ---- servers ---------------------------------------------------------------------------
@@ -144,13 +126,11 @@ class Follower:
         try:
             while not self.stop.is_set():
                 try:
-                    report = run_drain_command(self.options, out=self.out, register=self.at)
+                    report = run_drain_command(self.options, out=self.out, register=self.at, metrics=self.metrics)
                 except Exception as e:  # noqa: BLE001 (a failed run is retried after the interval)
-                    self.metrics.runs.labels("failed").inc()
                     print(f"binlake drain --follow: run failed: {e}", file=self.out, flush=True)
                     self.stop.wait(self.interval)
                     continue
-                self.metrics.runs.labels("ok").inc()
                 self._account(report)
                 if report.get("checkpoint_after") is not None:
                     self.at(int(report["checkpoint_after"]))
@@ -168,13 +148,9 @@ class Follower:
         return 0
 
     def _account(self, report: dict[str, Any]) -> None:
-        for t in report.get("tables", []):
-            for op, n in t.get("rows", {}).items():
-                name = {"I": "Insert", "U": "Update", "D": "Delete"}.get(op, op)
-                self.metrics.events.labels(name).inc(n)
-                if n:
-                    self.last_applied = time.monotonic()
-            self.metrics.events.labels("DDL").inc(len(t.get("ddl", [])))
+        """Note when rows were last applied (``/status`` Synced)."""
+        if any(n for t in report.get("tables", []) for n in t.get("rows", {}).values()):
+            self.last_applied = time.monotonic()
 
 
 def _handler(follower: Follower) -> type[BaseHTTPRequestHandler]:
@@ -190,7 +166,7 @@ def _handler(follower: Follower) -> type[BaseHTTPRequestHandler]:
             if self.path == "/status":
                 self._send(200, json.dumps(follower.status()).encode())
             elif self.path == "/metrics":
-                follower.metrics.observe(follower.checkpoint)
+                follower.metrics.observe_checkpoint(follower.checkpoint)
                 self._send(200, generate_latest(follower.metrics.registry), "text/plain; version=0.0.4")
             else:
                 self._send(404, b'{"message": "not found"}')
