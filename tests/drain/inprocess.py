@@ -19,6 +19,8 @@ import pyarrow as pa
 from schemas import binlog_pb2
 from sink.iceberg.catalog import open_catalog
 from sink.iceberg.writer import IcebergSink
+from sink.mysql.snapshot import read_snapshot
+from sink.mysql.target import MySQLTarget
 from sink.verify import verify_mirrors
 from transform import changes as ch
 from transform.drain import _assemble
@@ -73,7 +75,7 @@ class Local:
     def __init__(self, root: Path, spark: Any) -> None:
         self.root = root
         self.spark = spark
-        self.cluster = Cluster(tso_addr=None, status_addr=None)
+        self.cluster = Cluster(tso_addr=None, status_addr=None, mysql_addr="127.0.0.1:0")
         self.rec = _Recorder()
         for s in self.cluster.servers:
             s.binlog.registry = "memory://"
@@ -121,9 +123,13 @@ class Local:
         return [{k: v for k, v in r.items() if not k.startswith("_tidb_")} for r in rows]
 
     def verify(self, ts: int) -> None:
-        """Every upstream table's mirror equals the upstream at ``ts`` (``binlake verify``)."""
-        report = verify_mirrors(self.catalog, render_rows(self.cluster.snapshot(ts)), ts)
+        """Every upstream table's mirror equals the upstream at ``ts`` as ``binlake verify`` reads it (over
+        the emulator's MySQL port), and the emulator's own snapshot gives the same verdict."""
+        over_sql = read_snapshot(MySQLTarget.from_dsn(self.cluster.mysql_dsn), ts)
+        report = verify_mirrors(self.catalog, over_sql, ts)
         assert report.ok, report.format()
+        direct = verify_mirrors(self.catalog, render_rows(self.cluster.snapshot(ts)), ts)
+        assert direct.ok, direct.format()
 
     def close(self) -> None:
         self.cluster.close()
