@@ -15,7 +15,6 @@ the decoder wrapped into a signed long are unwrapped.
 """
 from __future__ import annotations
 
-import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,7 +84,9 @@ class DML:
 
     def causality_keys(self) -> list[str]:
         """The keys two DMLs conflict on: every unique key with all values non-NULL, of the new and the
-        old row (TiDB's ``getKeys``); a row without one is keyed by a crc32 of all its values."""
+        old row (TiDB's ``getKeys``). A row without one gets the table itself as its key (TiDB Binlog
+        uses a crc32 of the row): its UPDATE/DELETE scan the downstream table, and parallel scans of one
+        table wait on each other's row locks and deadlock, so a keyless table's changes go to one worker."""
         out: list[str] = []
         rows = [self.values] if self.old is None else [self.values, self.old]
         for row in rows:
@@ -95,8 +96,7 @@ class DML:
                     continue
                 out.append(f"{name}({','.join(repr(v) for v in vals)}){self.table.qualified}")
         if not out:
-            for row in rows:
-                out.append(f"crc{zlib.crc32(repr(row).encode())}{self.table.qualified}")
+            out.append(f"table{self.table.qualified}")
         return out
 
 

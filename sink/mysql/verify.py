@@ -34,8 +34,15 @@ def _same(up: Any, down: Any) -> bool:
     if isinstance(up, (int, float)) and isinstance(down, (int, float)):
         return math.isclose(float(up), float(down), rel_tol=1e-6)
     if isinstance(up, str) and isinstance(down, str):   # a TIME/DATETIME with trailing zero fraction
-        return up.rstrip("0").rstrip(".") == down.rstrip("0").rstrip(".")
+        return _no_zero_fraction(up) == _no_zero_fraction(down)
     return False
+
+
+def _no_zero_fraction(text: str) -> str:
+    """``12:00:00.500`` → ``12:00:00.5``, ``12:00:00.000`` → ``12:00:00`` (only a fraction's zeros go)."""
+    head, dot, frac = text.partition(".")
+    frac = frac.rstrip("0")
+    return f"{head}.{frac}" if dot and frac else head
 
 
 def _nulled(up: Any, down: Any) -> bool:
