@@ -5,7 +5,9 @@
 one group, and a DML whose keys already belong to two different groups is a conflict — the loader
 then flushes everything dispatched so far before taking it. A group goes to worker
 ``crc32(group) % worker_count``, so the changes of one row stay in order on one worker. Each worker
-owns a connection and executes its DMLs in downstream transactions of at most ``txn_batch`` DMLs.
+owns a connection and executes its DMLs in downstream transactions of at most ``txn_batch`` DMLs,
+consecutive INSERTs into a table as one multi-row INSERT and consecutive DELETEs by key as one
+``DELETE … IN`` (``statements.batched``).
 Transient errors (lost connection, deadlock, lock wait timeout) are retried with backoff on a new
 connection; any other error stops the load with :class:`ApplyError` naming the statement and the
 commit_ts.
@@ -22,7 +24,7 @@ from typing import Any
 import pymysql
 
 from sink.errors import SinkError
-from sink.mysql.statements import DML, statements
+from sink.mysql.statements import DML, batched
 from transform import failpoints
 
 log = logging.getLogger(__name__)
@@ -84,9 +86,8 @@ class Worker:
                 if self.conn is None:
                     self.conn = self.connect()
                 with self.conn.cursor() as cur:
-                    for dml in dmls:
-                        for sql, args in statements(dml, safe_mode):
-                            cur.execute(sql, args)
+                    for sql, args, dml in batched(dmls, safe_mode):  # noqa: B007 (dml: named on error)
+                        cur.execute(sql, args)
                 self.conn.commit()
                 return
             except pymysql.Error as e:

@@ -1,7 +1,8 @@
 """Row changes → SQL statements with TiDB Binlog's loader semantics (reference §4.7).
 
 Each decoded row change becomes a :class:`DML`: its table, op, new values (old values of updates),
-the commit_ts it belongs to, and its causality keys. :func:`statements` renders a DML:
+the commit_ts it belongs to, and its causality keys. :func:`statements` renders a DML (and
+:func:`batched` a run of them, with consecutive INSERTs / DELETEs by key combined):
 
 - insert: ``INSERT INTO `db`.`t` (cols) VALUES (…)``; update: ``UPDATE … SET … WHERE <key> LIMIT 1``;
   delete: ``DELETE FROM … WHERE <key> LIMIT 1``. ``<key>`` is the first unique index (the primary
@@ -132,6 +133,53 @@ def statements(dml: DML, safe_mode: bool) -> list[tuple[str, list[Any]]]:
                 (f"REPLACE INTO {t.qualified} ({cols}) VALUES ({marks})", list(dml.values))]
     sets = ", ".join(f"{quote(c)} = %s" for c in t.columns)
     return [(f"UPDATE {t.qualified} SET {sets} WHERE {where} LIMIT 1", [*dml.values, *args])]
+
+
+def _same_kind(a: DML, b: DML) -> bool:
+    return a.op == b.op and (a.table is b.table or (a.table.qualified == b.table.qualified
+                                                    and a.table.columns == b.table.columns))
+
+
+def _delete_key(dml: DML) -> int | None:
+    """The position of the single-column unique key a DELETE of ``dml`` matches on, or None."""
+    for _, cols in dml.table.keys:
+        if all(dml.values[i] is not None for i in cols):
+            return cols[0] if len(cols) == 1 else None
+    return None
+
+
+def batched(dmls: Sequence[DML], safe_mode: bool) -> Iterator[tuple[str, list[Any], DML]]:
+    """The statements that apply ``dmls`` in order, each with the last DML it covers. A run of
+    consecutive INSERTs into one table becomes one multi-row INSERT (REPLACE in safe mode), a run of
+    consecutive DELETEs by the same single-column unique key one ``DELETE … WHERE key IN (…)``: the
+    same rows change, in the same order relative to every other statement, in fewer round trips."""
+    i = 0
+    while i < len(dmls):
+        first = dmls[i]
+        j = i + 1
+        if first.op == "I":
+            while j < len(dmls) and _same_kind(first, dmls[j]):
+                j += 1
+        elif first.op == "D" and (key := _delete_key(first)) is not None:
+            while j < len(dmls) and _same_kind(first, dmls[j]) and _delete_key(dmls[j]) == key:
+                j += 1
+        run = dmls[i:j]
+        if len(run) == 1:
+            for sql, args in statements(first, safe_mode):
+                yield sql, args, first
+        elif first.op == "I":
+            t = first.table
+            verb = "REPLACE" if safe_mode else "INSERT"
+            row = "(" + ", ".join(["%s"] * len(t.columns)) + ")"
+            cols = ", ".join(quote(c) for c in t.columns)
+            yield (f"{verb} INTO {t.qualified} ({cols}) VALUES {', '.join([row] * len(run))}",
+                   [v for d in run for v in d.values], run[-1])
+        else:
+            t, key = first.table, _delete_key(first)
+            assert key is not None
+            yield (f"DELETE FROM {t.qualified} WHERE {quote(t.columns[key])} IN ({', '.join(['%s'] * len(run))})",
+                   [d.values[key] for d in run], run[-1])
+        i = j
 
 
 def _value(v: Any, bit: bool) -> Any:

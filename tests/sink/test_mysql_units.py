@@ -15,7 +15,7 @@ from sink.mysql.checkpoint import Checkpoint, CheckpointFormatError
 from sink.mysql.ddl import for_mysql, plan_ddl, with_charset
 from sink.mysql.loader import Causality
 from sink.mysql.relay import RelayLog, RelayLogError, decode_dml, encode_ddl, encode_dml
-from sink.mysql.statements import DML, TargetTable, statements
+from sink.mysql.statements import DML, TargetTable, batched, statements
 from sink.mysql.target import MySQLTarget, MySQLTargetError
 from sink.mysql.verify import _same
 from tests.codec.tables import PK, col, table
@@ -160,3 +160,22 @@ def test_downstream_comparison_drops_only_a_fractions_zeros() -> None:
     assert _same("12:00:00.500", "12:00:00.500000")
     assert not _same("12:00:00.5", "12:00:00.05")
     assert not _same("120", "12") and not _same("abc0", "abc")
+
+
+def test_runs_of_inserts_and_deletes_by_key_are_combined_in_order() -> None:
+    t, keyless = _target(), _target(pk=False)
+    dmls = [DML(t, "I", (1, "a", 0), None, 1), DML(t, "I", (2, "b", 0), None, 1),
+            DML(t, "U", (2, "c", 0), (2, "b", 0), 2),
+            DML(t, "D", (1, "a", 0), None, 3), DML(t, "D", (2, "c", 0), None, 3),
+            DML(keyless, "D", (5, None, 1), None, 4), DML(keyless, "D", (6, "x", 1), None, 4),
+            DML(t, "I", (3, "d", 0), None, 5)]
+    out = list(batched(dmls, False))
+    assert [(sql, args) for sql, args, _ in out] == [
+        ("INSERT INTO `d`.`t` (`id`, `v`, `b`) VALUES (%s, %s, %s), (%s, %s, %s)", [1, "a", 0, 2, "b", 0]),
+        ("UPDATE `d`.`t` SET `id` = %s, `v` = %s, `b` = %s WHERE `id` = %s LIMIT 1", [2, "c", 0, 2]),
+        ("DELETE FROM `d`.`t` WHERE `id` IN (%s, %s)", [1, 2]),
+        ("DELETE FROM `d`.`t` WHERE `id` = %s AND `v` IS NULL AND `b` = %s LIMIT 1", [5, 1]),   # keyless: one by one
+        ("DELETE FROM `d`.`t` WHERE `id` = %s AND `v` = %s AND `b` = %s LIMIT 1", [6, "x", 1]),
+        ("INSERT INTO `d`.`t` (`id`, `v`, `b`) VALUES (%s, %s, %s)", [3, "d", 0])]
+    assert [d.commit_ts for _, _, d in out] == [1, 2, 3, 4, 4, 5]        # each names its last DML
+    assert list(batched(dmls[:2], True))[0][0].startswith("REPLACE INTO `d`.`t`")
