@@ -43,6 +43,7 @@ of the workload's tables and ``bench.lag`` against the emulator's snapshot at th
     .venv/bin/python bench/mysql_apply.py                        # 200,000 row changes, 90 s of follow load
     .venv/bin/python bench/mysql_apply.py --keyed-only --follow-seconds 0   # the apply without `metrics`
     .venv/bin/python bench/mysql_apply.py --small                # 5,000 row changes, 10 s of follow load
+    .venv/bin/python bench/mysql_apply.py --merge                # the same with TiDB Binlog's merge mode
 """
 from __future__ import annotations
 
@@ -92,7 +93,7 @@ def _upstream_args(env: Env) -> list[str]:
 
 def _sink_args(dsn: str, args: argparse.Namespace) -> list[str]:
     return ["--sink", "mysql", "--to-dsn", dsn, "--worker-count", str(args.worker_count),
-            "--txn-batch", str(args.txn_batch), "--spark-master", "local[2]"]
+            "--txn-batch", str(args.txn_batch), "--spark-master", "local[2]", *(["--merge"] if args.merge else [])]
 
 
 def code_state() -> str:
@@ -492,6 +493,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keyed-only", action="store_true",
                     help=f"the timed apply ignores {DB}.{KEYLESS} (no key downstream: its UPDATE/DELETE scan the "
                          f"table) through [syncer] ignore-table; figures, checks and baseline over the other 3 tables")
+    ap.add_argument("--merge", action="store_true",
+                    help="drain with --merge (TiDB Binlog's merge mode: net change per primary key per flush)")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--keep", action="store_true", help="keep the work dir (pumps, logs, reports)")
     ap.add_argument("--profile", type=Path, help="py-spy the timed drain's process tree into this directory")
@@ -588,7 +591,8 @@ def main(argv: list[str] | None = None) -> int:
 
             ratio_total, ratio_sink = rate_total / rate_base, rate_sink / rate_base
             print(f"\nSUMMARY mysql_apply ({rows:,} row changes on {len(scope)} tables, "
-                  f"worker-count {args.worker_count}, txn-batch {args.txn_batch}, safe mode off):")
+                  f"worker-count {args.worker_count}, txn-batch {args.txn_batch}, safe mode off"
+                  f"{', merge mode' if args.merge else ''}):")
             print(f"  sink {rate_total:,.0f} row changes/s over the whole run ({total:.1f} s), {rate_sink:,.0f}/s "
                   f"over its sink stage ({sink:.1f} s); baseline multi-row INSERT {rate_base:,.0f} rows/s "
                   f"({base_rows:,} rows, {base_s:.2f} s)")

@@ -267,6 +267,9 @@ def _drain_parser(sub: Any) -> None:
                    help="the MySQL/TiDB downstream of --sink mysql|tidb (over [syncer.to])")
     p.add_argument("--safe-mode", dest="syncer.safe-mode", action="store_const", const=True,
                    help="MySQL sink: INSERT as REPLACE, UPDATE as DELETE + REPLACE (idempotent replay)")
+    p.add_argument("--merge", dest="syncer.to.merge", action="store_const", const=True,
+                   help="MySQL sink: apply each flush's net change per primary key with multi-row "
+                        "DELETE/REPLACE (TiDB Binlog's merge mode)")
     p.add_argument("--worker-count", "-c", dest="syncer.worker-count", type=int,
                    help="MySQL sink: parallel appliers (default 16)")
     p.add_argument("--txn-batch", dest="syncer.txn-batch", type=int,
@@ -317,8 +320,8 @@ def _drainer_options(args: argparse.Namespace) -> DrainerConfig:
     from ingest.config import load_config
 
     keys = [k for _, k, _, _ in _DRAIN_FLAGS] + [
-        "syncer.db-type", "syncer.to.dsn", "syncer.safe-mode", "syncer.worker-count", "syncer.txn-batch",
-        "parquet.dir", "spark.master", "iceberg.tag-runs", "addr", "status-addr", "metrics-addr"]
+        "syncer.db-type", "syncer.to.dsn", "syncer.to.merge", "syncer.safe-mode", "syncer.worker-count",
+        "syncer.txn-batch", "parquet.dir", "spark.master", "iceberg.tag-runs", "addr", "status-addr", "metrics-addr"]
     overrides: dict[str, Any] = {k: getattr(args, k, None) for k in keys}
     if getattr(args, "spark_conf", None):
         overrides["spark.conf"] = dict(args.spark_conf)

@@ -97,6 +97,7 @@ def open_sink(options: DrainerConfig) -> Sink:
         s = options.syncer
         return MySQLSink(mysql_target(options), MySQLOptions(
             tidb=s.db_type == "tidb", worker_count=s.worker_count, txn_batch=s.txn_batch, safe_mode=s.safe_mode,
+            merge=s.to.merge,
             checkpoint_schema=s.to.checkpoint.schema_, checkpoint_table=s.to.checkpoint.table,
             ignore_txn_commit_ts=frozenset(s.ignore_txn_commit_ts), table_filter=options.table_filter(),
             relay_dir=s.relay.log_dir, relay_max_file_size=s.relay.max_file_size))

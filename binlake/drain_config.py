@@ -117,6 +117,7 @@ class ToSection(TomlModel):
     user: Str = "root"
     password: Str = Field(default="", repr=False)
     read_timeout: Seconds = Field(default=60.0, alias="read-timeout")
+    merge: Bool = False                 # TiDB Binlog's merge mode: net change per primary key per flush
     params: Annotated[dict[str, str], BeforeValidator(lambda v: _settings(v, "session variables"))] = \
         Field(default_factory=dict)
     checkpoint: CheckpointSection = Field(default_factory=CheckpointSection)

@@ -7,7 +7,8 @@ then flushes everything dispatched so far before taking it. A group goes to work
 ``crc32(group) % worker_count``, so the changes of one row stay in order on one worker. Each worker
 owns a connection and executes its DMLs in downstream transactions of at most ``txn_batch`` DMLs,
 consecutive INSERTs into a table as one multi-row INSERT and consecutive DELETEs by key as one
-``DELETE … IN`` (``statements.batched``).
+``DELETE … IN`` (``statements.batched``). In merge mode (TiDB Binlog's ``[syncer.to] merge``) a
+worker applies the net change per primary key of its share of a flush instead (``statements.merged``).
 Transient errors (lost connection, deadlock, lock wait timeout) are retried with backoff on a new
 connection; any other error stops the load with :class:`ApplyError` naming the statement and the
 commit_ts.
@@ -24,7 +25,7 @@ from typing import Any
 import pymysql
 
 from sink.errors import SinkError
-from sink.mysql.statements import DML, batched
+from sink.mysql.statements import DML, batched, merged
 from transform import failpoints
 
 log = logging.getLogger(__name__)
@@ -67,26 +68,34 @@ def _is_transient(e: Exception) -> bool:
 class Worker:
     """One connection that executes DML lists in transactions of ``txn_batch``."""
 
-    def __init__(self, connect: Callable[[], Any], txn_batch: int, retries: int, backoff: float) -> None:
+    def __init__(self, connect: Callable[[], Any], txn_batch: int, retries: int, backoff: float,
+                 merge: bool = False) -> None:
         self.connect = connect
         self.conn: Any = None
         self.txn_batch = txn_batch
         self.retries = retries
         self.backoff = backoff
+        self.merge = merge
 
     def execute(self, dmls: list[DML], safe_mode: bool) -> None:
-        """Apply ``dmls`` in order, ``txn_batch`` per downstream transaction."""
+        """Apply ``dmls`` in order, ``txn_batch`` per downstream transaction; in merge mode the tables
+        with a primary key as their net change (``statements.merged``) first, in one transaction."""
+        if self.merge:
+            statements, dmls = merged(dmls, self.txn_batch)
+            if statements:
+                self._run(statements)
         for i in range(0, len(dmls), self.txn_batch):
-            self._chunk(dmls[i:i + self.txn_batch], safe_mode)
+            self._run(list(batched(dmls[i:i + self.txn_batch], safe_mode)))
 
-    def _chunk(self, dmls: list[DML], safe_mode: bool) -> None:
+    def _run(self, statements: list[tuple[str, list[Any], DML]]) -> None:
+        """Execute ``statements`` as one downstream transaction, retrying transient errors."""
         for attempt in range(self.retries + 1):
-            sql, args, dml = "", list[Any](), dmls[0]
+            sql, args, dml = "", list[Any](), statements[0][2]
             try:
                 if self.conn is None:
                     self.conn = self.connect()
                 with self.conn.cursor() as cur:
-                    for sql, args, dml in batched(dmls, safe_mode):  # noqa: B007 (dml: named on error)
+                    for sql, args, dml in statements:  # noqa: B007 (dml: named on error)
                         cur.execute(sql, args)
                 self.conn.commit()
                 return
@@ -121,8 +130,8 @@ class Loader:
 
     def __init__(self, connect: Callable[[], Any], worker_count: int = 16, txn_batch: int = 20,
                  safe_mode: bool = False, retries: int = 10, backoff: float = 0.5,
-                 before_flush: Callable[[], None] | None = None) -> None:
-        self.workers = [Worker(connect, txn_batch, retries, backoff) for _ in range(worker_count)]
+                 before_flush: Callable[[], None] | None = None, merge: bool = False) -> None:
+        self.workers = [Worker(connect, txn_batch, retries, backoff, merge) for _ in range(worker_count)]
         self.pool = ThreadPoolExecutor(max_workers=worker_count, thread_name_prefix="binlake-mysql")
         self.causality = Causality()
         self.pending: list[list[DML]] = [[] for _ in self.workers]

@@ -44,6 +44,7 @@ class MySQLOptions:
     worker_count: int = 16
     txn_batch: int = 20
     safe_mode: bool = False
+    merge: bool = False                 # [syncer.to] merge: net change per primary key per flush
     checkpoint_schema: str = "tidb_binlog"
     checkpoint_table: str = "checkpoint"
     ignore_txn_commit_ts: frozenset[int] = field(default_factory=frozenset)
@@ -92,7 +93,7 @@ class MySQLSink(Sink):
 
     def _loader(self, safe: bool, relay: RelayLog | None) -> Loader:
         return Loader(self.target.connect, self.options.worker_count, self.options.txn_batch, safe,
-                      before_flush=relay.sync if relay is not None else None)
+                      before_flush=relay.sync if relay is not None else None, merge=self.options.merge)
 
     def write(self, run: ch.RunBatch) -> list[TableReport]:
         """Apply every transaction and DDL of ``run`` in commit order; the checkpoint moves as it goes

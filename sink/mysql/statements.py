@@ -182,6 +182,68 @@ def batched(dmls: Sequence[DML], safe_mode: bool) -> Iterator[tuple[str, list[An
         i = j
 
 
+_DELETED = None
+
+
+def _pk(table: TargetTable) -> tuple[int, ...] | None:
+    return next((cols for name, cols in table.keys if name == "PRIMARY"), None)
+
+
+def merged(dmls: Sequence[DML], rows_per_statement: int) -> tuple[list[tuple[str, list[Any], DML]], list[DML]]:
+    """TiDB Binlog's merge mode (``[syncer.to] merge``): the DMLs of tables with a primary key collapse
+    to their net change per key — a key whose last change deletes it (or moves it away) is deleted,
+    every other key gets its final row — applied as ``DELETE … WHERE pk IN (…)`` first, then
+    multi-row ``REPLACE INTO`` (``rows_per_statement`` keys per statement). Returns those statements
+    and, in order, the DMLs of tables without a primary key (which must be applied one by one).
+
+    REPLACE removes any row that holds a final row's primary or unique key values, so a unique value
+    that moved between rows of the batch ends where the last change put it. Between flushes the
+    downstream passes through states the upstream never had; it equals the upstream at each flush."""
+    finals: dict[str, tuple[TargetTable, dict[tuple[Any, ...], tuple[Any, ...] | None]]] = {}
+    rest: list[DML] = []
+    for d in dmls:
+        pk = _pk(d.table)
+        if pk is None:
+            rest.append(d)
+            continue
+        table, final = finals.setdefault(d.table.qualified, (d.table, {}))
+        if d.table.columns != table.columns:      # a new table version inside one flush: keep it apart
+            rest.append(d)
+            continue
+        if d.op == "U" and d.old is not None:
+            old_key = tuple(d.old[i] for i in pk)
+            if old_key != tuple(d.values[i] for i in pk):
+                final[old_key] = _DELETED
+        key = tuple(d.values[i] for i in pk)
+        final.pop(key, None)                      # re-inserted keys go to the end, in change order
+        final[key] = _DELETED if d.op == "D" else d.values
+    out: list[tuple[str, list[Any], DML]] = []
+    last = dmls[-1] if dmls else None
+    for table, final in finals.values():
+        pk = _pk(table)
+        assert pk is not None and last is not None
+        gone = [k for k, row in final.items() if row is _DELETED]
+        kept = [row for row in final.values() if row is not _DELETED]
+        n = max(1, rows_per_statement)
+        for i in range(0, len(gone), n):
+            keys = gone[i:i + n]
+            if len(pk) == 1:
+                cond = f"{quote(table.columns[pk[0]])} IN ({', '.join(['%s'] * len(keys))})"
+                args = [k[0] for k in keys]
+            else:
+                one = "(" + " AND ".join(f"{quote(table.columns[c])} = %s" for c in pk) + ")"
+                cond = " OR ".join([one] * len(keys))
+                args = [v for k in keys for v in k]
+            out.append((f"DELETE FROM {table.qualified} WHERE {cond}", args, last))
+        cols = ", ".join(quote(c) for c in table.columns)
+        row_marks = "(" + ", ".join(["%s"] * len(table.columns)) + ")"
+        for i in range(0, len(kept), n):
+            rows = [r for r in kept[i:i + n] if r is not None]
+            out.append((f"REPLACE INTO {table.qualified} ({cols}) VALUES {', '.join([row_marks] * len(rows))}",
+                        [v for r in rows for v in r], last))
+    return out, rest
+
+
 def _value(v: Any, bit: bool) -> Any:
     if bit and isinstance(v, int) and v < 0:
         return v + _BIT_WRAP

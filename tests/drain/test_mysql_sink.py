@@ -109,8 +109,11 @@ def test_ddl_and_dml_replicate_in_commit_order_with_tidb_binlog_checkpoint(env: 
     verify_mysql(env, o)
 
 
-def test_a_workload_with_key_churn_and_ddl_replicated_while_it_runs(env: Env, maria: MariaDBServer) -> None:
+@pytest.mark.parametrize("merge", [False, True], ids=["one-by-one", "merge-mode"])
+def test_a_workload_with_key_churn_and_ddl_replicated_while_it_runs(env: Env, maria: MariaDBServer,
+                                                                     merge: bool) -> None:
     o = mysql_options(env, maria, txn_batch=5)
+    o.syncer.to.merge = merge
     r1, stats = env.drain_during_workload(seed=5, max_txns=300, options=o)
     assert stats.committed > 200 and not stats.errors, stats
     verify_mysql(env, o, r1["to_ts"])

@@ -15,7 +15,7 @@ from sink.mysql.checkpoint import Checkpoint, CheckpointFormatError
 from sink.mysql.ddl import for_mysql, plan_ddl, with_charset
 from sink.mysql.loader import Causality
 from sink.mysql.relay import RelayLog, RelayLogError, decode_dml, encode_ddl, encode_dml
-from sink.mysql.statements import DML, TargetTable, batched, statements
+from sink.mysql.statements import DML, TargetTable, batched, merged, statements
 from sink.mysql.target import MySQLTarget, MySQLTargetError
 from sink.mysql.verify import _same
 from tests.codec.tables import PK, col, table
@@ -179,3 +179,22 @@ def test_runs_of_inserts_and_deletes_by_key_are_combined_in_order() -> None:
         ("INSERT INTO `d`.`t` (`id`, `v`, `b`) VALUES (%s, %s, %s)", [3, "d", 0])]
     assert [d.commit_ts for _, _, d in out] == [1, 2, 3, 4, 4, 5]        # each names its last DML
     assert list(batched(dmls[:2], True))[0][0].startswith("REPLACE INTO `d`.`t`")
+
+
+def test_merge_mode_applies_the_net_change_per_primary_key() -> None:
+    t, keyless = _target(), _target(pk=False)
+    dmls = [DML(t, "I", (1, "a", 0), None, 1), DML(t, "U", (1, "b", 0), (1, "a", 0), 2),   # I+U → final b
+            DML(t, "I", (2, "x", 0), None, 2), DML(t, "D", (2, "x", 0), None, 3),          # I+D → deleted
+            DML(t, "U", (4, "m", 0), (3, "m", 0), 3),                                      # moved 3 → 4
+            DML(keyless, "D", (9, "k", 0), None, 3),
+            DML(t, "D", (5, "q", 0), None, 4), DML(t, "I", (5, "r", 0), None, 5)]          # D+I → final r
+    statements_, rest = merged(dmls, rows_per_statement=2)
+    assert [(sql, args) for sql, args, _ in statements_] == [
+        ("DELETE FROM `d`.`t` WHERE `id` IN (%s, %s)", [2, 3]),
+        ("REPLACE INTO `d`.`t` (`id`, `v`, `b`) VALUES (%s, %s, %s), (%s, %s, %s)", [1, "b", 0, 4, "m", 0]),
+        ("REPLACE INTO `d`.`t` (`id`, `v`, `b`) VALUES (%s, %s, %s)", [5, "r", 0])]
+    assert rest == [dmls[5]]                        # no primary key: applied one by one, in order
+    swap = [DML(t, "U", (8, "p", 0), (7, "p", 0), 1), DML(t, "U", (7, "s", 0), (8, "p", 0), 2)]  # 7→8, then 8→7
+    assert [(sql, args) for sql, args, _ in merged(swap, 10)[0]] == [
+        ("DELETE FROM `d`.`t` WHERE `id` IN (%s)", [8]),
+        ("REPLACE INTO `d`.`t` (`id`, `v`, `b`) VALUES (%s, %s, %s)", [7, "s", 0])]
