@@ -2,6 +2,7 @@
 catalog by URI (``sqlite:///…``, ``postgresql+psycopg2://…`` → SQL; ``http(s)://…`` → REST; …)."""
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -9,6 +10,8 @@ from pyiceberg.catalog import Catalog, load_catalog
 
 from sink.errors import CatalogConfigError
 from sink.redact import redact_uri
+
+CREATE_RACE_RETRIES = 3
 
 CATALOG_NAME = "binlake"
 
@@ -45,12 +48,25 @@ def open_catalog(warehouse: str, catalog_uri: str | None = None, **properties: o
     if location.startswith("file://"):
         _local_dir(location).mkdir(parents=True, exist_ok=True)
     uri = catalog_uri or default_catalog_uri(location)
-    try:
-        return load_catalog(CATALOG_NAME, uri=uri, warehouse=location,
-                            **{k: str(v) for k, v in properties.items()})
-    except Exception as e:  # pyiceberg raises ValueError, SQLAlchemy errors, connection errors…
-        raise CatalogConfigError(f"cannot open the Iceberg catalog {redact_uri(uri)!r} (warehouse {location}): "
-                                 f"{_without(str(e), uri)}") from e
+    for attempt in range(CREATE_RACE_RETRIES + 1):
+        try:
+            return load_catalog(CATALOG_NAME, uri=uri, warehouse=location,
+                                **{k: str(v) for k, v in properties.items()})
+        except Exception as e:  # pyiceberg raises ValueError, SQLAlchemy errors, connection errors…
+            if attempt < CREATE_RACE_RETRIES and _lost_create_race(e):
+                time.sleep(0.2 * (attempt + 1))
+                continue
+            raise CatalogConfigError(f"cannot open the Iceberg catalog {redact_uri(uri)!r} (warehouse {location}): "
+                                     f"{_without(str(e), uri)}") from e
+    raise AssertionError("unreachable")
+
+
+def _lost_create_race(e: Exception) -> bool:
+    """True when opening failed because another process created the catalog's tables at the same
+    moment (a SQL catalog creates them on first open: PostgreSQL then reports a duplicate
+    ``pg_type`` entry, SQLite "already exists"); opening again finds them."""
+    text = str(e)
+    return "already exists" in text or "pg_type_typname_nsp_index" in text
 
 
 def _without(message: str, uri: str) -> str:
