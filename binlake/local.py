@@ -166,6 +166,19 @@ def http(method: str, url: str, timeout: float = 10.0) -> tuple[int, bytes]:
         return exc.code, exc.read()
 
 
+def stop_group(proc: subprocess.Popen[bytes] | None, timeout: float = 20.0) -> None:
+    """SIGTERM ``proc``'s process group (started with ``start_new_session``), SIGKILL if it has not
+    exited within ``timeout`` s; nothing when it is not running."""
+    if proc is None or proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 class MariaDBError(RuntimeError):
     """A local MariaDB could not be initialised or did not come up (the message carries its log tail)."""
 
@@ -228,15 +241,7 @@ class MariaDBProcess:
 
     def stop(self, timeout: float = 30.0) -> None:
         """SIGTERM the server's process group (SIGKILL after ``timeout``); nothing if it is not running."""
-        proc = self.proc
-        if proc is None or proc.poll() is not None:
-            return
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_group(self.proc, timeout)
 
     def __enter__(self) -> MariaDBProcess:
         return self.start()

@@ -20,7 +20,7 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 
-from binlake.local import MariaDBError, MariaDBProcess, free_port
+from binlake.local import MariaDBError, MariaDBProcess, free_port, stop_group
 
 _INSTALL_LOCK = threading.Lock()
 
@@ -49,19 +49,6 @@ def apt_install(packages: list[str], binaries: list[str]) -> None:
     missing = [b for b in binaries if shutil.which(b) is None]
     if missing:
         raise ServerError(f"{', '.join(missing)} still not on PATH after installing {', '.join(packages)}")
-
-
-def stop_group(proc: subprocess.Popen[bytes] | None, timeout: float = 20.0) -> None:
-    """SIGTERM ``proc``'s process group (started with ``start_new_session``), SIGKILL if it has not
-    exited within ``timeout`` s; nothing when it is not running."""
-    if proc is None or proc.poll() is not None:
-        return
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
 
 
 def ensure_etcd_installed() -> str:
