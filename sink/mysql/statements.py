@@ -182,9 +182,6 @@ def batched(dmls: Sequence[DML], safe_mode: bool) -> Iterator[tuple[str, list[An
         i = j
 
 
-_DELETED = None
-
-
 def _pk(table: TargetTable) -> tuple[int, ...] | None:
     return next((cols for name, cols in table.keys if name == "PRIMARY"), None)
 
@@ -199,6 +196,7 @@ def merged(dmls: Sequence[DML], rows_per_statement: int) -> tuple[list[tuple[str
     REPLACE removes any row that holds a final row's primary or unique key values, so a unique value
     that moved between rows of the batch ends where the last change put it. Between flushes the
     downstream passes through states the upstream never had; it equals the upstream at each flush."""
+    # per table: primary key values -> the final row, or None when the key ends deleted
     finals: dict[str, tuple[TargetTable, dict[tuple[Any, ...], tuple[Any, ...] | None]]] = {}
     rest: list[DML] = []
     for d in dmls:
@@ -213,17 +211,17 @@ def merged(dmls: Sequence[DML], rows_per_statement: int) -> tuple[list[tuple[str
         if d.op == "U" and d.old is not None:
             old_key = tuple(d.old[i] for i in pk)
             if old_key != tuple(d.values[i] for i in pk):
-                final[old_key] = _DELETED
+                final[old_key] = None
         key = tuple(d.values[i] for i in pk)
         final.pop(key, None)                      # re-inserted keys go to the end, in change order
-        final[key] = _DELETED if d.op == "D" else d.values
+        final[key] = None if d.op == "D" else d.values
     out: list[tuple[str, list[Any], DML]] = []
     last = dmls[-1] if dmls else None
     for table, final in finals.values():
         pk = _pk(table)
         assert pk is not None and last is not None
-        gone = [k for k, row in final.items() if row is _DELETED]
-        kept = [row for row in final.values() if row is not _DELETED]
+        gone = [k for k, row in final.items() if row is None]
+        kept = [row for row in final.values() if row is not None]
         n = max(1, rows_per_statement)
         for i in range(0, len(gone), n):
             keys = gone[i:i + n]
@@ -238,7 +236,7 @@ def merged(dmls: Sequence[DML], rows_per_statement: int) -> tuple[list[tuple[str
         cols = ", ".join(quote(c) for c in table.columns)
         row_marks = "(" + ", ".join(["%s"] * len(table.columns)) + ")"
         for i in range(0, len(kept), n):
-            rows = [r for r in kept[i:i + n] if r is not None]
+            rows = kept[i:i + n]
             out.append((f"REPLACE INTO {table.qualified} ({cols}) VALUES {', '.join([row_marks] * len(rows))}",
                         [v for r in rows for v in r], last))
     return out, rest
