@@ -5,6 +5,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
+AIRFLOW_VENV := .venv-airflow
+AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
 APT_PACKAGES := etcd-server etcd-client mariadb-server mariadb-client postgresql
 # present when every package above is installed (PostgreSQL's server binaries live off PATH)
 HAVE_SYSTEM_DEPS := command -v etcd && command -v mariadbd && ls /usr/lib/postgresql/*/bin/postgres
@@ -14,16 +16,26 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export GX_ANALYTICS_ENABLED := false
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo demo-mysql test lint deps system-deps proto bench clean
+.PHONY: demo demo-mysql test lint deps airflow-env system-deps proto bench clean
 
 # Python environment: pinned by pyproject.toml, transitively frozen by constraints.txt.
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q -c constraints.txt -e '.[spark,iceberg,mysql,dev]' 2>&1 | { grep -v '^WARNING: Location' || true; }
+	$(BIN)/pip install -q -c constraints.txt -e '.[spark,iceberg,mysql,quality,dev]' 2>&1 | { grep -v '^WARNING: Location' || true; }
 	$(BIN)/python -c "import grpc, plyvel, pyarrow, pyspark, pyiceberg, pydantic, duckdb, pymysql, mysql_mimic, schemas.pump_pb2"
 	touch $@
 
 deps: $(STAMP)
+
+# Airflow for the DAG tests, in a virtualenv of its own (dags/requirements.txt, frozen by dags/constraints.txt):
+# its tasks call binlake's CLI, as a deployment's Airflow would.
+$(AIRFLOW_STAMP): dags/requirements.txt dags/constraints.txt
+	test -x $(AIRFLOW_VENV)/bin/python || $(PYTHON) -m venv $(AIRFLOW_VENV)
+	$(AIRFLOW_VENV)/bin/pip install -q -c dags/constraints.txt -r dags/requirements.txt
+	$(AIRFLOW_VENV)/bin/python -c "import airflow.sdk, airflow.providers.standard"
+	touch $@
+
+airflow-env: $(AIRFLOW_STAMP)
 
 # Debian packages the integration tests run (etcd, MariaDB for the MySQL sink, PostgreSQL for the
 # shared catalog), only when missing. The tests start the servers themselves: a package's own
@@ -44,7 +56,7 @@ lint: deps
 	$(BIN)/mypy
 
 # Lint and types, then the whole suite; servers (etcd, pumps, TSO) are started and stopped by the tests.
-test: lint system-deps
+test: lint system-deps airflow-env
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # The demo also replicates into a local MariaDB when mariadbd is installed; demo-mysql installs it first.
@@ -64,4 +76,4 @@ bench: deps
 	$(BIN)/python bench/pump_write.py
 
 clean:
-	rm -rf $(VENV) demo .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(AIRFLOW_VENV) demo .pytest_cache .mypy_cache .ruff_cache

@@ -169,9 +169,11 @@ def _drain(options: DrainerConfig, from_ts: int | None, to_ts: int | None, dry_r
         print(plan.describe(), file=out, flush=True)
         report: dict[str, Any] = {"cluster_id": cluster_id, "from_ts": plan.from_ts, "to_ts": plan.to_ts,
                                   "sink": options.syncer.db_type, "checkpoint_before": checkpoint, "dry_run": dry_run,
-                                  "tables": [], "stages": stages}
+                                  "data_dir": options.data_dir, "tables": [], "stages": stages}
         if dry_run or plan.empty:
             report["checkpoint_after"] = checkpoint
+            if report_path:   # a scheduler asks for the plan (never the default path: a real run's report)
+                _write_report(report, options, report_path, out)
             return report
         if checkpoint is None and not options.tables:
             register(plan.from_ts)  # pumps wait for this drainer from now on
