@@ -1,4 +1,5 @@
-"""The ``binlake`` command: ``pump``, ``ctl``, ``upstream``, ``drain``, ``verify`` and ``demo`` subcommands."""
+"""The ``binlake`` command: ``pump``, ``ctl``, ``upstream``, ``drain``, ``verify``, ``check``, ``maintain`` and
+``demo`` subcommands."""
 from __future__ import annotations
 
 import argparse
@@ -292,7 +293,8 @@ def _drain_parser(sub: Any) -> None:
     p.add_argument("--pushgateway", dest="metrics-addr", metavar="URL",
                    help="push the run's metrics to this Prometheus Pushgateway (metrics-addr); they are always "
                         "written to DATA_DIR/metrics.prom")
-    p.add_argument("--report", help="write the run report JSON here (default DATA_DIR/reports/run-TO.json)")
+    p.add_argument("--report", help="write the run report JSON here (default DATA_DIR/reports/run-TO.json); with "
+                        "--dry-run, or when there is nothing to drain, the plan is written here")
     p.set_defaults(run=_run_drain)
 
 
@@ -306,6 +308,46 @@ def _verify_parser(sub: Any) -> None:
     p.add_argument("--against", metavar="mysql://USER:PASS@HOST:PORT",
                    help="compare this MySQL downstream (at its checkpoint) instead of the Iceberg mirrors")
     p.set_defaults(run=_run_verify)
+
+
+def _check_parser(sub: Any) -> None:
+    p = sub.add_parser("check", help="quality gates (Great Expectations) on the Iceberg run that ended at a ts",
+                       description="Validate the changelog rows a run appended and the mirrors at its end "
+                                   "with Great Expectations on Spark: _tidb_op in {I,U,D}, _tidb_commit_ts in "
+                                   "the run's range, keys non-null and unique, row counts as in the run report, "
+                                   "no NULL in NOT NULL columns. Exit 1 naming each failed expectation; results "
+                                   "and data docs go to DATA_DIR/quality/<to_ts>/. Needs binlake[quality].")
+    _drainer_flags(p)
+    p.add_argument("--ts", type=int, help="the to_ts of the run to check (default: the checkpoint)")
+    p.add_argument("--report", help="the run report (default DATA_DIR/reports/run-TS.json)")
+    p.add_argument("--spark-master", dest="spark.master", help="default local[*]")
+    p.add_argument("--spark-conf", dest="spark_conf", type=_key_value, action="append", metavar="KEY=VALUE",
+                   help="a Spark setting, verbatim (repeatable; over [spark.conf])")
+    p.set_defaults(run=_run_check)
+
+
+def _maintain_parser(sub: Any) -> None:
+    p = sub.add_parser("maintain", help="Iceberg table maintenance: expire snapshots, compact small files, "
+                                        "remove orphan files",
+                       description="For every binlake table of the drainer's catalog (--tables: those upstream "
+                                   "tables' mirrors and changelogs): remove tidb-ts-* tags older than "
+                                   "--tag-retention and expire snapshots older than --retention (never the "
+                                   "current one or a tagged one), rewrite each partition's small data files "
+                                   "as target-size files on Spark (one commit per table), and delete files "
+                                   "under the table's location that nothing references and that are older "
+                                   "than --orphan-age. Report: DATA_DIR/reports/maintain-<utc time>.json.")
+    _drainer_flags(p)
+    p.add_argument("--retention", default="7d", help="expire snapshots older than this (default 7d; e.g. 12h, 0s)")
+    p.add_argument("--tag-retention", default="30d",
+                   help="keep tidb-ts-<ts> tags (and their snapshots) whose ts is younger than this (default 30d)")
+    p.add_argument("--orphan-age", default="3d",
+                   help="remove unreferenced files only when older than this (default 3d)")
+    p.add_argument("--dry-run", action="store_true", help="print what each step would do and change nothing")
+    p.add_argument("--report", help="write the report JSON here (default DATA_DIR/reports/maintain-<utc time>.json)")
+    p.add_argument("--spark-master", dest="spark.master", help="default local[*]")
+    p.add_argument("--spark-conf", dest="spark_conf", type=_key_value, action="append", metavar="KEY=VALUE",
+                   help="a Spark setting, verbatim (repeatable; over [spark.conf])")
+    p.set_defaults(run=_run_maintain)
 
 
 def _key_value(text: str) -> tuple[str, str]:
@@ -357,6 +399,30 @@ def _run_verify(args: argparse.Namespace) -> int:
     return run_verify_command(options, args.ts, against=args.against)
 
 
+def _run_check(args: argparse.Namespace) -> int:
+    from binlake.check import run_check_command
+    from transform.spark import is_local
+
+    options = _drainer_options(args)
+    _setup_logging(options.log_level)
+    if is_local(options.spark.master):
+        _local_spark_process()
+    return run_check_command(options, args.ts, out=sys.stdout, report_file=args.report)
+
+
+def _run_maintain(args: argparse.Namespace) -> int:
+    from binlake.maintain import run_maintain_command
+    from transform.spark import is_local
+
+    options = _drainer_options(args)
+    _setup_logging(options.log_level)
+    if is_local(options.spark.master):
+        _local_spark_process()
+    run_maintain_command(options, args.retention, args.tag_retention, args.orphan_age, args.dry_run, args.report,
+                         out=sys.stdout)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = argparse.ArgumentParser(prog="binlake", description=__doc__)
@@ -366,6 +432,8 @@ def build_parser() -> argparse.ArgumentParser:
     _upstream_parser(sub)
     _drain_parser(sub)
     _verify_parser(sub)
+    _maintain_parser(sub)
+    _check_parser(sub)
     _demo_parser(sub)
     return parser
 

@@ -3,7 +3,8 @@
 The upstream emulator (PD-compatible TSO + TiDB status API + SQL) writes binlogs to two real pump
 processes while a seeded workload with key churn and DDLs runs; two Drainer runs on local Spark
 drain it into Iceberg tables in ``<dir>/warehouse``; DuckDB queries the tables; ``verify`` compares
-every mirror with the upstream's snapshot at each run's end.
+every mirror with the upstream's snapshot at each run's end; ``check`` runs the quality gates on both
+runs (skipped when Great Expectations is not installed).
 """
 from __future__ import annotations
 
@@ -121,15 +122,23 @@ def run_demo(directory: Path, transactions: int = TRANSACTIONS) -> int:
             code = run_verify_command(options, report["to_ts"], out=out)
             print(out.getvalue(), end="")
             ok = ok and code == 0
+        gated = None
+        for report in (r1, r2):
+            _say(f"binlake check --ts {report['to_ts']}: quality gates (Great Expectations on Spark) over the "
+                 f"run's changelog rows and the mirrors at its end")
+            gated = _quality_gate(options, report["to_ts"])
+            ok = ok and gated is not False
         replicated = _mysql_leg(directory, options, cluster.mysql_dsn)
         ok = ok and replicated is not False
-        what = "every mirror equals the upstream at both run ends" + (
-            ", and MariaDB equals it at its checkpoint" if replicated else "")
+        what = ("every mirror equals the upstream at both run ends"
+                + (", every quality gate holds" if gated else "")
+                + (", and MariaDB equals it at its checkpoint" if replicated else ""))
         _say(f"PASS: {what}" if ok else "FAIL: see the differences above")
         print(f"""
 Look further:
   warehouse        {options.iceberg.warehouse} (SQLite catalog {options.iceberg.warehouse}/catalog.db)
   run reports      {options.data_dir}/reports/run-*.json
+  quality gates    {options.data_dir}/quality/<to_ts>/results.json and docs/index.html
   pump logs        {directory}/pump-*.log
   query            .venv/bin/python -c "from sink.iceberg.catalog import open_catalog; \\
                      print(open_catalog('{options.iceberg.warehouse}').load_table('test.wl_orders').scan().to_arrow())"
@@ -164,6 +173,21 @@ def _mysql_leg(directory: Path, options: DrainerConfig, upstream_dsn: str) -> bo
         code = run_verify_command(mysql, None, out=out, against=maria.dsn)
         print(out.getvalue(), end="")
         return code == 0
+
+
+def _quality_gate(options: DrainerConfig, ts: int) -> bool | None:
+    """``binlake check --ts ts`` on the demo's warehouse, its summary printed; None (skipped) when
+    Great Expectations is not installed."""
+    from binlake.check import GreatExpectationsMissing, run_check_command
+
+    out = io.StringIO()
+    try:
+        code = run_check_command(options, ts, out=out)
+    except GreatExpectationsMissing as e:
+        print(f"    skipped: {e}")
+        return None
+    print(out.getvalue(), end="")
+    return code == 0
 
 
 def _duckdb_tour(options: DrainerConfig) -> bool:

@@ -24,7 +24,7 @@ from airflow.sdk import DAG, Param, task
 from airflow.sdk.exceptions import AirflowFailException
 
 sys.path.append(str(Path(__file__).resolve().parent))   # binlake_airflow.py, wherever the DAGs are deployed
-from binlake_airflow import FAILED_GATE, BinlakeError, drainer_conf, run_binlake, run_with_report
+from binlake_airflow import FAILED_GATE, BinlakeError, data_dir, drainer_conf, run_binlake, run_with_report
 
 INTERVAL = timedelta(minutes=float(os.environ.get("BINLAKE_INCREMENTAL_MINUTES", "5")))
 
@@ -48,12 +48,16 @@ with DAG(
         report = run_with_report(drainer_conf(params), ["drain", "--dry-run"])
         todo = report["to_ts"] > report["from_ts"]
         print(f"plan: ({report['from_ts']}, {report['to_ts']}]" + ("" if todo else " is empty: nothing to drain"))
-        return {"from_ts": report["from_ts"], "to_ts": report["to_ts"]} if todo else False
+        return report if todo else False
 
     @task
     def drain(planned: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
-        """One drain up to the planned end; returns (and logs) the run report."""
-        report = run_with_report(drainer_conf(params), ["drain", "--to-ts", str(planned["to_ts"])])
+        """One drain up to the planned end; returns (and logs) the run report, which stays where the
+        gate and a person look for it (``DATA_DIR/reports/run-<to_ts>.json``)."""
+        conf = drainer_conf(params)
+        run_binlake(conf, ["drain", "--to-ts", str(planned["to_ts"])])
+        path = data_dir(conf, planned) / "reports" / f"run-{planned['to_ts']}.json"
+        report: dict[str, Any] = json.loads(path.read_text())
         print("run report:\n" + json.dumps(report, indent=1))
         return report
 

@@ -12,7 +12,9 @@ Snapshot choice per table (newest first along the main branch, snapshots without
 the newest snapshot with ``to-ts == T``; else the newest one with ``to-ts < T`` provided no later
 snapshot's run started before ``T`` (the table was not touched by the runs up to ``T``); else, when
 every marked snapshot belongs to a run starting at or after ``T``, the empty table before the first
-write; otherwise the table is reported with "no snapshot at T".
+write (unless that oldest snapshot had a parent, e.g. one ``binlake maintain`` expired); else the snapshot
+tagged ``tidb-ts-T`` (``--tag-runs``; tags outlive the expiry of the snapshots around them); otherwise
+the table is reported with "no snapshot at T".
 """
 from __future__ import annotations
 
@@ -52,6 +54,7 @@ TO_TS = "binlake.to-ts"
 ROWID = "_tidb_rowid"
 METADATA_COLUMNS = frozenset({"_tidb_commit_ts", "_tidb_commit_time"})
 CHANGELOG_SUFFIX = "__changelog"
+TAG_PREFIX = "tidb-ts-"
 DEFAULT_MAX_EXAMPLES = 10
 
 _LONG_WRAP = 1 << 64
@@ -302,6 +305,16 @@ class SnapshotChoice:
 
 def choose_snapshot(table: Table, ts: int) -> SnapshotChoice:
     """The snapshot of ``table`` holding the state at upstream ``ts`` (rules in the module docstring)."""
+    choice = _along_main(table, ts)
+    tag = table.metadata.refs.get(f"{TAG_PREFIX}{ts}")
+    if choice.problem and tag is not None:
+        tagged = table.metadata.snapshot_by_id(tag.snapshot_id)
+        if tagged is not None:
+            return SnapshotChoice(tagged, ts, note=f"the snapshot tagged {TAG_PREFIX}{ts}")
+    return choice
+
+
+def _along_main(table: Table, ts: int) -> SnapshotChoice:
     meta = table.metadata
     current = meta.current_snapshot()
     if current is None:
@@ -322,7 +335,8 @@ def choose_snapshot(table: Table, ts: int) -> SnapshotChoice:
                 f"(snapshot {newer.snapshot.snapshot_id})"))
         newer = m
     oldest = marked[-1]
-    unmarked_before = oldest.snapshot.parent_snapshot_id is not None
+    # a parent, or one expired (pyiceberg then clears the id; the sequence number shows it was not the first)
+    unmarked_before = oldest.snapshot.parent_snapshot_id is not None or (oldest.snapshot.sequence_number or 0) > 1
     if oldest.from_ts >= ts and not unmarked_before:
         return SnapshotChoice(None, note=f"first written by the run ({oldest.from_ts}, {oldest.to_ts}] "
                                          f"(compared as empty)")

@@ -13,6 +13,8 @@ POINTS: dict[str, str] = {
     "sink-commit": "after each Iceberg table commit of a run; receives the commit's number in the run (1, 2, …)",
     "sink-before-commit": "when an Iceberg table's transaction is complete, just before it commits; receives the "
                           "table's name",
+    "maintain-before-commit": "when a compaction's transaction (binlake maintain) is complete, just before it "
+                              "commits; receives the table's name",
     "mysql-flush": "after each flush of the MySQL loader (DMLs committed downstream); receives the flush's number "
                    "in the run (1, 2, …)",
 }

@@ -1,0 +1,83 @@
+"""``binlake check [--ts T]``: the quality gates of the Iceberg run that ended at ``T``
+(``sink/iceberg/quality.py``), from its run report and the catalog, on the drainer's Spark."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from binlake.drain import open_iceberg_catalog
+from binlake.drain_config import DrainerConfig
+from ingest.config import ConfigError
+
+QUALITY_EXTRA = "binlake[quality]"
+
+
+class GreatExpectationsMissing(ConfigError):
+    """Great Expectations is not installed (the ``binlake[quality]`` extra)."""
+
+
+def report_path(options: DrainerConfig, ts: int) -> Path:
+    """Where ``binlake drain`` wrote the report of the run that ended at ``ts``."""
+    return Path(options.data_dir) / "reports" / f"run-{ts}.json"
+
+
+def quality_dir(options: DrainerConfig, ts: int) -> Path:
+    """Where the check of the run that ended at ``ts`` saves GE's results and data docs."""
+    return Path(options.data_dir).resolve() / "quality" / str(ts)   # GE wants an absolute docs directory
+
+
+def _import_quality() -> Any:
+    """The quality module; a :class:`ConfigError` naming the pip extra when GE is not installed."""
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    logging.getLogger("great_expectations").setLevel(logging.WARNING)   # its import logs each API it registers
+    try:
+        from sink.iceberg import quality
+    except ImportError as e:
+        if (e.name or "").split(".")[0] == "great_expectations":
+            raise GreatExpectationsMissing(f"binlake check needs Great Expectations, which is not installed: "
+                              f"pip install '{QUALITY_EXTRA}' ({e})") from e
+        raise
+    return quality
+
+
+def run_check_command(options: DrainerConfig, ts: int | None = None, out: TextIO = sys.stdout,
+                      report_file: str | None = None) -> int:
+    """Check the run that ended at ``ts`` (default: the catalog's checkpoint); print the summary and
+    return 0 when every expectation holds, 1 otherwise. A missing run report, catalog checkpoint or
+    ``[upstream] status-url`` (the NOT NULL flags come from the DDL history) is a :class:`ConfigError`."""
+    quality = _import_quality()
+    from sink.iceberg.writer import IcebergSink
+    from transform.history import SchemaHistory
+    from transform.spark import spark_session
+
+    catalog = open_iceberg_catalog(options)
+    if ts is None:
+        ts = IcebergSink(catalog).checkpoint()
+        if ts is None:
+            raise ConfigError("no checkpoint in the catalog yet: give --ts (the to_ts of a run)")
+    path = Path(report_file) if report_file else report_path(options, ts)
+    if not path.exists():
+        raise ConfigError(f"no run report for ts {ts}: {path} does not exist (binlake drain writes "
+                          f"DATA_DIR/reports/run-<to_ts>.json; is --ts the to_ts of an Iceberg run of this data-dir?)")
+    try:
+        report = json.loads(path.read_text())
+    except ValueError as e:
+        raise ConfigError(f"the run report {path} is not JSON: {e}") from e
+    if not isinstance(report, dict):
+        raise ConfigError(f"the run report {path} is not a JSON object")
+    if int(report.get("to_ts", -1)) != ts:
+        raise ConfigError(f"the run report {path} is of the run ending at {report.get('to_ts')}, not {ts}")
+    if not options.upstream.status_url:
+        raise ConfigError("check needs [upstream] status-url / --upstream-status-url: the NOT NULL columns come "
+                          "from the upstream's DDL history")
+    history = SchemaHistory.fetch(options.upstream.status_url)
+    spark = spark_session(options.spark.master, options.spark.app_name, options.spark.conf)
+    tables = [f"{d}.{t}" for d, t in options.tables] or None
+    print(f"binlake check: run ({report.get('from_ts')}, {ts}] from {path}", file=out, flush=True)
+    result = quality.check_run(catalog, spark, report, history, quality_dir(options, ts), tables)
+    print(result.format(), file=out, flush=True)
+    return 0 if result.ok else 1

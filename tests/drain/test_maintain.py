@@ -1,0 +1,301 @@
+"""``binlake maintain`` (sink/iceberg/maintain.py, binlake/maintain.py) on warehouses the real
+IcebergSink wrote from the in-process harness (``tests/drain/inprocess.py``): compaction of many small
+runs, snapshot expiry around ``tidb-ts-*`` tags, orphan removal, a drain racing a compaction, the
+dry run, and the command's errors."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from binlake.cli import main
+from binlake.maintain import parse_age
+from ingest.config import ConfigError
+from sink.iceberg.maintain import DAY_MS, MaintainOptions, maintain, referenced_files
+from sink.iceberg.writer import ConcurrentRunError, IcebergSink
+from sink.verify import verify_mirrors
+from tests.drain.conftest import assert_changelog_matches_mirror
+from tests.drain.inprocess import Local
+from transform import failpoints
+from upstream.status_api import render_rows
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(autouse=True)
+def _root_logging() -> Any:
+    """``main`` sets the root logger up (on pytest's captured stderr): put pytest's handlers back."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+def _data_files(tbl: Any) -> list[Any]:
+    return [t.file for t in tbl.scan().plan_files()] if tbl.current_snapshot() is not None else []
+
+
+def _rows(table: Any) -> list[dict[str, Any]]:
+    order = "_tidb_seq" in table.column_names
+    keys = [("_tidb_commit_ts", "ascending"), ("_tidb_seq", "ascending")] if order else [("id", "ascending")]
+    return table.sort_by(keys).to_pylist()
+
+
+def _rows_at_tag(tbl: Any, tag: str) -> list[dict[str, Any]]:
+    return _rows(tbl.scan(snapshot_id=tbl.metadata.refs[tag].snapshot_id).to_arrow())
+
+
+def _metadata_locations(up: Local) -> dict[str, str]:
+    return {f"{ns[0]}.{t[-1]}": up.catalog.load_table((ns[0], t[-1])).metadata_location
+            for ns in up.catalog.list_namespaces() for t in up.catalog.list_tables(ns)}
+
+
+def _files(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file under ``root`` but the SQLite catalog, with its size and mtime."""
+    return {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")
+            if p.is_file() and not p.name.startswith("catalog.db")}
+
+
+def _local(uri: str) -> Path:
+    return Path(uri.removeprefix("file://"))
+
+
+def _config(up: Local) -> Path:
+    path = up.root / "drainer.toml"
+    path.write_text(f'data-dir = "{up.root / "drainer"}"\n[iceberg]\nwarehouse = "{up.root / "warehouse"}"\n'
+                    f'[spark]\nmaster = "local[2]"\n')
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# the acceptance scenario: 50 small runs, then `binlake maintain`
+
+def test_fifty_small_runs_are_compacted_five_fold_and_verify_and_tags_still_read_the_same(
+        up: Local, capsys: pytest.CaptureFixture[str]) -> None:
+    up.sql("create table busy (id int primary key, v varchar(20), n int)")
+    up.sql("create table quiet (id int primary key)")
+    up.sql("insert into quiet values (1)")
+    sink = IcebergSink(up.catalog, tag_runs=True, mirror_buckets=2)
+    ends = []
+    for i in range(50):
+        up.sql(f"insert into busy values ({2 * i}, 'a{i}', {i}), ({2 * i + 1}, 'b{i}', {i})")
+        up.sql(f"update busy set n = n + 100 where id = {i}")
+        if i % 10 == 9:
+            up.sql(f"delete from busy where id = {i - 5}")
+        ends.append(up.drain(sink=sink).to_ts)
+    names = ["test.busy", "test.busy__changelog"]
+    before = {n: len(_data_files(up.catalog.load_table(n))) for n in names}
+    kept = f"tidb-ts-{ends[24]}"
+    at_tag = {n: _rows_at_tag(up.catalog.load_table(n), kept) for n in names}
+    locations, files = _metadata_locations(up), _files(up.root / "warehouse")
+    config = str(_config(up))
+    reports = up.root / "drainer" / "reports"
+
+    # a dry run prints the plan and changes nothing
+    assert main(["maintain", "--config", config, "--retention", "0s", "--orphan-age", "0s", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "dry run" in out and "test.busy__changelog: would expire" in out
+    assert _metadata_locations(up) == locations and _files(up.root / "warehouse") == files
+    assert not reports.exists()
+
+    assert main(["maintain", "--config", config, "--retention", "0s", "--orphan-age", "0s"]) == 0
+    out = capsys.readouterr().out
+    report = json.loads(next(reports.glob("maintain-*.json")).read_text())
+    by_name = {t["table"]: t for t in report["tables"]}
+    assert set(by_name) == {"test.busy", "test.busy__changelog", "test.quiet", "test.quiet__changelog"}
+    for n in names:
+        tbl = up.catalog.load_table(n)
+        after = len(_data_files(tbl))
+        assert before[n] >= 5 * after, f"{n}: {before[n]} data files -> {after}"
+        assert by_name[n]["compact"]["files_before"] == before[n] and by_name[n]["compact"]["files_after"] == after
+        assert f"{n}: expire" in out
+        snapshot = tbl.current_snapshot()
+        assert snapshot is not None and snapshot.summary is not None
+        marks = snapshot.summary.additional_properties
+        assert marks["binlake.to-ts"] == str(ends[-1]) and marks["binlake.maintenance"] == "compact"
+        assert tbl.properties["binlake.to-ts"] == str(ends[-1])       # the table's progress is untouched
+        assert _rows_at_tag(tbl, kept) == at_tag[n]                  # time travel by upstream ts
+    assert by_name["test.quiet"]["compact"]["files_rewritten"] == 0
+    up.verify(ends[-1])
+    up.verify(ends[24])
+    # the changelog's rewritten files each hold their rows in commit order
+    for f in _data_files(up.catalog.load_table("test.busy__changelog")):
+        t = pq.read_table(_local(f.file_path), columns=["_tidb_commit_ts", "_tidb_seq"]).to_pylist()
+        order = [(r["_tidb_commit_ts"], r["_tidb_seq"]) for r in t]
+        assert order == sorted(order)
+    # drains go on over the compacted tables
+    up.sql("update busy set v = 'after' where id = 1; insert into busy values (1000, 'x', 0)")
+    end = up.drain(sink=sink).to_ts
+    up.verify(end)
+    assert_changelog_matches_mirror(up.catalog, "test.busy")
+
+
+# ---------------------------------------------------------------------------------------------
+# expiry
+
+def test_expiry_removes_tags_beyond_the_tag_retention_and_keeps_the_younger_tags_and_current(up: Local,
+                                                                                               spark: Any) -> None:
+    up.sql("create table e (id int primary key, v int)")
+    tagged, plain = IcebergSink(up.catalog, tag_runs=True), IcebergSink(up.catalog)
+    ends = []
+    for i in range(5):
+        up.sql(f"insert into e values ({i}, {i})")
+        ends.append(up.drain(sink=tagged if i < 3 else plain).to_ts)   # runs 0-2 tagged, 3-4 not
+    names = ["test.e", "test.e__changelog"]
+    snap_of = {n: {int((s.summary.additional_properties if s.summary else {})["binlake.to-ts"]): s.snapshot_id
+                   for s in up.catalog.load_table(n).metadata.snapshots} for n in names}
+    now = max(s.timestamp_ms for n in names for s in up.catalog.load_table(n).metadata.snapshots) + 3_600_000
+    # tags at or after run 1's upstream time are within the retention; run 0's tag is older
+    options = MaintainOptions(retention_ms=60_000, tag_retention_ms=now - (ends[1] >> 18), now_ms=now)
+    tag1 = f"tidb-ts-{ends[1]}"
+    at_tag1 = {n: _rows_at_tag(up.catalog.load_table(n), tag1) for n in names}
+    locations = _metadata_locations(up)
+
+    dry = maintain(up.catalog, lambda: spark, replace(options, dry_run=True), [("test", "e")])
+    assert _metadata_locations(up) == locations
+    assert [(t.table, t.snapshots_expired, t.tags_removed) for t in dry.tables] == [
+        (n, 2, [f"tidb-ts-{ends[0]}"]) for n in names]
+
+    done = maintain(up.catalog, lambda: spark, options, [("test", "e")])
+    assert [(t.table, t.snapshots_expired, t.tags_removed, t.skipped) for t in done.tables] == [
+        (n, 2, [f"tidb-ts-{ends[0]}"], "") for n in names]
+    for n in names:
+        tbl = up.catalog.load_table(n)
+        ids = {s.snapshot_id for s in tbl.metadata.snapshots}
+        assert {snap_of[n][ends[i]] for i in (1, 2, 4)} <= ids             # tagged within retention; current
+        assert not {snap_of[n][ends[i]] for i in (0, 3)} & ids             # old tag's; untagged and old
+        tags = {r for r in tbl.metadata.refs if r.startswith("tidb-ts-")}
+        assert tags == {tag1, f"tidb-ts-{ends[2]}"}
+        assert _rows_at_tag(tbl, tag1) == at_tag1[n]
+    up.verify(ends[4])
+    up.verify(ends[1])        # the tag outlives the snapshots around it: verify finds the state there
+    # an expired, untagged state is reported as missing, not compared as an empty table
+    gone = verify_mirrors(up.catalog, render_rows(up.cluster.snapshot(ends[3])), ends[3])
+    assert any(f"no snapshot at {ends[3]}" in p for p in gone.table("test.e").problems), gone.format()
+
+
+# ---------------------------------------------------------------------------------------------
+# orphans
+
+def test_orphans_older_than_the_window_go_younger_ones_and_referenced_files_stay(up: Local, spark: Any) -> None:
+    up.sql("create table t (id int primary key, v int)")
+    up.sql("insert into t values (1, 1)")
+    up.drain()
+    up.sql("drop table t")
+    up.sql("create table t (id int primary key, v int)")
+    up.sql("insert into t values (2, 2), (3, 3)")
+    end = up.drain()
+    names = [f"test.{t[-1]}" for t in up.catalog.list_tables("test")]
+    dropped = next(n for n in names if "_dropped_" in n)
+    log, mirror = up.catalog.load_table("test.t__changelog"), up.catalog.load_table("test.t")
+    # a changelog kept after DROP TABLE shares its directory with the new changelog
+    assert up.catalog.load_table(dropped).location() == log.location()
+    old = time.time() - 10 * 86400
+    for p in (up.root / "warehouse").rglob("*"):
+        if p.is_file() and not p.name.startswith("catalog.db"):
+            os.utime(p, (old, old))
+    data = _local(log.location()) / "data"
+    stale, fresh = data / "stale-orphan.parquet", data / "fresh-orphan.parquet"
+    stale.write_bytes(b"x" * 10)
+    fresh.write_bytes(b"y" * 10)
+    os.utime(stale, (old, old))
+    referenced = set().union(*(referenced_files(up.catalog.load_table(n)) for n in names))
+
+    report = maintain(up.catalog, lambda: spark, MaintainOptions(orphan_age_ms=3 * DAY_MS), [("test", "t")])
+    by_name = {t.table: t for t in report.tables}
+    assert set(by_name) == set(names)
+    assert not stale.exists() and fresh.exists()
+    assert str(stale) in by_name["test.t__changelog"].orphan_paths
+    assert all(Path(p).exists() for p in referenced)
+    # the first mirror's files (DROP TABLE dropped it from the catalog) were orphans under test/t
+    assert by_name["test.t"].orphans_removed > 0
+    assert all(p.startswith(str(_local(mirror.location()))) for p in by_name["test.t"].orphan_paths)
+    assert up.catalog.load_table(dropped).scan().to_arrow().num_rows == 1
+    up.verify(end.to_ts)
+    assert_changelog_matches_mirror(up.catalog, "test.t")
+
+
+# ---------------------------------------------------------------------------------------------
+# a drain and a compaction racing on one table
+
+def test_a_drain_and_a_compaction_racing_on_a_table_one_wins_and_nothing_is_lost(up: Local, spark: Any) -> None:
+    up.sql("create table c (id int primary key, v int)")
+    sink = IcebergSink(up.catalog, tag_runs=True, mirror_buckets=1)
+    for i in range(4):
+        up.sql(f"insert into c values ({i}, {i})")
+        up.drain(sink=sink)
+
+    # a drain commits while the compaction of the mirror is about to: the drain wins
+    drained: list[int] = []
+
+    def drain_now(table: str) -> None:
+        if not drained:
+            up.sql("insert into c values (100, 100); update c set v = 7 where id = 0")
+            drained.append(up.drain(sink=sink).to_ts)
+
+    failpoints.enable("maintain-before-commit", drain_now)
+    try:
+        report = maintain(up.catalog, lambda: spark, MaintainOptions(), [("test", "c")])
+    finally:
+        failpoints.disable("maintain-before-commit")
+    lost, won = report.tables
+    assert lost.table == "test.c" and "a drain committed" in lost.skipped and lost.files_written == 0
+    assert won.table == "test.c__changelog" and not won.skipped and won.files_after < won.files_before
+    mirror = up.catalog.load_table("test.c")
+    on_disk = {str(p) for p in (_local(mirror.location()) / "data").rglob("*.parquet")}
+    assert on_disk <= referenced_files(mirror)        # the lost compaction's files were deleted
+    up.verify(drained[0])
+
+    # a compaction commits while a drain's commit of the mirror is about to: the drain fails the table
+    # (ConcurrentRunError), and the next run completes it
+    def compact_now(table: str) -> None:
+        if table == "test.c":
+            failpoints.disable("sink-before-commit")
+            maintain(up.catalog, lambda: spark, MaintainOptions(), [("test", "c")])
+
+    up.sql("insert into c values (200, 200); delete from c where id = 1")
+    failpoints.enable("sink-before-commit", compact_now)
+    try:
+        with pytest.raises(ConcurrentRunError):
+            up.drain(sink=sink)
+    finally:
+        failpoints.disable("sink-before-commit")
+    current = up.catalog.load_table("test.c").current_snapshot()
+    assert current is not None and current.summary is not None
+    assert current.summary.additional_properties["binlake.maintenance"] == "compact"
+    end = up.drain(sink=sink)
+    up.verify(end.to_ts)
+    assert_changelog_matches_mirror(up.catalog, "test.c")
+
+
+# ---------------------------------------------------------------------------------------------
+# the command's input
+
+def test_durations() -> None:
+    assert parse_age("7d", "--retention") == 7 * DAY_MS
+    assert parse_age("12h", "--retention") == 12 * 3_600_000
+    assert parse_age("30m", "--retention") == 30 * 60_000
+    assert parse_age("0s", "--retention") == 0
+    assert parse_age("1d12h", "--retention") == 36 * 3_600_000
+    for bad in ("", "7", "d", "-1d", "7x", "7d3"):
+        with pytest.raises(ConfigError, match="is not a duration"):
+            parse_age(bad, "--retention")
+
+
+def test_bad_input_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    wh = str(tmp_path / "warehouse")
+    assert main(["maintain", "--warehouse", wh, "--tag-retention", "30 days"]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        "binlake maintain: error: --tag-retention '30 days' is not a duration: expected e.g. 7d, 12h, 30m, 1d12h "
+        "or 0s"]
+    assert main(["maintain", "--warehouse", wh, "--tables", "test.nope"]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        "binlake maintain: error: --tables: no Iceberg table of test.nope in the catalog"]
