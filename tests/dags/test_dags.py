@@ -1,6 +1,7 @@
 """binlake's DAGs under a real Airflow (its own virtualenv, ``make airflow-env``) with a real metadata
 DB: every DAG file imports; ``binlake_incremental`` drains the emulator's binlogs from two real pumps
-on local Spark and passes the quality gate, then skips when nothing new arrived; ``binlake_backfill``
+on local Spark and passes the quality gate, then skips when nothing new arrived (and
+``binlake_maintenance`` plans a dry run over that warehouse); ``binlake_backfill``
 fills a fresh warehouse with exactly a ts range in two chunks and resumes a chunk killed midway.
 
 Each ``dag.test()`` runs in Airflow's interpreter (``tests/dags/run_dag.py``); its tasks run binlake's
@@ -181,6 +182,11 @@ def test_incremental_drains_gates_then_skips(airflow_env: dict[str, str], upstre
     assert second["tasks"] == {"plan": "success", "drain": "skipped", "quality_gate": "skipped"}
     catalog = open_iceberg_catalog(options)
     assert len(catalog.load_table(("dags", "orders")).history()) == 1   # no second commit
+
+    maintenance = run_dag(airflow_env, "binlake_maintenance", {"dry_run": True, "retention": "0s"}, extra_env=env)
+    assert maintenance["tasks"] == {"maintain": "success"}, maintenance["log"][-8000:]
+    assert "dags.orders" in maintenance["log"] and "dry run" in maintenance["log"]
+    assert len(catalog.load_table(("dags", "orders")).history()) == 1   # a dry run changes nothing
 
 
 def test_incremental_without_config_fails_clearly(airflow_env: dict[str, str]) -> None:
