@@ -452,11 +452,20 @@ def named_errors() -> tuple[type[BaseException], ...]:
                  if module in sys.modules for name in names)
 
 
+# pyiceberg 0.12 plans an overwrite's deletes on its shared thread pool with one manifest evaluator
+# whose eval() keeps the manifest being evaluated on the evaluator itself: two threads evaluating at
+# once can prune a manifest that holds a file to delete, and the commit then fails with "Missing
+# required files to delete" (seen under load in the mirror merge). One worker avoids the race; set
+# before pyiceberg creates its pool, which it does once per process.
+PYICEBERG_WORKERS_ENV = "PYICEBERG_MAX_WORKERS"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``binlake`` console script; exit status 1 with one clear line on errors."""
     # Before grpc is first imported: no gRPC fork handlers. The only forks here are subprocesses that
     # exec at once (pumps, Spark's JVM), and fork handlers racing in-flight calls can kill such a child.
     os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+    os.environ.setdefault(PYICEBERG_WORKERS_ENV, "1")
     args = build_parser().parse_args(argv)
     try:
         return int(args.run(args))

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from binlake.cli import PYICEBERG_WORKERS_ENV
 from binlake.local import LocalTSO, PumpProcess
 from ingest.tso import TSOClient
 
@@ -16,6 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+os.environ.setdefault(PYICEBERG_WORKERS_ENV, "1")   # in-process drains, as binlake's CLI runs them
 
 if TYPE_CHECKING:
     from tests.servers import EtcdServer, MariaDBServer, MotoS3, PostgresServer
