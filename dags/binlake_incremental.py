@@ -1,4 +1,5 @@
-"""``binlake_incremental``: drain what the pumps completed since the checkpoint, then gate it.
+"""``binlake_incremental``: drain what the pumps completed since the checkpoint into the Iceberg
+warehouse of the drainer.toml, then gate it.
 
 Every ``BINLAKE_INCREMENTAL_MINUTES`` (default 5), one run at a time, no catch-up:
 
@@ -57,6 +58,9 @@ with DAG(
         conf = drainer_conf(params)
         run_binlake(conf, ["drain", "--to-ts", str(planned["to_ts"])])
         path = data_dir(conf, planned) / "reports" / f"run-{planned['to_ts']}.json"
+        if not path.exists():   # the range was empty when the drain planned it again
+            raise AirflowFailException(f"binlake drain wrote no run report {path}: did another drainer move the "
+                                       f"checkpoint past {planned['to_ts']}? The next run starts from it")
         report: dict[str, Any] = json.loads(path.read_text())
         print("run report:\n" + json.dumps(report, indent=1))
         return report
