@@ -102,13 +102,13 @@ class Upstream:
             time.sleep(pause)
         assert self.cluster.flush(30)
         last = self.cluster.ts()
-        deadline = time.monotonic() + 60
-        while self.watermark() < last:   # a pump's watermark passes `last` with its next commit
-            assert time.monotonic() < deadline, "the pumps' watermark did not pass the writes"
+        for _ in range(300):   # a pump's watermark passes `last` with its next commit
+            if self.watermark() >= last:
+                return self.watermark()
             self.spilled += 1
             self.cluster.execute(f"insert into dags.spill values ({self.spilled})", server=self.spilled % 2)
             time.sleep(0.2)
-        return self.watermark()
+        pytest.fail(f"the pumps' watermark did not pass the writes' ts {last} after 300 more commits")
 
     def config(self, name: str, **iceberg: str) -> Path:
         """A drainer.toml for a warehouse ``name`` under the root (relative paths, as a deployment's)."""
