@@ -28,7 +28,7 @@ from binlake.drain_config import DrainerConfig
 from binlake.local import PumpProcess
 from ingest.config import load_config
 from ingest.scan_client import ScanClient
-from tests.drain.conftest import CLIENT_OPTIONS
+from tests.drain.conftest import cluster_with_pumps
 from upstream.cluster import Cluster
 
 pytestmark = pytest.mark.integration
@@ -125,21 +125,10 @@ class Upstream:
 @pytest.fixture(scope="module")
 def upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Upstream]:
     root = tmp_path_factory.mktemp("dags-upstream")
-    registry = f"file://{root / 'registry.json'}"
-    cluster = Cluster(registry=registry, servers=2, pump_client_options=CLIENT_OPTIONS, mysql_addr="127.0.0.1:0")
-    pumps = [PumpProcess(data_dir=root / f"pump-{i}", pd_url=cluster.tso_url, registry=registry, node_id=f"pump-{i}",
-                         extra_args=["--gen-binlog-interval", "3600", "--heartbeat-interval", "0.3",
-                                     "--upstream-status-url", cluster.status_url]) for i in (1, 2)]
-    try:
-        for p in pumps:
-            p.start()
+    with cluster_with_pumps(root, fake_binlog_interval="3600") as (cluster, pumps, registry):
         cluster.execute("create database dags; create table dags.orders (id int primary key, note varchar(40)); "
                         "create table dags.spill (id int primary key)")
         yield Upstream(cluster, pumps, root, registry)
-    finally:
-        for p in pumps:
-            p.kill()
-        cluster.close()
 
 
 def _options(conf: Path) -> DrainerConfig:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,28 +103,36 @@ class Env:
         return fresh
 
 
-@pytest.fixture
-def env(tmp_path: Path, spark: Any) -> Iterator[Env]:
-    """Two emulated TiDB servers writing to two real pumps; a drainer into tmp_path/warehouse that
-    verifies against the emulator's MySQL port."""
-    registry = f"file://{tmp_path / 'registry.json'}"
-    cluster = Cluster(registry=registry, servers=2, pump_client_options=CLIENT_OPTIONS, mysql_addr="127.0.0.1:0")
-    pumps = [PumpProcess(data_dir=tmp_path / f"pump-{i}", pd_url=cluster.tso_url, registry=registry,
-                         node_id=f"pump-{i}",
-                         extra_args=["--gen-binlog-interval", "0.3", "--heartbeat-interval", "0.3",
+@contextmanager
+def cluster_with_pumps(root: Path, fake_binlog_interval: str = "0.3", mysql_addr: str | None = "127.0.0.1:0"
+                       ) -> Iterator[tuple[Cluster, list[PumpProcess], str]]:
+    """Two emulated TiDB servers writing to two real pumps under ``root`` (registry
+    ``root/registry.json``); yields the cluster, the started pumps and the registry URI."""
+    registry = f"file://{root / 'registry.json'}"
+    cluster = Cluster(registry=registry, servers=2, pump_client_options=CLIENT_OPTIONS, mysql_addr=mysql_addr)
+    pumps = [PumpProcess(data_dir=root / f"pump-{i}", pd_url=cluster.tso_url, registry=registry, node_id=f"pump-{i}",
+                         extra_args=["--gen-binlog-interval", fake_binlog_interval, "--heartbeat-interval", "0.3",
                                      "--upstream-status-url", cluster.status_url]) for i in (1, 2)]
     try:
         for p in pumps:
             p.start()
+        yield cluster, pumps, registry
+    finally:
+        for p in pumps:
+            p.kill()
+        cluster.close()
+
+
+@pytest.fixture
+def env(tmp_path: Path, spark: Any) -> Iterator[Env]:
+    """Two emulated TiDB servers writing to two real pumps; a drainer into tmp_path/warehouse that
+    verifies against the emulator's MySQL port."""
+    with cluster_with_pumps(tmp_path) as (cluster, pumps, registry):
         options = DrainerConfig(registry=registry, pd_urls=cluster.tso_url, data_dir=str(tmp_path / "drainer"),
                                 upstream=UpstreamSection(status_url=cluster.status_url, dsn=cluster.mysql_dsn),
                                 iceberg=IcebergSection(warehouse=str(tmp_path / "warehouse")),
                                 spark=SparkSection(master="local[2]"))
         yield Env(tmp_path, cluster, pumps, options)
-    finally:
-        for p in pumps:
-            p.kill()
-        cluster.close()
 
 
 def read_table(catalog: Any, ident: str, snapshot_id: int | None = None) -> pa.Table:

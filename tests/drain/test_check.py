@@ -17,9 +17,7 @@ import pytest
 
 from binlake.cli import main
 from binlake.drain_config import DrainerConfig, IcebergSection, SparkSection, UpstreamSection
-from binlake.local import PumpProcess
-from tests.drain.conftest import CLIENT_OPTIONS, Env
-from upstream.cluster import Cluster
+from tests.drain.conftest import Env, cluster_with_pumps
 
 pytestmark = pytest.mark.integration
 
@@ -65,14 +63,7 @@ def drained(tmp_path_factory: pytest.TempPathFactory, spark: Any) -> Iterator[Dr
     """One drain of a compound-key table with NOT NULL columns (a zero date among them) and a single-key
     table: inserts, updates (one changes the key) and deletes."""
     root = tmp_path_factory.mktemp("check")
-    registry = f"file://{root / 'registry.json'}"
-    cluster = Cluster(registry=registry, servers=2, pump_client_options=CLIENT_OPTIONS, mysql_addr=None)
-    pumps = [PumpProcess(data_dir=root / f"pump-{i}", pd_url=cluster.tso_url, registry=registry, node_id=f"pump-{i}",
-                         extra_args=["--gen-binlog-interval", "0.3", "--heartbeat-interval", "0.3",
-                                     "--upstream-status-url", cluster.status_url]) for i in (1, 2)]
-    try:
-        for p in pumps:
-            p.start()
+    with cluster_with_pumps(root, mysql_addr=None) as (cluster, pumps, registry):
         options = DrainerConfig(registry=registry, pd_urls=cluster.tso_url, data_dir=str(root / "drainer"),
                                 upstream=UpstreamSection(status_url=cluster.status_url),
                                 iceberg=IcebergSection(warehouse=str(root / "warehouse")),
@@ -92,10 +83,6 @@ def drained(tmp_path_factory: pytest.TempPathFactory, spark: Any) -> Iterator[Dr
         assert rows["test.t"] == {"I": 3, "U": 2, "D": 1} and rows["test.s"] == {"I": 2, "U": 0, "D": 1}
         assert report["nulled_values"] >= 1                   # the zero date
         yield Drained(env, report, _config(root / "drainer.toml", options))
-    finally:
-        for p in pumps:
-            p.kill()
-        cluster.close()
 
 
 def _markers(tbl: Any) -> dict[str, str]:
