@@ -94,18 +94,23 @@ def _ctl_parser(sub: Any) -> None:
     p.add_argument("--node-id", default="", help="node to change")
     p.add_argument("--state", default="", help="state for update-pump/update-drainer")
     p.add_argument("--show-offline-nodes", action="store_true", help="list offline nodes too")
+    p.add_argument("--ssl-ca", default="", help="CA the nodes' certificates are checked against (TLS)")
+    p.add_argument("--ssl-cert", default="", help="client certificate for the nodes' HTTPS APIs (with --ssl-key)")
+    p.add_argument("--ssl-key", default="", help="key of --ssl-cert")
     p.set_defaults(run=_run_ctl)
 
 
 def _run_ctl(args: argparse.Namespace) -> int:
     from ingest import ctl
     from ingest.registry import load_registry
+    from ingest.security import SecurityConfig
 
     uri = args.registry or args.pd_urls or "file://registry.json"
-    registry = load_registry(uri)
+    security = SecurityConfig(ssl_ca=args.ssl_ca, ssl_cert=args.ssl_cert, ssl_key=args.ssl_key)
+    registry = load_registry(uri, security=security)
     try:
         print(ctl.run_command(registry, args.cmd, node_id=args.node_id, state=args.state,
-                              show_offline=args.show_offline_nodes))
+                              show_offline=args.show_offline_nodes, security=security))
         return 0
     finally:
         registry.close()

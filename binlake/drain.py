@@ -58,7 +58,7 @@ def register_drainer(options: DrainerConfig, checkpoint: int) -> None:
     not offline must pass the pump's last ts), so a pump cannot leave with binlogs the next run
     has not drained. Paused, because between runs nobody answers ``Cistern/Notify``.
     """
-    registry = load_registry(options.registry)
+    registry = load_registry(options.registry, security=options.security)
     try:
         registry.put_node(DRAINER, NodeStatus(node_id=options.node_id, host=f"batch:{options.syncer.db_type}",
                                               state=PAUSED, is_alive=False, max_commit_ts=checkpoint,
@@ -158,7 +158,7 @@ def _drain(options: DrainerConfig, from_ts: int | None, to_ts: int | None, dry_r
                  else checkpoint if checkpoint is not None else options.initial_commit_ts)
         t0 = time.perf_counter()
         try:
-            plan = make_plan(options.registry, cluster_id, begin, to_ts)
+            plan = make_plan(options.registry, cluster_id, begin, to_ts, security=options.security)
         except PumpUnreachableError as e:
             if not relay:
                 raise

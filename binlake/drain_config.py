@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, Field
 
 from ingest.config import Bool, ByteSize, Int, Seconds, Str, StringList, TomlModel, UrlList
+from ingest.security import SecurityConfig
 from transform.filters import DEFAULT_IGNORE_SCHEMAS, TableFilter
 
 SINKS = ("iceberg", "parquet", "mysql", "tidb")
@@ -199,6 +200,7 @@ class DrainerConfig(TomlModel):
     iceberg: IcebergSection = Field(default_factory=IcebergSection)
     parquet: ParquetSection = Field(default_factory=ParquetSection)
     spark: SparkSection = Field(default_factory=SparkSection)
+    security: SecurityConfig = Field(default_factory=SecurityConfig)   # TLS towards pumps, for Notify and /status
 
     def validate_config(self) -> None:
         if self.initial_commit_ts < 0:

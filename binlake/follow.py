@@ -19,7 +19,6 @@ import signal
 import threading
 import time
 from concurrent import futures
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TextIO
 
 import grpc
@@ -29,15 +28,28 @@ from binlake.drain import run_drain_command
 from binlake.drain_config import DrainerConfig
 from binlake.metrics import DrainerMetrics
 from ingest.config import ConfigError
+from ingest.httpserver import GuardedHandler, SecureHTTPServer, make_server, serve_in_thread
 from ingest.registry import load_registry
 from ingest.registry.base import DRAINER, OFFLINE, ONLINE, PAUSED, STATUS_ADDR_LABEL, NodeStatus
+from ingest.security import SecurityConfig, grpc_peer_cn
 from schemas import cistern_pb2, cistern_pb2_grpc
 
 log = logging.getLogger(__name__)
 
 
 class _Cistern(cistern_pb2_grpc.CisternServicer):
+    """``/binlog.Cistern/Notify``: a pump (re)joining tells the drainer; under mutual TLS only the
+    Common Names in ``cert-allowed-cn`` may call."""
+
+    def __init__(self, security: SecurityConfig) -> None:
+        self.security = security
+
     def Notify(self, request: cistern_pb2.NotifyReq, context: grpc.ServicerContext) -> cistern_pb2.NotifyResp:
+        if self.security.enabled and self.security.ssl_ca:
+            cn = grpc_peer_cn(context.auth_context())
+            if not self.security.allows(cn):
+                context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                              f"client certificate CN {cn!r} is not in the drainer's cert-allowed-cn")
         log.info("notified by a pump")
         return cistern_pb2.NotifyResp()
 
@@ -55,16 +67,16 @@ class Follower:
         self.last_applied = time.monotonic()
         self.pump_pos: dict[str, int] = {}
         self.metrics = DrainerMetrics()
-        self.cistern = _Cistern()
+        self.cistern = _Cistern(options.security)
         self.grpc_server: grpc.Server | None = None
-        self.httpd: ThreadingHTTPServer | None = None
+        self.httpd: SecureHTTPServer | None = None
         self.advertise = ""
         self.status_addr = ""
 
     # ---- presence --------------------------------------------------------------------------
 
     def _register(self, state: str) -> None:
-        registry = load_registry(self.options.registry)
+        registry = load_registry(self.options.registry, security=self.options.security)
         try:
             registry.put_node(DRAINER, NodeStatus(
                 node_id=self.options.node_id, host=self.advertise, state=state, is_alive=state == ONLINE,
@@ -92,15 +104,16 @@ class Follower:
         o = self.options
         self.grpc_server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
         cistern_pb2_grpc.add_CisternServicer_to_server(self.cistern, self.grpc_server)
-        port = self.grpc_server.add_insecure_port(o.addr)
+        creds = o.security.grpc_server_credentials()
+        port = self.grpc_server.add_secure_port(o.addr, creds) if creds else self.grpc_server.add_insecure_port(o.addr)
         if port == 0:
             raise ConfigError(f"addr {o.addr}: cannot listen")
         self.grpc_server.start()
         host = o.addr.rsplit(":", 1)[0]
         self.advertise = o.advertise_addr or f"{host}:{port}"
-        shost, _, sport = o.status_addr.rpartition(":")
-        self.httpd = ThreadingHTTPServer((shost or "127.0.0.1", int(sport)), _handler(self))
-        threading.Thread(target=self.httpd.serve_forever, daemon=True, name="drainer-http").start()
+        shost = o.status_addr.rpartition(":")[0]
+        self.httpd = make_server(o.status_addr, _handler(self), o.security, "the drainer's status API")
+        serve_in_thread(self.httpd, "drainer-http")
         self.status_addr = f"{shost or '127.0.0.1'}:{self.httpd.server_address[1]}"
 
     def status(self) -> dict[str, Any]:
@@ -118,7 +131,8 @@ class Follower:
     def run(self) -> int:
         """Follow until stopped; 0 on a clean stop."""
         self._start_servers()
-        print(f"binlake drain --follow: Cistern on {self.advertise}, status on http://{self.status_addr}, "
+        scheme = self.httpd.scheme if self.httpd else "http"
+        print(f"binlake drain --follow: Cistern on {self.advertise}, status on {scheme}://{self.status_addr}, "
               f"every {self.interval:g} s", file=self.out, flush=True)
         self._register(ONLINE)
         beat = threading.Thread(target=self._heartbeat, daemon=True, name="drainer-heartbeat")
@@ -153,14 +167,10 @@ class Follower:
             self.last_applied = time.monotonic()
 
 
-def _handler(follower: Follower) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
+def _handler(follower: Follower) -> type[GuardedHandler]:
+    class Handler(GuardedHandler):
         def _send(self, code: int, body: bytes, kind: str = "application/json") -> None:
-            self.send_response(code)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            self.send_body(code, body, kind)
 
         def do_GET(self) -> None:
             if self.path == "/status":
@@ -181,9 +191,6 @@ def _handler(follower: Follower) -> type[BaseHTTPRequestHandler]:
                 self._send(200, json.dumps({"code": 200, "message": f"{parts[2]} accepted"}).encode())
             else:
                 self._send(404, b'{"message": "not found"}')
-
-        def log_message(self, fmt: str, *args: Any) -> None:
-            log.debug("http: " + fmt, *args)
 
     return Handler
 

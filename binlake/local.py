@@ -5,6 +5,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -57,6 +58,7 @@ class PumpProcess:
     status_addr: str = ""
     log_path: Path | None = None
     proc: subprocess.Popen[bytes] | None = None
+    client_tls: ssl.SSLContext | None = None   # how this helper reaches an HTTPS status API
 
     def __post_init__(self) -> None:
         self.addr = self.addr or f"127.0.0.1:{free_port()}"
@@ -66,7 +68,7 @@ class PumpProcess:
     @property
     def status_url(self) -> str:
         """Base URL of the pump's HTTP API."""
-        return f"http://{self.status_addr}"
+        return f"{'https' if self.client_tls else 'http'}://{self.status_addr}"
 
     def start(self, wait: bool = True, timeout: float = 30.0) -> PumpProcess:
         """Launch the process; with ``wait``, return once its HTTP API reports it online."""
@@ -100,7 +102,7 @@ class PumpProcess:
 
     def status(self) -> dict[str, Any]:
         """The pump's ``/status`` JSON."""
-        with urllib.request.urlopen(f"{self.status_url}/status", timeout=5) as resp:
+        with urllib.request.urlopen(f"{self.status_url}/status", timeout=5, context=self.client_tls) as resp:
             status: dict[str, Any] = json.loads(resp.read())  # /status answers a JSON object
             return status
 
@@ -156,11 +158,11 @@ class PumpWriter:
         self.channel.close()
 
 
-def http(method: str, url: str, timeout: float = 10.0) -> tuple[int, bytes]:
-    """One HTTP request; return (status, body) for any status."""
+def http(method: str, url: str, timeout: float = 10.0, tls: ssl.SSLContext | None = None) -> tuple[int, bytes]:
+    """One HTTP(S) request; return (status, body) for any status."""
     req = urllib.request.Request(url, method=method)
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
+        with urllib.request.urlopen(req, timeout=timeout, context=tls) as resp:
             return resp.status, resp.read()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read()

@@ -15,6 +15,7 @@ import requests
 
 from ingest.errors import CtlError, NodeNotFound, RegistryError
 from ingest.registry.base import DRAINER, KINDS, OFFLINE, PUMP, STATES, NodeStatus, Registry
+from ingest.security import SecurityConfig
 from ingest.tso import physical_ms
 
 PAUSE = "pause"
@@ -93,14 +94,15 @@ def update_state(registry: Registry, kind: str, node_id: str, state: str) -> Nod
     return status
 
 
-def _state_url(status_addr: str, node_id: str, action: str) -> str:
-    base = status_addr if "://" in status_addr else f"http://{status_addr}"
+def _state_url(status_addr: str, node_id: str, action: str, scheme: str = "http") -> str:
+    base = status_addr if "://" in status_addr else f"{scheme}://{status_addr}"
     return f"{base.rstrip('/')}/state/{urllib.parse.quote(node_id, safe='')}/{action}"
 
 
 def request_state(registry: Registry, kind: str, node_id: str, action: str,
-                  timeout: float = HTTP_TIMEOUT) -> str:
-    """Ask a node to ``pause`` or ``close`` via ``PUT http://<status_addr>/state/<node_id>/<action>``.
+                  timeout: float = HTTP_TIMEOUT, security: SecurityConfig | None = None) -> str:
+    """Ask a node to ``pause`` or ``close`` via ``PUT http://<status_addr>/state/<node_id>/<action>``
+    (``https`` presenting ``security``'s certificate when it is set).
 
     Returns the node's message when it answers code 200. Raises ``NodeNotFound`` when the node is not
     registered, and ``CtlError`` for a bad action, an unreachable address (named), a non-JSON answer or
@@ -113,9 +115,13 @@ def request_state(registry: Registry, kind: str, node_id: str, action: str,
     what = f"{_singular(kind)} {node_id!r} at {addr} (registry state {status.state})"
     if not addr:
         raise CtlError(f"{_singular(kind)} {node_id!r} has no address in the registry")
-    url = _state_url(addr, node_id, action)
+    tls = security is not None and security.enabled
+    url = _state_url(addr, node_id, action, "https" if tls else "http")
+    auth: dict[str, object] = {}
+    if security is not None and tls:
+        auth = {"cert": (security.ssl_cert, security.ssl_key), "verify": security.ssl_ca or True}
     try:
-        resp = requests.put(url, timeout=timeout)
+        resp = requests.put(url, timeout=timeout, **auth)  # type: ignore[arg-type]
     except requests.RequestException as exc:
         raise CtlError(f"cannot reach {what}: {type(exc).__name__}: {exc}") from exc
     try:
@@ -131,8 +137,9 @@ def request_state(registry: Registry, kind: str, node_id: str, action: str,
 
 
 def run_command(registry: Registry, cmd: str, node_id: str = "", state: str = "",
-                show_offline: bool = False, tz: tzinfo | None = None) -> str:
-    """Run binlogctl's ``-cmd`` (``pumps``, ``update-pump``, ``pause-drainer``, …) and return text to print."""
+                show_offline: bool = False, tz: tzinfo | None = None, security: SecurityConfig | None = None) -> str:
+    """Run binlogctl's ``-cmd`` (``pumps``, ``update-pump``, ``pause-drainer``, …) and return text to print;
+    ``security`` (binlogctl's ``-ssl-*``) makes the node requests HTTPS."""
     if cmd not in COMMANDS:
         raise CtlError(f"unknown command {cmd!r}; expected one of {', '.join(COMMANDS)}")
     kind, what = COMMANDS[cmd]
@@ -145,7 +152,7 @@ def run_command(registry: Registry, cmd: str, node_id: str = "", state: str = ""
             raise CtlError(f"{cmd} needs a state ({', '.join(STATES)})")
         new = update_state(registry, kind, node_id, state)
         return f"{_singular(kind)} {new.node_id} state set to {new.state}"
-    message = request_state(registry, kind, node_id, what)
+    message = request_state(registry, kind, node_id, what, security=security)
     return f"{_singular(kind)} {node_id}: {message}" if message else f"{_singular(kind)} {node_id}: {what} requested"
 
 

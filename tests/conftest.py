@@ -5,7 +5,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -84,7 +84,7 @@ def pumps(tmp_path: Path, tso: LocalTSO, registry_uri: str) -> Iterator[Callable
     started: list[PumpProcess] = []
 
     def start(node_id: str = "pump-1", registry: str | None = None, extra: list[str] | None = None,
-              config_text: str | None = None, wait: bool = True) -> PumpProcess:
+              config_text: str | None = None, wait: bool = True, client_tls: Any = None) -> PumpProcess:
         config = None
         if config_text is not None:
             config = tmp_path / f"{node_id}.toml"
@@ -92,7 +92,7 @@ def pumps(tmp_path: Path, tso: LocalTSO, registry_uri: str) -> Iterator[Callable
         p = PumpProcess(data_dir=tmp_path / node_id, pd_url=tso.url,
                         registry=registry or registry_uri, node_id=node_id,
                         extra_args=["--gen-binlog-interval", "0.5", "--heartbeat-interval", "0.5",
-                                    *(extra or [])], config=config)
+                                    *(extra or [])], config=config, client_tls=client_tls)
         started.append(p)
         return p.start(wait=wait)
 

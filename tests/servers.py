@@ -68,9 +68,11 @@ class EtcdServer:
     ``stop()``/``start()`` may also be called directly (restart keeps the data and ports).
     """
 
-    def __init__(self, startup_timeout: float = 30.0, name: str = "binlake-test") -> None:
+    def __init__(self, startup_timeout: float = 30.0, name: str = "binlake-test",
+                 tls: tuple[Path, Path, Path] | None = None) -> None:
         self.name = name
         self.startup_timeout = startup_timeout
+        self.tls = tls   # (CA, certificate, key): clients must present a certificate the CA signed
         self.client_port = free_port()
         self.peer_port = free_port()
         self.metrics_port = free_port()
@@ -91,8 +93,8 @@ class EtcdServer:
 
     @property
     def client_url(self) -> str:
-        """``http://127.0.0.1:<client port>`` (what etcdctl's ``--endpoints`` and pd-urls look like)."""
-        return f"http://{self.endpoint}"
+        """``http(s)://127.0.0.1:<client port>`` (what etcdctl's ``--endpoints`` and pd-urls look like)."""
+        return f"{'https' if self.tls else 'http'}://{self.endpoint}"
 
     def command(self) -> list[str]:
         """The etcd command line this server runs."""
@@ -104,7 +106,9 @@ class EtcdServer:
             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
             "--initial-cluster", f"{self.name}={peer}",
             "--listen-metrics-urls", f"http://127.0.0.1:{self.metrics_port}",
-        ]
+        ] + ([] if self.tls is None else [
+            "--trusted-ca-file", str(self.tls[0]), "--cert-file", str(self.tls[1]), "--key-file", str(self.tls[2]),
+            "--client-cert-auth"])
 
     def start(self) -> EtcdServer:
         """Start etcd (creating the data dir on first start) and wait until it is healthy."""
@@ -129,7 +133,8 @@ class EtcdServer:
             if self.proc.poll() is not None:
                 raise ServerError(f"etcd exited with {self.proc.returncode}:\n{self.log_tail()}")
             try:
-                with urllib.request.urlopen(f"{self.client_url}/health", timeout=1.0) as resp:
+                url = f"http://127.0.0.1:{self.metrics_port}/health" if self.tls else f"{self.client_url}/health"
+                with urllib.request.urlopen(url, timeout=1.0) as resp:
                     if resp.status == 200 and b"true" in resp.read():
                         return
             except (OSError, urllib.error.URLError) as exc:

@@ -4,11 +4,13 @@ Stages (each timed in :attr:`DrainResult.stages`):
 
 1. **pull** — one Spark task per pump and ts sub-range streams the pump's prewrites and real
    commits in ``(from_ts, to_ts]`` (fake binlogs and rollbacks are dropped as they arrive).
-2. **pair** — commits join prewrites on start_ts; duplicates (the same transaction written twice)
-   collapse; commits whose prewrite is older than the range are completed by looking the prewrite
-   up on every pump. A commit whose prewrite no pump has fails the run (nothing is skipped).
-3. **decode** — the paired transactions, where the join left them (no global sort: that would
-   shuffle every payload once more), are decoded on the executors with the TableInfo of each
+2. **pair** — without their payloads: each commit finds the pull task (``source``) holding a copy
+   of its prewrite (one copy when the transaction was written to two pumps), giving one small
+   record per transaction; commits whose prewrite is older than the range are completed by looking
+   the prewrite up on every pump. A commit whose prewrite no pump has fails the run (nothing is skipped).
+3. **decode** — the prewrites join their pairs where they were pulled (the pairs broadcast; above
+   ``BROADCAST_PAIRS`` transactions the prewrites shuffle by key instead; no global sort either,
+   that would move every payload once more) and are decoded on the executors with the TableInfo of each
    transaction's schema version (history broadcast); each decoded record holds its rows in commit
    order. The decoded segments are checkpointed on the executors' local disks: they are ``RunBatch.frame``.
 4. **collect** — the driver collects one small record per segment piece (table id, schema version,
@@ -22,6 +24,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Protocol, TypeVar
 
 import pyarrow as pa
@@ -37,7 +40,7 @@ from transform.errors import DrainError
 from transform.filters import TableFilter
 from transform.history import DROP_SCHEMA, DROP_TABLE, DROP_VIEW, TRUNCATE_TABLE, SchemaHistory, TableVersion
 from transform.plan import Plan
-from transform.pull import RAW_SCHEMA, TASK_DDL, lookup_prewrites, pull_tasks, split_range
+from transform.pull import LOOKUP_SOURCE, RAW_SCHEMA, TASK_DDL, lookup_prewrites, pull_tasks, split_range
 from transform.rowchanges import OUT_SCHEMA, DecodeContext, OutRecord, decode_transactions
 from transform.spark import spark_ddl
 
@@ -45,6 +48,9 @@ T = TypeVar("T")
 # checkpointed row data goes straight to the executors' local disks: cached in the JVM heap, a range
 # larger than the heap's storage share ran a 1 GB driver out of memory while spilling (10M changes)
 DISK_ONLY = StorageLevel.DISK_ONLY
+# transactions whose pairs (start_ts, commit_ts, source: ~40 bytes each) are broadcast to the decode
+# tasks; a range with more shuffles its prewrites instead (the driver builds the broadcast)
+BROADCAST_PAIRS = 1_000_000
 
 
 @dataclass
@@ -103,8 +109,10 @@ class _Stages:
 def _pull(spark: SparkSession, plan: Plan, splits: int) -> DataFrame:
     tasks = [{"addr": p.addr, "cluster_id": plan.cluster_id, "from_ts": a, "to_ts": b}
              for p in plan.pumps for a, b in split_range(plan.from_ts, plan.to_ts, splits)]
+    for i, t in enumerate(tasks):
+        t["source"] = i
     df = spark.createDataFrame([tuple(t.values()) for t in tasks], TASK_DDL)
-    return df.repartition(len(tasks)).mapInArrow(pull_tasks, spark_ddl(RAW_SCHEMA))
+    return df.repartition(len(tasks)).mapInArrow(partial(pull_tasks, plan.security), spark_ddl(RAW_SCHEMA))
 
 
 def run_drain(spark: SparkSession, plan: Plan, history: SchemaHistory, table_filter: TableFilter | None = None,
@@ -119,28 +127,32 @@ def run_drain(spark: SparkSession, plan: Plan, history: SchemaHistory, table_fil
         return result
 
     raw = stages.run("pull", lambda: _pull(spark, plan, splits_per_pump).localCheckpoint(True, DISK_ONLY))
-    # duplicate prewrites (a transaction stored on two pumps) stay: they are partitioned by start_ts
-    # below and the decoder takes each start_ts once (dropping them here would sort every payload)
-    prewrites = raw.where(F.col("tp") == bl.PREWRITE).select("start_ts", "payload")
+    # pairing moves no payload: the transactions' small records (start_ts, commit_ts, the pull task
+    # holding the prewrite copy to decode) are paired apart, then join the prewrites where they were pulled
+    prewrites = raw.where(F.col("tp") == bl.PREWRITE).select("start_ts", "source", "payload")
     commits = raw.where(F.col("tp") == bl.COMMIT).select("start_ts", "commit_ts").dropDuplicates(["start_ts"])
+    copies = prewrites.groupBy("start_ts").agg(F.min("source").alias("source"))   # a txn stored twice: one copy
+    pairs = stages.run("pair", lambda: commits.join(copies, "start_ts", "left").localCheckpoint(True, DISK_ONLY))
 
-    def missing() -> list[int]:
-        rows = commits.join(prewrites, "start_ts", "left_anti").select("start_ts").toArrow()
+    def missing() -> tuple[int, list[int]]:
+        rows = pairs.where(F.col("source").isNull()).select("start_ts").toArrow()
         start_ts: list[int] = rows.column("start_ts").to_pylist()
-        return start_ts
+        return pairs.count(), start_ts
 
-    lost = stages.run("pair", missing, lambda v: f"{len(v)} commits need their prewrite looked up")
+    txn_count, lost = stages.run("pair", missing, lambda v: f"{len(v[1])} commits need their prewrite looked up")
     if lost:
-        found = lookup_prewrites([p.addr for p in plan.pumps], plan.cluster_id, lost)
+        found = lookup_prewrites([p.addr for p in plan.pumps], plan.cluster_id, lost, plan.security)
         absent = sorted(set(lost) - set(found.column("start_ts").to_pylist()))
         if absent:
             raise DrainError(f"{len(absent)} commits have no prewrite on any pump (first start_ts {absent[0]}); "
                              f"refusing to drop committed transactions")
-        prewrites = prewrites.unionByName(spark.createDataFrame(found.to_pandas()))
-    # no global sort: every decoded record is in commit order, and consumers order records by
-    # (commit_ts, seq) where they need to (a sort here would shuffle every payload once more)
-    parts = int(spark.conf.get("spark.sql.shuffle.partitions") or 200)
-    txns = commits.join(prewrites.repartition(parts, "start_ts"), "start_ts")
+        prewrites = prewrites.unionByName(spark.createDataFrame(found.to_pandas(), "start_ts long, payload binary, "
+                                                                                  "source int"))
+        pairs = pairs.fillna({"source": LOOKUP_SOURCE})
+    # a range of up to BROADCAST_PAIRS transactions joins its pairs on every task (no shuffle: each
+    # prewrite is decoded in the pull task that read it); a larger one shuffles the prewrites by key
+    small = pairs if txn_count > BROADCAST_PAIRS else F.broadcast(pairs)
+    txns = prewrites.join(small, ["start_ts", "source"]).select("start_ts", "commit_ts", "payload")
 
     ctx = spark.sparkContext.broadcast(DecodeContext(history, table_filter))
 
@@ -156,9 +168,10 @@ def run_drain(spark: SparkSession, plan: Plan, history: SchemaHistory, table_fil
     _assemble(batch, meta, history, table_filter)
     batch.frame = decoded.where(F.col("kind") == "rows").select("table_id", "schema_version", "commit_ts", "rows",
                                                                "data")
-    result.counts = {"records": raw.count(), "lookups": len(lost),
+    result.counts = {"transactions": txn_count, "lookups": len(lost),
                      "row_changes": sum(t.row_count for t in batch.tables.values())}
     raw.unpersist()
+    pairs.unpersist()
     result.release = decoded.unpersist
     return result
 

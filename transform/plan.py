@@ -13,6 +13,7 @@ import grpc
 from ingest.registry import load_registry
 from ingest.registry.base import OFFLINE, PUMP
 from ingest.scan_client import ScanClient
+from ingest.security import SecurityConfig
 from transform.errors import TransformError
 
 
@@ -44,6 +45,7 @@ class Plan:
     to_ts: int
     pumps: tuple[PumpTarget, ...]
     notes: tuple[str, ...] = field(default=())
+    security: SecurityConfig = field(default_factory=SecurityConfig, repr=False)   # TLS towards the pumps
 
     @property
     def empty(self) -> bool:
@@ -60,13 +62,15 @@ class Plan:
 
 
 def make_plan(registry_uri: str, cluster_id: int, from_ts: int, to_ts: int | None = None,
-              timeout: float = 10.0) -> Plan:
-    """Ask every non-offline pump of the registry for its watermark and fix the run's range.
+              timeout: float = 10.0, security: SecurityConfig | None = None) -> Plan:
+    """Ask every non-offline pump of the registry for its watermark and fix the run's range
+    (over TLS with ``security``'s certificate when it is set).
 
     Raises :class:`PlanError` when no pump is registered, a live pump does not answer, the
     requested ``to_ts`` is above the minimum watermark, or ``from_ts`` is below a pump's GC ts.
     """
-    registry = load_registry(registry_uri)
+    security = security or SecurityConfig()
+    registry = load_registry(registry_uri, security=security)
     try:
         every = registry.list_nodes(PUMP)
     finally:
@@ -75,10 +79,11 @@ def make_plan(registry_uri: str, cluster_id: int, from_ts: int, to_ts: int | Non
     gone = [n for n in every if n.state == OFFLINE and n.max_commit_ts > from_ts]
     if not nodes:
         raise PlanError(f"no pump that is not offline is registered in {registry_uri}")
+    credentials = security.grpc_channel_credentials()
     targets = []
     for node in sorted(nodes, key=lambda n: n.node_id):
         try:
-            with ScanClient(node.host, cluster_id, timeout=timeout) as client:
+            with ScanClient(node.host, cluster_id, timeout=timeout, credentials=credentials) as client:
                 wm = client.watermark()
         except grpc.RpcError as e:
             raise PumpUnreachableError(f"pump {node.node_id} at {node.host} (state {node.state}) did not answer its "
@@ -102,4 +107,4 @@ def make_plan(registry_uri: str, cluster_id: int, from_ts: int, to_ts: int | Non
     for n in gone:
         notes.append(f"WARNING: pump {n.node_id} is offline with binlogs up to {n.max_commit_ts}, above from_ts "
                      f"{from_ts}; they are not read (a pump waits for registered drainers before going offline)")
-    return Plan(cluster_id, from_ts, to_ts, tuple(targets), tuple(notes))
+    return Plan(cluster_id, from_ts, to_ts, tuple(targets), tuple(notes), security)

@@ -14,14 +14,17 @@ import pyarrow as pa
 from ingest import binlog as bl
 from ingest.errors import MalformedBatch
 from ingest.scan_client import ScanBatch, ScanClient
+from ingest.security import SecurityConfig
 
 RAW_SCHEMA = pa.schema([
     pa.field("tp", pa.int32(), nullable=False),
     pa.field("start_ts", pa.int64(), nullable=False),
     pa.field("commit_ts", pa.int64(), nullable=False),
     pa.field("payload", pa.binary()),
+    pa.field("source", pa.int32(), nullable=False),   # the pull task that read it (pairing picks one copy)
 ])
-TASK_DDL = "addr string, cluster_id long, from_ts long, to_ts long"
+TASK_DDL = "addr string, cluster_id long, from_ts long, to_ts long, source int"
+LOOKUP_SOURCE = -1   # ``source`` of prewrites looked up on the driver (older than the range)
 
 
 def payload_array(batch: ScanBatch) -> pa.BinaryArray:
@@ -48,28 +51,32 @@ def payload_array(batch: ScanBatch) -> pa.BinaryArray:
     return pieces.take(pa.array(picks))
 
 
-def batch_to_arrow(batch: ScanBatch) -> pa.RecordBatch:
-    """The prewrites and real commits of one scan batch."""
+def batch_to_arrow(batch: ScanBatch, source: int = 0) -> pa.RecordBatch:
+    """The prewrites and real commits of one scan batch, tagged with the pull task ``source``."""
     tp, start, commit = batch.tp, batch.start_ts, batch.commit_ts
     keep = (tp == bl.PREWRITE) | ((tp == bl.COMMIT) & (start != commit))
-    rb = pa.RecordBatch.from_arrays([pa.array(tp), pa.array(start), pa.array(commit), payload_array(batch)],
-                                    schema=RAW_SCHEMA)
+    rb = pa.RecordBatch.from_arrays([pa.array(tp), pa.array(start), pa.array(commit), payload_array(batch),
+                                     pa.array(np.full(len(tp), source, np.int32))], schema=RAW_SCHEMA)
     return rb if keep.all() else rb.filter(pa.array(keep))
 
 
-def scan_range(addr: str, cluster_id: int, from_ts: int, to_ts: int) -> Iterator[pa.RecordBatch]:
-    """Every prewrite and real commit of one pump with key ts in ``(from_ts, to_ts]``."""
-    with ScanClient(addr, cluster_id, timeout=600.0) as client:
+def scan_range(addr: str, cluster_id: int, from_ts: int, to_ts: int, source: int = 0,
+               security: SecurityConfig | None = None) -> Iterator[pa.RecordBatch]:
+    """Every prewrite and real commit of one pump with key ts in ``(from_ts, to_ts]`` (TLS with ``security``)."""
+    credentials = security.grpc_channel_credentials() if security else None
+    with ScanClient(addr, cluster_id, timeout=600.0, credentials=credentials) as client:
         for batch in client.scan_batches(from_ts, to_ts):
             if len(batch.tp):
-                yield batch_to_arrow(batch)
+                yield batch_to_arrow(batch, source)
 
 
-def pull_tasks(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: each input row is a task (addr, cluster_id, from_ts, to_ts)."""
+def pull_tasks(security: SecurityConfig, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body: each input row is a task (addr, cluster_id, from_ts, to_ts, source); the
+    executor reads ``security``'s files at their paths (they must exist there too)."""
     for tasks in batches:
         for task in tasks.to_pylist():
-            yield from scan_range(task["addr"], task["cluster_id"], task["from_ts"], task["to_ts"])
+            yield from scan_range(task["addr"], task["cluster_id"], task["from_ts"], task["to_ts"], task["source"],
+                                  security)
 
 
 def split_range(from_ts: int, to_ts: int, parts: int) -> list[tuple[int, int]]:
@@ -80,18 +87,21 @@ def split_range(from_ts: int, to_ts: int, parts: int) -> list[tuple[int, int]]:
     return [(bounds[i], bounds[i + 1]) for i in range(parts)]
 
 
-def lookup_prewrites(addrs: Iterable[str], cluster_id: int, start_ts: list[int]) -> pa.Table:
-    """The prewrites of ``start_ts`` found on any of the pumps (one row per start_ts)."""
+def lookup_prewrites(addrs: Iterable[str], cluster_id: int, start_ts: list[int],
+                     security: SecurityConfig | None = None) -> pa.Table:
+    """The prewrites of ``start_ts`` found on any of the pumps (one row per start_ts; TLS with ``security``)."""
+    credentials = security.grpc_channel_credentials() if security else None
     found: dict[int, bytes] = {}
     wanted = set(start_ts)
     for addr in addrs:
         missing = sorted(wanted - set(found))
         if not missing:
             break
-        with ScanClient(addr, cluster_id, timeout=120.0) as client:
+        with ScanClient(addr, cluster_id, timeout=120.0, credentials=credentials) as client:
             for rec in client.lookup_prewrites(missing):
                 if rec.tp == bl.PREWRITE and rec.start_ts in wanted:
                     found.setdefault(rec.start_ts, rec.payload)
     keys = sorted(found)
     return pa.table({"start_ts": pa.array(keys, pa.int64()),
-                     "payload": pa.array([found[k] for k in keys], pa.binary())})
+                     "payload": pa.array([found[k] for k in keys], pa.binary()),
+                     "source": pa.array([LOOKUP_SOURCE] * len(keys), pa.int32())})

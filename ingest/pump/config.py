@@ -6,24 +6,11 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from ingest.config import GCRetention, Int, Seconds, Str, StringList, TomlModel, UrlList
+from ingest.config import GCRetention, Int, Seconds, Str, TomlModel, UrlList
 from ingest.pump.storage.config import StorageConfig
+from ingest.security import SecurityConfig
 
 MAX_MESSAGE_SIZE = (1 << 31) - 1 - (4 << 20)  # TiDB: MaxInt - 4 MiB, capped to gRPC's int32 limit
-
-
-class SecurityConfig(TomlModel):
-    """``[security]``: TLS files; mutual TLS when ``ssl-ca`` is set."""
-
-    ssl_ca: Str = Field(default="", alias="ssl-ca")
-    ssl_cert: Str = Field(default="", alias="ssl-cert")
-    ssl_key: Str = Field(default="", alias="ssl-key")
-    cert_allowed_cn: StringList = Field(default_factory=list, alias="cert-allowed-cn")
-
-    @property
-    def enabled(self) -> bool:
-        """True when a certificate and key are configured."""
-        return bool(self.ssl_cert and self.ssl_key)
 
 
 class PumpConfig(TomlModel):

@@ -1,18 +1,20 @@
-"""The pump's HTTP status API (TiDB Binlog's routes) on its own address."""
+"""The pump's HTTP status API (TiDB Binlog's routes) on its own address; HTTPS under ``[security]``
+(``ingest.httpserver``)."""
 from __future__ import annotations
 
 import json
 import logging
 import re
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
 from google.protobuf.message import DecodeError
 
 from ingest import binlog as bl
 from ingest.errors import IngestError, TSOError
+from ingest.httpserver import GuardedHandler, make_server, serve_in_thread
 from ingest.registry.base import DRAINER, PUMP
+from ingest.security import SecurityConfig
 from schemas import binlog_pb2
 
 if TYPE_CHECKING:
@@ -25,18 +27,17 @@ _DEBUG_BINLOG_ROUTE = re.compile(r"^/debug/binlog/(?P<ts>-?\d+)$")
 
 
 class StatusServer:
-    """Serves ``/status``, ``/state/{id}/{pause|close}``, ``/drainers``, ``/debug/…`` and ``/metrics``."""
+    """Serves ``/status``, ``/state/{id}/{pause|close}``, ``/drainers``, ``/debug/…`` and ``/metrics``
+    (HTTPS under ``security``, see the module doc)."""
 
-    def __init__(self, pump: Pump, addr: str) -> None:
-        host, _, port = addr.rpartition(":")
+    def __init__(self, pump: Pump, addr: str, security: SecurityConfig | None = None) -> None:
         handler = type("Handler", (_Handler,), {"pump": pump})
-        self.httpd = ThreadingHTTPServer((host or "127.0.0.1", int(port)), handler)
-        self.httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self.httpd.serve_forever, name="pump-http", daemon=True)
+        self.httpd = make_server(addr, handler, security, "the pump's status API")
+        self._thread: threading.Thread | None = None
 
     def start(self) -> None:
         """Start serving in a background thread."""
-        self._thread.start()
+        self._thread = serve_in_thread(self.httpd, "pump-http")
 
     def stop(self) -> None:
         """Stop serving and close the socket."""
@@ -44,25 +45,14 @@ class StatusServer:
         self.httpd.server_close()
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(GuardedHandler):
     pump: Pump
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("http %s", format % args)
-
-    def _send(self, status: int, body: bytes, content_type: str) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
     def _json(self, obj: Any, status: int = 200) -> None:
-        self._send(status, json.dumps(obj, indent=1).encode(), "application/json")
+        self.send_body(status, json.dumps(obj, indent=1).encode(), "application/json")
 
     def _text(self, text: str, status: int = 200) -> None:
-        self._send(status, text.encode(), "text/plain; charset=utf-8")
+        self.send_body(status, text.encode(), "text/plain; charset=utf-8")
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
@@ -71,7 +61,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/drainers":
             self._json([json.loads(d.to_json()) for d in self.pump.registry.list_nodes(DRAINER)])
         elif path == "/metrics":
-            self._send(200, self.pump.metrics.render(), "text/plain; version=0.0.4; charset=utf-8")
+            self.send_body(200, self.pump.metrics.render(), "text/plain; version=0.0.4; charset=utf-8")
         elif m := _DEBUG_BINLOG_ROUTE.match(path):
             self._debug_binlog(int(m["ts"]))
         else:

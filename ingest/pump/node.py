@@ -73,8 +73,10 @@ class Node:
         with self._lock:
             self.registry.put_node(PUMP, self.status())
 
-    def notify_drainers(self, timeout: float = NOTIFY_TIMEOUT) -> None:
-        """Call ``/binlog.Cistern/Notify`` on every online drainer; raise ``NotifyError`` if one fails."""
+    def notify_drainers(self, timeout: float = NOTIFY_TIMEOUT,
+                        credentials: grpc.ChannelCredentials | None = None) -> None:
+        """Call ``/binlog.Cistern/Notify`` on every online drainer (over TLS with ``credentials``);
+        raise ``NotifyError`` if one fails."""
         deadline = time.monotonic() + timeout
         for drainer in self.registry.list_nodes(DRAINER):
             if drainer.state != ONLINE:
@@ -86,7 +88,8 @@ class Node:
                 if remaining <= 0:
                     break
                 try:
-                    with grpc.insecure_channel(drainer.host) as channel:
+                    with (grpc.secure_channel(drainer.host, credentials) if credentials
+                          else grpc.insecure_channel(drainer.host)) as channel:
                         cistern_pb2_grpc.CisternStub(channel).Notify(cistern_pb2.NotifyReq(),
                                                                       timeout=min(remaining, 3.0))
                     last = None

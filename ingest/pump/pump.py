@@ -41,7 +41,7 @@ class Pump:
         self.metrics = PumpMetrics()
         self.data_dir = Path(options.data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.registry = registry or load_registry(options.registry)
+        self.registry = registry or load_registry(options.registry, security=options.security)
         self.storage = Storage(self.data_dir, options.storage, resolver=self._resolve, metrics=self.metrics)
         try:
             self.node_id = resolve_node_id(self.data_dir, options.node_id, options.addr)
@@ -76,7 +76,7 @@ class Pump:
             raise IngestError("cluster id unknown: PD answered cluster id 0 and no --cluster-id was given")
         try:
             self._grpc = ServerThread(self, self.options)
-            self._http = StatusServer(self, self.options.status_addr)
+            self._http = StatusServer(self, self.options.status_addr, self.options.security)
         except OSError as exc:
             self._shutdown()
             raise IngestError(f"cannot serve on {self.options.addr} / {self.options.status_addr}: {exc}") from exc
@@ -85,7 +85,7 @@ class Pump:
         self.node.set_state(ONLINE)
         if rejoining:
             try:
-                self.node.notify_drainers()
+                self.node.notify_drainers(credentials=self.options.security.grpc_channel_credentials())
             except NotifyError:
                 self.node.set_state(OFFLINE)
                 self._shutdown()

@@ -22,6 +22,7 @@ import uvloop
 from ingest.errors import DiskFull, MalformedBinlog, NotOnline, StorageClosed
 from ingest.http2.framing import HTTP2_OPTIONS
 from ingest.pump.config import PumpConfig
+from ingest.pump.guard import CallGuard
 from schemas import binlake_pb2, binlake_pb2_grpc, pump_pb2, pump_pb2_grpc
 
 if TYPE_CHECKING:
@@ -111,7 +112,7 @@ class ScanService(binlake_pb2_grpc.PumpScanServicer):
     """binlake's range scans: raw records in columnar batches bounded by bytes.
 
     Scan and LookupPrewrites yield ``RecordBatch`` messages already encoded (``ScanColumns.encode``,
-    byte-identical to protobuf's serializer); ``add_scan_service`` registers them with a
+    byte-identical to protobuf's serializer); ``add_services`` registers them with a
     pass-through serializer, so the wire contract is that of ``binlake.proto``.
     """
 
@@ -201,20 +202,25 @@ async def _prefetch(items: Iterator[T], io: ThreadPoolExecutor, depth: int = SCA
         room.release()  # a producer waiting for room sees ``stopped`` and ends
 
 
-def add_scan_service(service: ScanService, server: grpc.aio.Server) -> None:
-    """Register ``binlake.v1.PumpScan``; Scan and LookupPrewrites send pre-encoded RecordBatches."""
-    handlers = {
-        "Scan": grpc.unary_stream_rpc_method_handler(
-            service.Scan, request_deserializer=binlake_pb2.ScanRequest.FromString,
-            response_serializer=_encoded),
-        "LookupPrewrites": grpc.unary_stream_rpc_method_handler(
-            service.LookupPrewrites, request_deserializer=binlake_pb2.LookupRequest.FromString,
-            response_serializer=_encoded),
-        "Watermark": grpc.unary_unary_rpc_method_handler(
-            service.Watermark, request_deserializer=binlake_pb2.WatermarkRequest.FromString,
-            response_serializer=binlake_pb2.WatermarkResponse.SerializeToString),
+def add_services(pump_service: PumpService, scan_service: ScanService, server: grpc.aio.Server,
+                 guard: CallGuard) -> None:
+    """Register ``binlog.Pump`` and ``binlake.v1.PumpScan``, every method through ``guard``; Scan and
+    LookupPrewrites send pre-encoded RecordBatches."""
+    pump = {
+        "WriteBinlog": guard.unary("WriteBinlog", pump_pb2.WriteBinlogReq.FromString, pump_service.WriteBinlog,
+                                   pump_pb2.WriteBinlogResp.SerializeToString),
+        "PullBinlogs": guard.stream("PullBinlogs", pump_pb2.PullBinlogReq.FromString, pump_service.PullBinlogs,
+                                    pump_pb2.PullBinlogResp.SerializeToString),
     }
-    server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("binlake.v1.PumpScan", handlers)])
+    scan = {
+        "Scan": guard.stream("Scan", binlake_pb2.ScanRequest.FromString, scan_service.Scan, _encoded),
+        "LookupPrewrites": guard.stream("LookupPrewrites", binlake_pb2.LookupRequest.FromString,
+                                        scan_service.LookupPrewrites, _encoded),
+        "Watermark": guard.unary("Watermark", binlake_pb2.WatermarkRequest.FromString, scan_service.Watermark,
+                                 binlake_pb2.WatermarkResponse.SerializeToString),
+    }
+    server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("binlog.Pump", pump),
+                                     grpc.method_handlers_generic_handler("binlake.v1.PumpScan", scan)])
 
 
 def _encoded(message: bytes) -> bytes:
@@ -231,28 +237,13 @@ async def _check_cluster(pump: Pump, cluster_id: int, context: grpc.aio.Servicer
                             f"cluster ID are mismatch, {cluster_id} vs {pump.cluster_id}")
 
 
-def _credentials(options: PumpConfig) -> grpc.ServerCredentials | None:
-    sec = options.security
-    if not sec.enabled:
-        return None
-
-    def read(path: str) -> bytes:
-        with open(path, "rb") as f:
-            return f.read()
-
-    ca = read(sec.ssl_ca) if sec.ssl_ca else None
-    return grpc.ssl_server_credentials([(read(sec.ssl_key), read(sec.ssl_cert))], root_certificates=ca,
-                                       require_client_auth=ca is not None)
-
-
 async def start_server(pump: Pump, options: PumpConfig, io: ThreadPoolExecutor) -> grpc.aio.Server:
     """Create and start the aio gRPC server with both services on ``options.addr`` (TLS if configured)."""
     server = grpc.aio.server(options=[("grpc.max_receive_message_length", options.max_message_size),
                                       ("grpc.max_send_message_length", -1),
                                       ("grpc.so_reuseport", 0), *HTTP2_OPTIONS])
-    pump_pb2_grpc.add_PumpServicer_to_server(PumpService(pump, io), server)
-    add_scan_service(ScanService(pump, io), server)
-    creds = _credentials(options)
+    add_services(PumpService(pump, io), ScanService(pump, io), server, CallGuard(options.security))
+    creds = options.security.grpc_server_credentials()
     port = server.add_secure_port(options.addr, creds) if creds else server.add_insecure_port(options.addr)
     if port == 0:
         raise OSError(f"cannot listen on {options.addr} (address in use?)")

@@ -25,8 +25,9 @@ from ingest.registry.base import (
 )
 from ingest.registry.etcd import EtcdRegistry
 from ingest.registry.file import FileRegistry
+from ingest.security import SecurityConfig
 
-SCHEMES = ("file", "etcd", "http")
+SCHEMES = ("file", "etcd", "http", "https")
 
 __all__ = [
     "CLOSING", "DRAINER", "KINDS", "OFFLINE", "ONLINE", "PAUSED", "PAUSING", "PUMP", "ROOT", "STATES",
@@ -35,10 +36,11 @@ __all__ = [
 ]
 
 
-def load_registry(uri: str, timeout: float = 3.0) -> Registry:
+def load_registry(uri: str, timeout: float = 3.0, security: SecurityConfig | None = None) -> Registry:
     """Open the registry named by ``uri``; ``ConfigError`` names an unknown scheme and the accepted ones.
 
-    ``timeout`` bounds each etcd request (seconds); the file registry ignores it.
+    ``timeout`` bounds each etcd request (seconds); ``security`` makes etcd's connection TLS
+    (``https://`` endpoints require it). The file registry ignores both.
     """
     uri = uri.strip()
     scheme, sep, rest = uri.partition("://")
@@ -51,8 +53,8 @@ def load_registry(uri: str, timeout: float = 3.0) -> Registry:
             raise ConfigError(f"registry URI {uri!r} names no file")
         return FileRegistry(rest)
     if scheme == "etcd":
-        return EtcdRegistry.from_spec(rest, timeout=timeout)
-    if scheme == "http":
-        return EtcdRegistry.from_spec(uri, timeout=timeout)  # pd-urls style, maybe http:// per entry
+        return EtcdRegistry.from_spec(rest, timeout=timeout, security=security)
+    if scheme in ("http", "https"):   # pd-urls style, maybe a scheme per entry
+        return EtcdRegistry.from_spec(uri, timeout=timeout, security=security)
     raise ConfigError(f"registry URI {uri!r}: unknown scheme {scheme!r}; expected one of "
                       f"{', '.join(s + '://' for s in SCHEMES)}")

@@ -19,6 +19,7 @@ from etcd3gw.client import Etcd3Client
 from ingest.config import ConfigError
 from ingest.errors import RegistryError
 from ingest.registry.base import Registry
+from ingest.security import SecurityConfig
 
 DEFAULT_PORT = 2379
 DEFAULT_TIMEOUT = 3.0
@@ -34,7 +35,8 @@ _FAILOVER_ERRORS: tuple[type[BaseException], ...] = (
 def parse_endpoints(spec: str) -> list[tuple[str, int]]:
     """Parse ``host:port[,host:port...]`` (each optionally ``http://``-prefixed, port default 2379).
 
-    Raises ``ConfigError`` for an empty list, a bad port or an ``https`` endpoint (no TLS support yet).
+    Raises ``ConfigError`` for an empty list, a bad port or an unknown scheme (``https`` endpoints
+    are accepted; TLS itself comes from ``[security]``, see :class:`EtcdRegistry`).
     """
     endpoints: list[tuple[str, int]] = []
     for item in spec.split(","):
@@ -43,9 +45,9 @@ def parse_endpoints(spec: str) -> list[tuple[str, int]]:
             continue
         if "://" in item:
             scheme, item = item.split("://", 1)
-            if scheme.lower() not in ("http", "etcd"):
+            if scheme.lower() not in ("http", "https", "etcd"):
                 raise ConfigError(f"etcd endpoint {scheme}://{item}: scheme {scheme!r} is not supported "
-                                  "(use http:// or etcd://; TLS is not supported yet)")
+                                  "(use http://, https:// or etcd://)")
         item = item.split("/", 1)[0]
         if item.startswith("["):  # [ipv6]:port
             host, _, rest = item[1:].partition("]")
@@ -80,22 +82,42 @@ def _prefix_end(prefix: bytes) -> bytes:
     return stripped[:-1] + bytes([stripped[-1] + 1])
 
 
-class EtcdRegistry(Registry):
-    """A registry in etcd v3 at one or more ``(host, port)`` endpoints; each request times out after ``timeout`` s."""
+def _session(security: SecurityConfig | None) -> requests.Session:
+    """A session presenting ``security``'s certificate and trusting its CA. The environment's CA
+    bundle (``REQUESTS_CA_BUNDLE``) would override a session's own CA in requests, so the session
+    does not read the environment (no proxies either: etcd is reached directly)."""
+    session = requests.Session()
+    if security is not None and security.enabled:
+        session.trust_env = False
+        session.verify = security.ssl_ca or True
+        session.cert = (security.ssl_cert, security.ssl_key)
+    return session
 
-    def __init__(self, endpoints: Sequence[tuple[str, int]], timeout: float = DEFAULT_TIMEOUT) -> None:
+
+class EtcdRegistry(Registry):
+    """A registry in etcd v3 at one or more ``(host, port)`` endpoints; each request times out after
+    ``timeout`` s. With ``security`` enabled it speaks HTTPS, presenting ``ssl-cert`` and checking
+    etcd's certificate against ``ssl-ca`` (etcd's ``--client-cert-auth``/``--trusted-ca-file``)."""
+
+    def __init__(self, endpoints: Sequence[tuple[str, int]], timeout: float = DEFAULT_TIMEOUT,
+                 security: SecurityConfig | None = None) -> None:
         if not endpoints:
             raise ConfigError("EtcdRegistry needs at least one endpoint")
         self.endpoints = [(h, int(p)) for h, p in endpoints]
         self.timeout = timeout
-        self._clients = [Etcd3Client(host=h, port=p, api_path="/v3/", timeout=timeout)
-                         for h, p in self.endpoints]
+        self.scheme = "https" if security is not None and security.enabled else "http"
+        self._clients = [Etcd3Client(host=h, port=p, api_path="/v3/", timeout=timeout, protocol=self.scheme,
+                                     session=_session(security)) for h, p in self.endpoints]
         self._current = 0
 
     @classmethod
-    def from_spec(cls, spec: str, timeout: float = DEFAULT_TIMEOUT) -> EtcdRegistry:
-        """Build from ``host:port[,host:port...]`` (see ``parse_endpoints``)."""
-        return cls(parse_endpoints(spec), timeout=timeout)
+    def from_spec(cls, spec: str, timeout: float = DEFAULT_TIMEOUT, security: SecurityConfig | None = None
+                  ) -> EtcdRegistry:
+        """Build from ``host:port[,host:port...]`` (see ``parse_endpoints``); ``https://`` endpoints
+        need ``security``."""
+        if "https://" in spec.lower() and (security is None or not security.enabled):
+            raise ConfigError(f"etcd endpoints {spec!r} are https: set [security] ssl-cert/ssl-key (and ssl-ca)")
+        return cls(parse_endpoints(spec), timeout=timeout, security=security)
 
     @property
     def uri(self) -> str:

@@ -211,3 +211,46 @@ def test_a_run_with_only_a_ddl_still_verifies(env: Env) -> None:
     r2 = env.drain()
     env.verify(r2["to_ts"])
     assert "note" in [f.name for f in env.catalog().load_table("test.o").schema().fields]
+
+
+@pytest.mark.parametrize("broadcast_pairs", [1_000_000, 0], ids=["pairs-broadcast", "prewrites-shuffled"])
+def test_a_prewrite_on_two_pumps_is_decoded_once_and_an_older_one_is_looked_up(
+        env: Env, broadcast_pairs: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ingest.scan_client import ScanClient
+    from schemas import pump_pb2
+    from upstream.pump_client.channel import GrpcWriteChannel
+
+    monkeypatch.setattr("transform.drain.BROADCAST_PAIRS", broadcast_pairs)
+    env.sql("create table p (id int primary key, v int)")
+    ins = env.sql("insert into p values (1, 1), (2, 2)")[0]
+    env.settle()
+    cid = env.cluster.cluster_id
+    # TiDB writes a prewrite again to another pump when the first timed out: both pumps hold it
+    copies = []
+    for pump in env.pumps:
+        with ScanClient(pump.addr, cid) as client:
+            copies.append([r.payload for r in client.lookup_prewrites([ins.start_ts])])
+    payload = next(c[0] for c in copies if c)
+    for pump, held in zip(env.pumps, copies):
+        if not held:
+            channel = GrpcWriteChannel(pump.addr)
+            try:
+                resp = channel.write(pump_pb2.WriteBinlogReq(clusterID=cid, payload=payload), timeout=10).result(10)
+                assert not resp.errmsg
+            finally:
+                channel.close()
+    # a transaction that began before the first range ends and commits after it: the second range
+    # holds its commit, its prewrite (keyed by start_ts) lies before the range and is looked up
+    session = env.cluster.servers[1].session("test")
+    try:
+        session.execute("begin; insert into p values (3, 3)")
+        r1 = env.drain()
+        done = session.execute("commit")[0]
+    finally:
+        session.close()
+    assert done.start_ts < r1["to_ts"] < done.commit_ts
+    r2 = env.drain()
+    assert r1["counts"]["transactions"] == 2 and r2["counts"] == {**r2["counts"], "lookups": 1, "transactions": 1}
+    env.verify(r2["to_ts"])
+    log = assert_changelog_matches_mirror(env.catalog(), "test.p")
+    assert sorted(log.column("id").to_pylist()) == [1, 2, 3]

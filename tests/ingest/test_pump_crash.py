@@ -1,11 +1,9 @@
 """kill -9 under load, torn tails, and TLS: acknowledged binlogs survive, exactly once."""
 from __future__ import annotations
 
-import subprocess
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -15,7 +13,6 @@ from binlake.local import PumpProcess, http
 from ingest import binlog as bl
 from ingest.scan_client import ScanClient
 from ingest.tso import TSOClient
-from schemas import pump_pb2, pump_pb2_grpc
 from tests.ingest.helpers import commit, prewrite, writer
 from tests.waiting import wait_for
 
@@ -127,34 +124,3 @@ def test_torn_tail_dropped_on_restart(pumps: Callable[..., PumpProcess], tso: An
     status, metrics = http("GET", f"{p.status_url}/metrics")
     assert b"binlog_pump_storage_corrupt_records_total 1.0" in metrics
     assert "dropping" in p.log_tail(100) and "torn tail" in p.log_tail(100)
-
-
-def _certs(d: Path) -> dict[str, Path]:
-    """A CA, a server certificate for 127.0.0.1 and a client certificate, made with openssl."""
-    def run(*args: str) -> None:
-        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=d)
-    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=binlake-test-ca",
-        "-keyout", "ca.key", "-out", "ca.pem")
-    for name in ("server", "client"):
-        run("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}", "-keyout", f"{name}.key",
-            "-out", f"{name}.csr")
-        (d / f"{name}.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-        run("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-            "-days", "2", "-extfile", f"{name}.ext", "-out", f"{name}.pem")
-    return {n: d / n for n in ("ca.pem", "server.pem", "server.key", "client.pem", "client.key")}
-
-
-def test_mutual_tls(pumps: Callable[..., PumpProcess], tso: Any, tmp_path: Path, ts: Callable[[], int]) -> None:
-    c = _certs(tmp_path)
-    p = pumps(config_text=f'[security]\nssl-ca = "{c["ca.pem"]}"\nssl-cert = "{c["server.pem"]}"\n'
-                          f'ssl-key = "{c["server.key"]}"\n')
-    request = pump_pb2.WriteBinlogReq(clusterID=tso.cluster_id, payload=prewrite(ts()))
-    with_cert = grpc.ssl_channel_credentials(c["ca.pem"].read_bytes(), c["client.key"].read_bytes(),
-                                             c["client.pem"].read_bytes())
-    with grpc.secure_channel(p.addr, with_cert) as ch:
-        assert pump_pb2_grpc.PumpStub(ch).WriteBinlog(request, timeout=10).errmsg == ""
-    without_cert = grpc.ssl_channel_credentials(c["ca.pem"].read_bytes())
-    with grpc.secure_channel(p.addr, without_cert) as ch, pytest.raises(grpc.RpcError):
-        pump_pb2_grpc.PumpStub(ch).WriteBinlog(request, timeout=5)
-    with grpc.insecure_channel(p.addr) as ch, pytest.raises(grpc.RpcError):
-        pump_pb2_grpc.PumpStub(ch).WriteBinlog(request, timeout=5)

@@ -93,8 +93,9 @@ def test_parse_endpoints() -> None:
     assert parse_endpoints("127.0.0.1:2379") == [("127.0.0.1", 2379)]
     assert parse_endpoints("http://a:1, http://b:2/") == [("a", 1), ("b", 2)]
     assert parse_endpoints("etcd://h") == [("h", 2379)]
+    assert parse_endpoints("https://a:1") == [("a", 1)]   # TLS itself comes from [security]
     assert parse_endpoints("[::1]:2381,pd") == [("::1", 2381), ("pd", 2379)]
     for bad, msg in ((" , ", "no etcd endpoints"), ("a:b", "not a number"), ("a:70000", "out of range"),
-                     ("https://a:1", "https"), (":1", "no host")):
+                     ("ftp://a:1", "ftp"), (":1", "no host")):
         with pytest.raises(ConfigError, match=msg):
             parse_endpoints(bad)

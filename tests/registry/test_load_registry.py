@@ -8,8 +8,7 @@ from ingest.config import ConfigError
 from ingest.registry import EtcdRegistry, FileRegistry, load_registry
 
 
-@pytest.mark.parametrize("uri, scheme", [("s3://bucket/reg.json", "s3"), ("zk://h:2181", "zk"),
-                                         ("HTTPS://pd:2379", "https")])
+@pytest.mark.parametrize("uri, scheme", [("s3://bucket/reg.json", "s3"), ("zk://h:2181", "zk")])
 def test_unknown_scheme_names_it_and_the_accepted_ones(uri: str, scheme: str) -> None:
     with pytest.raises(ConfigError) as info:
         load_registry(uri)
@@ -17,6 +16,11 @@ def test_unknown_scheme_names_it_and_the_accepted_ones(uri: str, scheme: str) ->
     assert repr(scheme) in text
     for accepted in ("file://", "etcd://", "http://"):
         assert accepted in text
+
+
+def test_https_etcd_needs_the_security_section() -> None:
+    with pytest.raises(ConfigError, match=r"\[security\] ssl-cert"):
+        load_registry("HTTPS://pd:2379")
 
 
 @pytest.mark.parametrize("uri", ["/var/lib/registry.json", "127.0.0.1:2379", ""])

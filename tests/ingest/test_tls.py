@@ -1,0 +1,174 @@
+"""TLS on every link, link by link: a good certificate is accepted; no certificate, a certificate of
+another CA, and a certificate whose CN ``cert-allowed-cn`` does not list are refused.
+
+Links: TiDB → pump (gRPC WriteBinlog), drainer → pump (the scan API, ``make_plan``), anyone → the
+pump's HTTP API (and ``binlake ctl`` through it), pump → drainer (``Cistern/Notify``) and the
+following drainer's HTTP API, every component → etcd (the registry).
+"""
+from __future__ import annotations
+
+import io
+import ssl
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from binlake.drain_config import DrainerConfig
+from binlake.follow import Follower
+from binlake.local import PumpProcess, free_port, http
+from ingest import ctl
+from ingest.errors import CtlError, RegistryError
+from ingest.pump.node import Node, NotifyError
+from ingest.registry import EtcdRegistry, FileRegistry, load_registry
+from ingest.registry.base import DRAINER, ONLINE, PUMP, NodeStatus
+from ingest.scan_client import ScanClient
+from ingest.security import SecurityConfig
+from schemas import pump_pb2, pump_pb2_grpc
+from tests.certs import TLSWorld, security_toml, tls_world
+from tests.ingest.helpers import prewrite
+from transform.plan import PumpUnreachableError, make_plan
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> TLSWorld:
+    return tls_world(tmp_path_factory.mktemp("certs"))
+
+
+def _channel_credentials(sec: SecurityConfig) -> grpc.ChannelCredentials:
+    creds = sec.grpc_channel_credentials()
+    if creds is None:   # only ssl-ca: a client that trusts the server but presents no certificate
+        creds = grpc.ssl_channel_credentials(Path(sec.ssl_ca).read_bytes())
+    return creds
+
+
+def _write(addr: str, sec: SecurityConfig | None, cluster_id: int, payload: bytes) -> grpc.StatusCode:
+    """WriteBinlog as TiDB sends it; the status code it got."""
+    channel = grpc.secure_channel(addr, _channel_credentials(sec)) if sec else grpc.insecure_channel(addr)
+    try:
+        resp = pump_pb2_grpc.PumpStub(channel).WriteBinlog(
+            pump_pb2.WriteBinlogReq(clusterID=cluster_id, payload=payload), timeout=5)
+        assert resp.errmsg == ""
+        return grpc.StatusCode.OK
+    except grpc.RpcError as e:
+        return e.code()
+    finally:
+        channel.close()
+
+
+REFUSED = "refused"
+
+
+def _https(url: str, sec: SecurityConfig | None, method: str = "GET") -> int | str:
+    """The status code of one request, or ``REFUSED`` when the connection gave no answer."""
+    ctx: ssl.SSLContext | None = None
+    if sec is not None:
+        ctx = sec.client_context() or ssl.create_default_context(cafile=sec.ssl_ca)
+    try:
+        return http(method, url, timeout=5, tls=ctx)[0]
+    except (urllib.error.URLError, ssl.SSLError, ConnectionError):
+        return REFUSED
+
+
+@pytest.fixture
+def tls_pump(pumps: Callable[..., PumpProcess], world: TLSWorld) -> PumpProcess:
+    return pumps("pump-tls", config_text=security_toml(world.server), client_tls=world.client.client_context())
+
+
+def test_pump_grpc_admits_only_allowed_certificates(tls_pump: PumpProcess, tso: Any, ts: Callable[[], int],
+                                                   world: TLSWorld) -> None:
+    cid = tso.cluster_id
+    assert _write(tls_pump.addr, world.client, cid, prewrite(ts())) == grpc.StatusCode.OK
+    assert _write(tls_pump.addr, world.intruder, cid, prewrite(ts())) == grpc.StatusCode.PERMISSION_DENIED
+    assert _write(tls_pump.addr, world.stranger, cid, prewrite(ts())) == grpc.StatusCode.UNAVAILABLE
+    assert _write(tls_pump.addr, world.no_cert, cid, prewrite(ts())) == grpc.StatusCode.UNAVAILABLE
+    assert _write(tls_pump.addr, None, cid, prewrite(ts())) == grpc.StatusCode.UNAVAILABLE
+    assert "PERMISSION_DENIED" not in tls_pump.log_tail() and "intruder" in tls_pump.log_tail()
+
+    # the drainer's link: the scan API and the run's plan
+    with ScanClient(tls_pump.addr, cid, timeout=5, credentials=_channel_credentials(world.client)) as c:
+        assert c.watermark().node_id == "pump-tls"
+    for bad in (world.intruder, world.stranger, world.no_cert):
+        with ScanClient(tls_pump.addr, cid, timeout=5, credentials=_channel_credentials(bad)) as c:
+            with pytest.raises(grpc.RpcError):
+                c.watermark()
+    registry = tls_pump.registry
+    plan = make_plan(registry, cid, 0, security=world.client)
+    assert [p.node_id for p in plan.pumps] == ["pump-tls"]
+    with pytest.raises(PumpUnreachableError, match="PERMISSION_DENIED"):
+        make_plan(registry, cid, 0, security=world.intruder)
+
+
+def test_pump_http_api_is_https_with_the_same_rules(tls_pump: PumpProcess, world: TLSWorld) -> None:
+    url = f"https://{tls_pump.status_addr}/status"
+    assert _https(url, world.client) == 200
+    assert _https(url, world.intruder) == 403
+    assert _https(url, world.stranger) == REFUSED
+    assert _https(url, world.no_cert) == REFUSED
+    assert _https(f"http://{tls_pump.status_addr}/status", None) == REFUSED
+    # binlogctl's pause/close go through the HTTP API: refused for the intruder, done for the client
+    registry = load_registry(tls_pump.registry)
+    try:
+        with pytest.raises(CtlError, match="403"):
+            ctl.request_state(registry, PUMP, "pump-tls", ctl.PAUSE, security=world.intruder)
+        with pytest.raises(CtlError, match="cannot reach"):
+            ctl.request_state(registry, PUMP, "pump-tls", ctl.PAUSE)   # plain HTTP
+        assert "success" in ctl.request_state(registry, PUMP, "pump-tls", ctl.PAUSE, security=world.client)
+    finally:
+        registry.close()
+
+
+def test_drainer_notify_and_status_under_tls(tmp_path: Path, world: TLSWorld) -> None:
+    options = DrainerConfig(registry=f"file://{tmp_path / 'registry.json'}", node_id="d-tls",
+                            addr=f"127.0.0.1:{free_port()}", status_addr=f"127.0.0.1:{free_port()}",
+                            security=world.server)
+    follower = Follower(options, 1.0, io.StringIO())
+    follower._start_servers()
+    registry = FileRegistry(tmp_path / "registry.json")
+    try:
+        registry.put_node(DRAINER, NodeStatus("d-tls", follower.advertise, ONLINE))
+        node = Node(registry, "pump-x", "127.0.0.1:1", "127.0.0.1:2", lambda: 0, lambda: 0)
+        node.notify_drainers(timeout=10, credentials=world.client.grpc_channel_credentials())
+        for bad in (world.intruder, world.stranger):
+            with pytest.raises(NotifyError):
+                node.notify_drainers(timeout=2, credentials=bad.grpc_channel_credentials())
+        with pytest.raises(NotifyError):
+            node.notify_drainers(timeout=2)   # plain gRPC
+        url = f"https://{follower.status_addr}/status"
+        assert _https(url, world.client) == 200
+        assert _https(url, world.intruder) == 403
+        assert _https(url, world.no_cert) == REFUSED
+    finally:
+        follower.stop.set()
+        assert follower.httpd is not None and follower.grpc_server is not None
+        follower.httpd.shutdown()
+        follower.grpc_server.stop(0)
+        registry.close()
+
+
+def test_etcd_registry_over_tls(world: TLSWorld, tmp_path: Path) -> None:
+    from tests.servers import EtcdServer
+
+    server = world.ca.issue("etcd")
+    with EtcdServer(tls=(world.ca.pem, server.cert, server.key)) as etcd:
+        good = load_registry(f"https://{etcd.endpoint}", security=world.client)
+        try:
+            good.put_node(PUMP, NodeStatus("p-tls", "127.0.0.1:8250", ONLINE))
+            assert [n.node_id for n in good.list_nodes(PUMP)] == ["p-tls"]
+        finally:
+            good.close()
+        for bad in (world.stranger, SecurityConfig()):
+            registry = EtcdRegistry.from_spec(etcd.endpoint, timeout=2, security=bad)
+            try:
+                with pytest.raises(RegistryError):
+                    registry.list_nodes(PUMP)
+            finally:
+                registry.close()
+        with pytest.raises(Exception, match=r"\[security\]"):
+            load_registry(f"https://{etcd.endpoint}")
