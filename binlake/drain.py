@@ -76,13 +76,13 @@ def open_iceberg_catalog(options: DrainerConfig) -> Catalog:
 
 
 def mysql_target(options: DrainerConfig) -> MySQLTarget:
-    """The ``[syncer.to]`` downstream (``dsn`` over host/port/user/password)."""
+    """The ``[syncer.to]`` downstream (``dsn`` over host/port/user/password or password-file)."""
     from sink.mysql.target import MySQLTarget
 
     to = options.syncer.to
     if to.dsn:
         return MySQLTarget.from_dsn(to.dsn, params=to.params, read_timeout=to.read_timeout)
-    return MySQLTarget(to.host, to.port, to.user, to.password, dict(to.params), to.read_timeout)
+    return MySQLTarget(to.host, to.port, to.user, to.secret(), dict(to.params), to.read_timeout)
 
 
 def open_sink(options: DrainerConfig) -> Sink:

@@ -3,11 +3,12 @@ option exists, binlake's sink and Spark keys beside them; flags override the fil
 (``ingest.config.load_config``)."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field
 
-from ingest.config import Bool, ByteSize, Int, Seconds, Str, StringList, TomlModel, UrlList
+from ingest.config import Bool, ByteSize, ConfigError, Int, Seconds, Str, StringList, TomlModel, UrlList
 from ingest.security import SecurityConfig
 from transform.filters import DEFAULT_IGNORE_SCHEMAS, TableFilter
 
@@ -117,11 +118,26 @@ class ToSection(TomlModel):
     port: Int = Field(default=3306, ge=1, le=65535)
     user: Str = "root"
     password: Str = Field(default="", repr=False)
+    password_file: Str = Field(default="", alias="password-file")   # the password in a file (kept out of configs)
     read_timeout: Seconds = Field(default=60.0, alias="read-timeout")
     merge: Bool = False                 # TiDB Binlog's merge mode: net change per primary key per flush
     params: Annotated[dict[str, str], BeforeValidator(lambda v: _settings(v, "session variables"))] = \
         Field(default_factory=dict)
     checkpoint: CheckpointSection = Field(default_factory=CheckpointSection)
+
+    def validate_config(self) -> None:
+        if self.password_file and self.password:
+            raise ValueError("password and password-file are both set: keep one")
+
+    def secret(self) -> str:
+        """The password: ``password``, else the first line of ``password-file`` (read now)."""
+        if not self.password_file:
+            return self.password
+        try:
+            lines = Path(self.password_file).read_text().splitlines()
+        except OSError as e:
+            raise ConfigError(f"[syncer.to] password-file: cannot read it ({e.strerror})") from None
+        return lines[0] if lines else ""
 
 
 class RelaySection(TomlModel):

@@ -22,6 +22,10 @@ class StorageLocked(IngestError):
     """Another process holds the data directory's lock."""
 
 
+class DataDirError(IngestError):
+    """The data directory cannot be used: not writable, another cluster's, or its index is corrupted."""
+
+
 class StorageClosed(IngestError):
     """The storage was closed while a request was waiting."""
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from ingest import binlog as bl
 from ingest.errors import IngestError, NotOnline, TSOError
+from ingest.pump import datadir
 from ingest.pump.config import PumpConfig
 from ingest.pump.http_api import StatusServer
 from ingest.pump.metrics import PumpMetrics
@@ -40,18 +41,22 @@ class Pump:
         self.options = options
         self.metrics = PumpMetrics()
         self.data_dir = Path(options.data_dir)
-        self.data_dir.mkdir(parents=True, exist_ok=True)
         self.registry = registry or load_registry(options.registry, security=options.security)
-        self.storage = Storage(self.data_dir, options.storage, resolver=self._resolve, metrics=self.metrics)
+        with datadir.opening(self.data_dir):
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            self.storage = Storage(self.data_dir, options.storage, resolver=self._resolve, metrics=self.metrics)
         try:
-            self.node_id = resolve_node_id(self.data_dir, options.node_id, options.addr)
+            with datadir.opening(self.data_dir):
+                self.node_id = resolve_node_id(self.data_dir, options.node_id, options.addr)
             self.tso = TSOClient(options.pd_urls, cluster_id=options.cluster_id)
             self._latest_ts = self.tso.get_ts()
+            self.cluster_id = options.cluster_id or self.tso.cluster_id
+            if self.cluster_id:
+                datadir.check_cluster(self.data_dir, self.cluster_id)
         except Exception:
             self.storage.close()
             raise
         self._latest_at = time.monotonic()
-        self.cluster_id = options.cluster_id or self.tso.cluster_id
         self.resolver = UpstreamResolver(
             options.upstream_status_url, read_prewrite=self._read_prewrite, write_commit=self._write_commit,
             latest_ts=lambda: self.latest_ts, max_txn_timeout=options.max_txn_timeout,
