@@ -48,9 +48,9 @@ def opening(data_dir: Path) -> Iterator[None]:
     try:
         yield
     except plyvel.CorruptionError as e:
-        raise DataDirError(f"the index {data_dir / 'kv'} is corrupted ({_text(e)}); move it aside (mv {data_dir / 'kv'} "
-                           f"{data_dir / 'kv.corrupt'}) and start again: the pump rebuilds it from the value "
-                           f"log") from None
+        kv = data_dir / "kv"
+        raise DataDirError(f"the index {kv} is corrupted ({_text(e)}); move it aside (mv {kv} {kv}.corrupt) "
+                           f"and start again: the pump rebuilds it from the value log") from None
     except plyvel.IOError as e:
         if "No space left" in _text(e):
             raise _full(data_dir) from None
