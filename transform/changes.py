@@ -56,10 +56,15 @@ def read_segment(data: bytes) -> pa.Table:
     return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
 
 
+# segments cross the JVM several times (checkpoint write and reads, Arrow transfers, shuffles): LZ4
+# frames cost the Python side little and move a fraction of the bytes
+SEGMENT_IPC = pa.ipc.IpcWriteOptions(compression="lz4")
+
+
 def write_segment(rows: pa.Table) -> bytes:
-    """``rows`` as the Arrow IPC stream a ``RunBatch.frame`` record holds."""
+    """``rows`` as the Arrow IPC stream (LZ4-compressed buffers) a ``RunBatch.frame`` record holds."""
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, rows.schema) as w:
+    with pa.ipc.new_stream(sink, rows.schema, options=SEGMENT_IPC) as w:
         w.write_table(rows)
     data: bytes = sink.getvalue().to_pybytes()
     return data

@@ -172,3 +172,34 @@ def test_etcd_registry_over_tls(world: TLSWorld, tmp_path: Path) -> None:
                 registry.close()
         with pytest.raises(Exception, match=r"\[security\]"):
             load_registry(f"https://{etcd.endpoint}")
+
+
+def test_a_drainer_plans_over_tls_and_prints_no_secret(tls_pump: PumpProcess, tso: Any, world: TLSWorld,
+                                                        tmp_path: Path) -> None:
+    """``binlake drain --dry-run`` as its own process: the plan reads the TLS pump with drainer.toml's
+    certificate; neither the output nor the report shows a key path, an S3 key or a password."""
+    import json
+    import subprocess
+    import sys
+
+    secret_key, password = "S3-SECRET-do-not-print-91", "pw-do-not-print-37"
+
+    def dry_run(sec: SecurityConfig, name: str) -> tuple[subprocess.CompletedProcess[str], str]:
+        conf = tmp_path / f"{name}.toml"
+        conf.write_text(security_toml(sec) + f'[upstream]\ndsn = "mysql://root:{password}@127.0.0.1:4000"\n')
+        report = tmp_path / f"{name}.json"
+        r = subprocess.run([sys.executable, "-m", "binlake.cli", "drain", "--config", str(conf), "--dry-run",
+                            "--registry", tls_pump.registry, "--pd-urls", tso.url,
+                            "--warehouse", str(tmp_path / "wh"), "--report", str(report),
+                            "--catalog-property", f"s3.secret-access-key={secret_key}"],
+                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        shown = r.stdout + r.stderr + (report.read_text() if report.exists() else "")
+        for secret in (secret_key, password, sec.ssl_key, Path(sec.ssl_key).name):
+            assert secret not in shown, f"{secret!r} shown by the {name} run"
+        return r, shown
+
+    good, shown = dry_run(world.client, "client")
+    assert good.returncode == 0, good.stderr[-2000:]
+    assert "pump-tls" in shown and json.loads((tmp_path / "client.json").read_text())["dry_run"] is True
+    bad, shown = dry_run(world.intruder, "intruder")
+    assert bad.returncode == 1 and "PERMISSION_DENIED" in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
