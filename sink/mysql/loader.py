@@ -19,7 +19,7 @@ import logging
 import time
 import zlib
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import pymysql
@@ -125,8 +125,10 @@ class Worker:
 
 
 class Loader:
-    """Dispatches DMLs to ``worker_count`` workers by causality group; :meth:`flush` applies
-    everything dispatched and returns only when all of it is committed downstream."""
+    """Dispatches DMLs to ``worker_count`` workers by causality group. :meth:`flush` hands everything
+    dispatched to the workers; with ``wait=False`` it returns at once, so the caller builds the next
+    batch while this one is applied. A batch is only handed over once the previous one is committed
+    downstream (causality groups restart at each flush), so conflicting changes never overtake."""
 
     def __init__(self, connect: Callable[[], Any], worker_count: int = 16, txn_batch: int = 20,
                  safe_mode: bool = False, retries: int = 10, backoff: float = 0.5,
@@ -140,12 +142,20 @@ class Loader:
         self.safe_mode = safe_mode
         self.flushes = 0
         self.before_flush = before_flush   # e.g. sync the relay log: nothing is applied before it is durable
+        self.dispatched_ts = 0             # the last transaction whose DMLs were all added (``end_txn``)
+        self.applied_ts = 0                # every transaction up to it is committed downstream
+        self._inflight: list[Future[None]] = []
+        self._inflight_ts = 0
+
+    def end_txn(self, commit_ts: int) -> None:
+        """Every DML of the transaction committed at ``commit_ts`` has been added."""
+        self.dispatched_ts = commit_ts
 
     def add(self, dml: DML) -> None:
         """Dispatch one DML (a conflict with what is pending flushes first)."""
         keys = dml.causality_keys()
         if self.causality.conflicts(keys):
-            self.flush()
+            self.flush(wait=False)
         group = self.causality.add(keys)
         self.pending[zlib.crc32(group.encode()) % len(self.workers)].append(dml)
         self.pending_count += 1
@@ -155,17 +165,26 @@ class Loader:
         """True when enough is pending to flush (``txn_batch × worker_count × 3`` DMLs)."""
         return self.pending_count >= self.batch_limit
 
-    def flush(self) -> None:
-        """Apply every pending DML; raises :class:`ApplyError` (after the other workers finish)."""
-        if not self.pending_count:
-            return
-        if self.before_flush is not None:
-            self.before_flush()
-        futures = [self.pool.submit(w.execute, dmls, self.safe_mode)
-                   for w, dmls in zip(self.workers, self.pending) if dmls]
-        self.pending = [[] for _ in self.workers]
-        self.pending_count = 0
-        self.causality.reset()
+    def flush(self, wait: bool = True) -> None:
+        """Hand every pending DML to the workers once the batch in flight is committed (``applied_ts``
+        then moves to the ``dispatched_ts`` of this hand-over). ``wait``: return only when this batch
+        is committed too. Raises :class:`ApplyError` (after the other workers finish)."""
+        self._wait()
+        if self.pending_count:
+            if self.before_flush is not None:
+                self.before_flush()
+            self._inflight = [self.pool.submit(w.execute, dmls, self.safe_mode)
+                              for w, dmls in zip(self.workers, self.pending) if dmls]
+            self.pending = [[] for _ in self.workers]
+            self.pending_count = 0
+            self.causality.reset()
+        self._inflight_ts = self.dispatched_ts
+        if wait:
+            self._wait()
+
+    def _wait(self) -> None:
+        """Wait for the batch in flight; raise the first :class:`ApplyError` of its workers."""
+        futures, self._inflight = self._inflight, []
         errors = []
         for f in futures:
             try:
@@ -174,11 +193,14 @@ class Loader:
                 errors.append(e)
         if errors:
             raise errors[0]
-        self.flushes += 1
-        failpoints.inject("mysql-flush", self.flushes)
+        if futures:
+            self.flushes += 1
+            failpoints.inject("mysql-flush", self.flushes)
+        self.applied_ts = max(self.applied_ts, self._inflight_ts)
 
     def close(self) -> None:
-        """Close every worker's connection and the thread pool (pending DMLs are dropped)."""
+        """Close every worker's connection and the thread pool (pending DMLs are dropped; a batch in
+        flight finishes first)."""
         self.pool.shutdown(wait=True)
         for w in self.workers:
             w.close(rollback=True)

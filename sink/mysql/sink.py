@@ -120,9 +120,9 @@ class MySQLSink(Sink):
                    for tid, tc in run.tables.items() for s in tc.segments}
         reports: dict[str, TableReport] = {}
         loader = self._loader(safe, relay)
-        applied, saved_at = floor, time.monotonic()
+        saved_at = time.monotonic()
 
-        def save() -> None:
+        def save(applied: int) -> None:
             nonlocal saved_at
             cps.save(Checkpoint(applied, False, schema_version=version))
             saved_at = time.monotonic()
@@ -136,8 +136,9 @@ class MySQLSink(Sink):
                 if txn.ddl is not None:
                     loader.flush()
                     self._apply_ddl(txn.ddl, reports, relay)
-                    applied, version = txn.commit_ts, max(version, txn.ddl.job.binlog.schema_version)
-                    save()
+                    version = max(version, txn.ddl.job.binlog.schema_version)
+                    loader.end_txn(txn.commit_ts)
+                    save(txn.commit_ts)
                     continue
                 pieces = []
                 for piece in txn.tables:
@@ -151,15 +152,15 @@ class MySQLSink(Sink):
                     for dml in dmls:
                         loader.add(dml)
                         rows[dml.op] = rows.get(dml.op, 0) + 1
-                applied = txn.commit_ts
-                if loader.full:
-                    loader.flush()
-                    if time.monotonic() - saved_at >= 1.0:
-                        save()
+                loader.end_txn(txn.commit_ts)
+                if loader.full:   # applied while the next batch is built; the checkpoint follows what is done
+                    loader.flush(wait=False)
+                    if time.monotonic() - saved_at >= 1.0 and loader.applied_ts > floor:
+                        save(loader.applied_ts)
             loader.flush()
         finally:
             loader.close()
-        save()
+        save(max(loader.dispatched_ts, floor))
         return [reports[k] for k in sorted(reports)]
 
     def recover(self) -> tuple[int, int] | None:

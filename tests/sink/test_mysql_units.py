@@ -6,6 +6,7 @@ import datetime as dt
 import json
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -198,3 +199,65 @@ def test_merge_mode_applies_the_net_change_per_primary_key() -> None:
     assert [(sql, args) for sql, args, _ in merged(swap, 10)[0]] == [
         ("DELETE FROM `d`.`t` WHERE `id` IN (%s)", [8]),
         ("REPLACE INTO `d`.`t` (`id`, `v`, `b`) VALUES (%s, %s, %s)", [7, "s", 0])]
+
+
+class _FakeConnection:
+    """A downstream connection that logs the statements it commits (a unit-test stand-in); while
+    ``hold`` is clear, commits wait for it."""
+
+    def __init__(self, log: list[tuple[str, list[object]]], hold: Any) -> None:
+        self.log, self.hold, self.open = log, hold, []
+
+    def cursor(self) -> Any:
+        conn = self
+
+        class Cursor:
+            def __enter__(self) -> Cursor:
+                return self
+
+            def __exit__(self, *exc: object) -> None:
+                return None
+
+            def execute(self, sql: str, args: list[object]) -> None:
+                conn.open.append((sql, args))
+        return Cursor()
+
+    def commit(self) -> None:
+        assert self.hold.wait(10), "the test never released the downstream"
+        self.log.extend(self.open)
+        self.open = []
+
+    def rollback(self) -> None:
+        self.open = []
+
+    def close(self) -> None:
+        return None
+
+
+def test_the_loader_builds_the_next_batch_while_one_applies_and_never_lets_a_conflict_overtake() -> None:
+    import threading
+
+    from sink.mysql.loader import Loader
+
+    log: list[tuple[str, list[object]]] = []
+    hold = threading.Event()
+    loader = Loader(lambda: _FakeConnection(log, hold), worker_count=4, txn_batch=2)
+    t = _target()
+    try:
+        loader.add(DML(t, "I", (1, "a", 0), None, 10))
+        loader.add(DML(t, "I", (2, "b", 0), None, 10))
+        loader.end_txn(10)
+        loader.flush(wait=False)                       # returns while the downstream holds the batch
+        assert loader.applied_ts == 0 and log == []
+        loader.add(DML(t, "U", (1, "z", 0), (1, "a", 0), 20))   # the same key: next batch, not this one
+        loader.end_txn(20)
+        assert loader.applied_ts == 0 and log == []
+        hold.set()
+        loader.flush()                                 # waits for the first batch, then applies the second
+        assert loader.applied_ts == 20 and loader.flushes == 2
+        inserted = [args[0] for sql, args in log if sql.startswith("INSERT")]
+        assert sorted(inserted) == [1, 2]
+        assert [i for i, (sql, _) in enumerate(log) if sql.startswith("UPDATE")] == [len(log) - 1]
+    finally:
+        hold.set()
+        loader.close()
