@@ -43,7 +43,7 @@ def cluster_id_of(options: DrainerConfig) -> int:
         return options.cluster_id
     if not options.pd_urls:
         raise ConfigError("give --cluster-id or --pd-urls (the cluster id comes from PD's TSO answer)")
-    client = TSOClient(options.pd_urls)
+    client = TSOClient(options.pd_urls, credentials=options.security.pd_credentials(options.pd_urls))
     try:
         client.get_ts()
         return client.cluster_id

@@ -61,6 +61,15 @@ class SecurityConfig(TomlModel):
         ca, cert, key = self._files()
         return grpc.ssl_channel_credentials(ca, key, cert)
 
+    def pd_credentials(self, pd_urls: str) -> grpc.ChannelCredentials | None:
+        """Credentials for PD's TSO when ``pd_urls`` are ``https://`` (TiDB's cluster TLS); None for
+        plain ``http://`` PDs."""
+        if "https://" not in pd_urls.lower():
+            return None
+        if not self.enabled:
+            raise ConfigError(f"pd-urls {pd_urls!r} are https: set [security] ssl-cert/ssl-key (and ssl-ca)")
+        return self.grpc_channel_credentials()
+
     # -- HTTP ---------------------------------------------------------------------------------
 
     def server_context(self) -> ssl.SSLContext | None:

@@ -66,13 +66,15 @@ class TSOService(pdpb_pb2_grpc.PDServicer):
                                        timestamp=pdpb_pb2.Timestamp(physical=physical, logical=logical))
 
 
-def serve_tso(addr: str, cluster_id: int, oracle: TimestampOracle | None = None) -> tuple[grpc.Server, int]:
-    """Start a TSO server on ``addr`` (port 0 picks one); return the server and its port.
+def serve_tso(addr: str, cluster_id: int, oracle: TimestampOracle | None = None,
+              credentials: grpc.ServerCredentials | None = None) -> tuple[grpc.Server, int]:
+    """Start a TSO server on ``addr`` (port 0 picks one; TLS with ``credentials``); return the server
+    and its port.
 
     Pass ``oracle`` to share one timestamp source with in-process users (the upstream emulator)."""
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="tso"))
     pdpb_pb2_grpc.add_PDServicer_to_server(TSOService(cluster_id, oracle), server)
-    port = server.add_insecure_port(addr)
+    port = server.add_secure_port(addr, credentials) if credentials else server.add_insecure_port(addr)
     if port == 0:
         raise OSError(f"cannot listen on {addr}")
     server.start()

@@ -48,7 +48,8 @@ class Pump:
         try:
             with datadir.opening(self.data_dir):
                 self.node_id = resolve_node_id(self.data_dir, options.node_id, options.addr)
-            self.tso = TSOClient(options.pd_urls, cluster_id=options.cluster_id)
+            self.tso = TSOClient(options.pd_urls, cluster_id=options.cluster_id,
+                                 credentials=options.security.pd_credentials(options.pd_urls))
             self._latest_ts = self.tso.get_ts()
             self.cluster_id = options.cluster_id or self.tso.cluster_id
             if self.cluster_id:

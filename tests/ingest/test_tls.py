@@ -203,3 +203,22 @@ def test_a_drainer_plans_over_tls_and_prints_no_secret(tls_pump: PumpProcess, ts
     assert "pump-tls" in shown and json.loads((tmp_path / "client.json").read_text())["dry_run"] is True
     bad, shown = dry_run(world.intruder, "intruder")
     assert bad.returncode == 1 and "PERMISSION_DENIED" in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
+
+
+def test_pd_over_tls_when_pd_urls_are_https(world: TLSWorld) -> None:
+    from ingest.config import ConfigError
+    from ingest.errors import TSOError
+    from ingest.tso import TSOClient
+    from upstream.tso import serve_tso
+
+    server, port = serve_tso("127.0.0.1:0", 77, credentials=world.server.grpc_server_credentials())
+    try:
+        url = f"https://127.0.0.1:{port}"
+        assert TSOClient(url, credentials=world.client.pd_credentials(url)).get_ts() > 0
+        with pytest.raises(TSOError):
+            TSOClient(url, timeout=2, credentials=world.stranger.pd_credentials(url)).get_ts()
+        with pytest.raises(ConfigError, match="pd-urls .* are https"):
+            SecurityConfig().pd_credentials(url)
+        assert world.client.pd_credentials(f"http://127.0.0.1:{port}") is None   # plain PD stays plain
+    finally:
+        server.stop(0)
