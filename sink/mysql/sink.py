@@ -91,8 +91,23 @@ class MySQLSink(Sink):
             self.relay = RelayLog(self.options.relay_dir, self.options.relay_max_file_size)
         return self.relay
 
+    def _worker_connection(self) -> Any:
+        """A loader worker's connection. On MySQL/MariaDB its transactions run at READ COMMITTED: the
+        workers of a flush touch disjoint keys (causality), and REPEATABLE READ's gap locks made
+        parallel multi-row REPLACE/DELETE … IN wait on each other and deadlock (retried, but slow).
+        TiDB keeps its own default (READ COMMITTED needs its pessimistic mode), and so does a server
+        that writes a statement-based binary log (InnoDB refuses READ COMMITTED there)."""
+        conn = self.target.connect()
+        if not self.options.tidb:
+            with conn.cursor() as cur:
+                cur.execute("SELECT @@log_bin, @@binlog_format")
+                log_bin, binlog_format = cur.fetchone()
+                if not log_bin or str(binlog_format).upper() != "STATEMENT":
+                    cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+        return conn
+
     def _loader(self, safe: bool, relay: RelayLog | None) -> Loader:
-        return Loader(self.target.connect, self.options.worker_count, self.options.txn_batch, safe,
+        return Loader(self._worker_connection, self.options.worker_count, self.options.txn_batch, safe,
                       before_flush=relay.sync if relay is not None else None, merge=self.options.merge)
 
     def write(self, run: ch.RunBatch) -> list[TableReport]:
