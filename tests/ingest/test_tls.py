@@ -222,3 +222,16 @@ def test_pd_over_tls_when_pd_urls_are_https(world: TLSWorld) -> None:
         assert world.client.pd_credentials(f"http://127.0.0.1:{port}") is None   # plain PD stays plain
     finally:
         server.stop(0)
+
+
+def test_a_plain_status_api_beyond_loopback_is_warned_about(caplog: pytest.LogCaptureFixture,
+                                                           world: TLSWorld) -> None:
+    from ingest.httpserver import GuardedHandler, make_server
+
+    for addr, sec, warned in (("0.0.0.0:0", None, True), ("127.0.0.1:0", None, False),
+                              ("0.0.0.0:0", world.server, False)):
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="ingest.httpserver"):
+            httpd = make_server(addr, GuardedHandler, sec, "the test's status API")
+            httpd.server_close()
+        assert ("plain HTTP without authentication" in caplog.text) == warned, (addr, caplog.text)
