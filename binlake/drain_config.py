@@ -192,7 +192,7 @@ class SparkSection(TomlModel):
 
     master: Str = "local[*]"
     app_name: Str = Field(default="binlake-drain", alias="app-name")
-    splits_per_pump: Int = Field(default=1, alias="splits-per-pump", ge=1)   # pull tasks per pump (ts sub-ranges)
+    splits_per_pump: Int = Field(default=1, alias="splits-per-pump", ge=1)   # min pull tasks per pump (ts sub-ranges)
     conf: Annotated[dict[str, str], BeforeValidator(_spark_conf)] = Field(default_factory=dict)
 
 

@@ -118,7 +118,8 @@ def _pull(spark: SparkSession, plan: Plan, splits: int) -> DataFrame:
 def run_drain(spark: SparkSession, plan: Plan, history: SchemaHistory, table_filter: TableFilter | None = None,
               splits_per_pump: int = 1, progress: StageProgress | None = None) -> DrainResult:
     """Run the Spark stages of one range and return its changes (nothing is written here);
-    ``progress`` hears of each stage."""
+    ``progress`` hears of each stage. Each pump's range is cut into at least ``splits_per_pump``
+    pull tasks, and into enough for one task per core of the cluster (Spark's default parallelism)."""
     table_filter = table_filter or TableFilter()
     stages = _Stages(progress)
     batch = ch.RunBatch(plan.cluster_id, plan.from_ts, plan.to_ts, uuid.uuid4().hex[:16])
@@ -126,13 +127,16 @@ def run_drain(spark: SparkSession, plan: Plan, history: SchemaHistory, table_fil
     if plan.empty:
         return result
 
-    raw = stages.run("pull", lambda: _pull(spark, plan, splits_per_pump).localCheckpoint(True, DISK_ONLY))
+    # prewrites are decoded in the task that pulled them: at least one pull task per core of the cluster
+    splits = max(splits_per_pump, -(-spark.sparkContext.defaultParallelism // max(1, len(plan.pumps))))
+    raw = stages.run("pull", lambda: _pull(spark, plan, splits).localCheckpoint(True, DISK_ONLY))
     # pairing moves no payload: the transactions' small records (start_ts, commit_ts, the pull task
     # holding the prewrite copy to decode) are paired apart, then join the prewrites where they were pulled
     prewrites = raw.where(F.col("tp") == bl.PREWRITE).select("start_ts", "source", "payload")
     commits = raw.where(F.col("tp") == bl.COMMIT).select("start_ts", "commit_ts").dropDuplicates(["start_ts"])
     copies = prewrites.groupBy("start_ts").agg(F.min("source").alias("source"))   # a txn stored twice: one copy
-    pairs = stages.run("pair", lambda: commits.join(copies, "start_ts", "left").localCheckpoint(True, DISK_ONLY))
+    paired = stages.run("pair", lambda: commits.join(copies, "start_ts", "left").localCheckpoint(True, DISK_ONLY))
+    pairs = paired
 
     def missing() -> tuple[int, list[int]]:
         rows = pairs.where(F.col("source").isNull()).select("start_ts").toArrow()
@@ -171,7 +175,7 @@ def run_drain(spark: SparkSession, plan: Plan, history: SchemaHistory, table_fil
     result.counts = {"transactions": txn_count, "lookups": len(lost),
                      "row_changes": sum(t.row_count for t in batch.tables.values())}
     raw.unpersist()
-    pairs.unpersist()
+    paired.unpersist()
     result.release = decoded.unpersist
     return result
 
