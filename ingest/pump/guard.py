@@ -72,8 +72,6 @@ class CallGuard:
         self._check_cn = bool(security.enabled and security.ssl_ca and security.cert_allowed_cn)
 
     async def _admit(self, method: str, context: grpc.aio.ServicerContext) -> None:
-        if not self._check_cn:
-            return
         cn = grpc_peer_cn(context.auth_context())
         if not self.security.allows(cn):
             self.peer_log.warn(client_of(context.peer()), f"{method} refused: certificate CN {cn!r} is not in "
@@ -81,8 +79,11 @@ class CallGuard:
             await context.abort(grpc.StatusCode.PERMISSION_DENIED,
                                 f"client certificate CN {cn!r} is not in the pump's cert-allowed-cn")
 
-    async def _decode(self, method: str, parse: Callable[[bytes], Message], raw: bytes,
-                      context: grpc.aio.ServicerContext) -> Any:
+    async def _request(self, method: str, parse: Callable[[bytes], Message], raw: bytes,
+                       context: grpc.aio.ServicerContext) -> Any:
+        """The admitted call's request, parsed; a malformed one is answered ``INVALID_ARGUMENT``."""
+        if self._check_cn:
+            await self._admit(method, context)
         try:
             return parse(raw)
         except (DecodeError, ValueError) as e:   # ValueError: invalid UTF-8 in a string field
@@ -94,17 +95,13 @@ class CallGuard:
               serialize: Callable[[Any], bytes]) -> grpc.RpcMethodHandler:
         """A unary-unary handler: admitted, decoded, then ``behaviour``."""
         async def handle(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
-            await self._admit(method, context)
-            request = await self._decode(method, parse, raw, context)
-            return await behaviour(request, context)
+            return await behaviour(await self._request(method, parse, raw, context), context)
         return grpc.unary_unary_rpc_method_handler(handle, response_serializer=serialize)
 
     def stream(self, method: str, parse: Callable[[bytes], Message], behaviour: Stream,
                serialize: Callable[[Any], bytes]) -> grpc.RpcMethodHandler:
         """A unary-stream handler: admitted, decoded, then the messages of ``behaviour``."""
         async def handle(raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            await self._admit(method, context)
-            request = await self._decode(method, parse, raw, context)
-            async for message in behaviour(request, context):
+            async for message in behaviour(await self._request(method, parse, raw, context), context):
                 yield message
         return grpc.unary_stream_rpc_method_handler(handle, response_serializer=serialize)
