@@ -5,7 +5,7 @@ required when ``ssl-ca`` is set, and ``cert-allowed-cn`` applies as on the gRPC 
 otherwise). The TLS handshake runs in the connection's own thread, so a client that never finishes
 it holds no one else up. Without ``[security]`` a bind beyond loopback is warned about at start.
 Refused handshakes, refused clients and handler errors are logged as one line per client per
-interval (:class:`ingest.pump.guard.PeerLog`), never as tracebacks.
+interval (:class:`ingest.peerlog.PeerLog`), never as tracebacks.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from ingest.pump.guard import PeerLog
+from ingest.peerlog import PeerLog
 from ingest.security import SecurityConfig, http_peer_cn
 
 log = logging.getLogger(__name__)

@@ -6,55 +6,26 @@ Each method's handler is registered with a pass-through deserializer and wrapped
 - a request envelope that does not parse (``WriteBinlogReq`` … that is not valid protobuf) gets
   ``INVALID_ARGUMENT`` naming the message type, instead of grpcio's ``UNKNOWN`` and a traceback.
 
-Either is logged as one line per client address per :data:`LOG_INTERVAL` (:class:`PeerLog`):
+Either is logged as one line per client address per minute (:class:`ingest.peerlog.PeerLog`):
 hostile traffic cannot fill the log disk. The wrapper costs one coroutine frame per call.
 """
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
 from google.protobuf.message import DecodeError, Message
 
+from ingest.peerlog import PeerLog
 from ingest.security import SecurityConfig, grpc_peer_cn
 
 log = logging.getLogger(__name__)
 
-LOG_INTERVAL = 60.0   # seconds between two log lines about one client's refused calls
-_MAX_PEERS = 4096     # clients remembered by PeerLog (the oldest are forgotten)
 
 Unary = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]
 Stream = Callable[[Any, grpc.aio.ServicerContext], AsyncIterator[Any]]
-
-
-class PeerLog:
-    """Logs a warning about a client at most once per ``interval`` seconds; the next line says how
-    many were held back."""
-
-    def __init__(self, logger: logging.Logger, interval: float = LOG_INTERVAL) -> None:
-        self.logger = logger
-        self.interval = interval
-        self._last: dict[str, tuple[float, int]] = {}   # client → (time of its last line, lines held back)
-        self._lock = threading.Lock()
-
-    def warn(self, client: str, message: str) -> bool:
-        """Log ``message`` about ``client`` unless one was logged within the interval; True if logged."""
-        now = time.monotonic()
-        with self._lock:
-            last, held = self._last.get(client, (-self.interval, 0))
-            if now - last < self.interval:
-                self._last[client] = (last, held + 1)
-                return False
-            if len(self._last) >= _MAX_PEERS:
-                self._last.pop(next(iter(self._last)))
-            self._last[client] = (now, 0)
-        more = f" ({held} more from this client held back)" if held else ""
-        self.logger.warning("%s: %s%s", client, message, more)
-        return True
 
 
 def client_of(peer: str) -> str:

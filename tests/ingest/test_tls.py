@@ -235,3 +235,21 @@ def test_a_plain_status_api_beyond_loopback_is_warned_about(caplog: pytest.LogCa
             httpd = make_server(addr, GuardedHandler, sec, "the test's status API")
             httpd.server_close()
         assert ("plain HTTP without authentication" in caplog.text) == warned, (addr, caplog.text)
+
+
+def test_peer_log_holds_back_repeats_per_client(caplog: pytest.LogCaptureFixture,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    import logging
+
+    from ingest import peerlog
+
+    now = [100.0]
+    monkeypatch.setattr(peerlog.time, "monotonic", lambda: now[0])
+    plog = peerlog.PeerLog(logging.getLogger("test.peerlog"), interval=60.0)
+    with caplog.at_level("WARNING", logger="test.peerlog"):
+        assert plog.warn("10.0.0.1", "bad") and plog.warn("10.0.0.2", "bad")   # one line per client
+        assert not any(plog.warn("10.0.0.1", "bad") for _ in range(5))
+        now[0] += 61
+        assert plog.warn("10.0.0.1", "bad again")
+    assert len(caplog.records) == 3
+    assert caplog.records[-1].getMessage() == "10.0.0.1: bad again (5 more from this client held back)"
