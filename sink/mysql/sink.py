@@ -8,7 +8,9 @@ a barrier: everything before it is flushed, then it runs alone. The checkpoint r
 commit_ts as the run goes (after a DDL, and after a flush at most once a second), and with
 ``consistent = true`` and the run's ``to_ts`` at the end. A run that finds ``consistent = false``
 (the last one stopped uncleanly: some transactions after ``commitTS`` may be partly applied) runs
-in safe mode, which makes re-applying them idempotent; it also skips transactions at or below the
+in safe mode, which makes re-applying them idempotent for rows with a primary or non-NULL unique key
+(a keyless row applied after the last checkpoint save is applied twice, as with TiDB Binlog's safe
+mode); it also skips transactions at or below the
 checkpoint.
 """
 from __future__ import annotations

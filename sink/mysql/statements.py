@@ -8,7 +8,8 @@ the commit_ts it belongs to, and its causality keys. :func:`statements` renders 
   delete: ``DELETE FROM … WHERE <key> LIMIT 1``. ``<key>`` is the first unique index (the primary
   key first) whose old values are all non-NULL, else every column (``IS NULL`` for NULLs).
 - safe mode: insert → ``REPLACE INTO``; update → delete of the old key + ``REPLACE INTO`` of the new
-  row. Replaying a range in safe mode is idempotent.
+  row. Replaying a range in safe mode is idempotent for rows with a primary or non-NULL unique key;
+  a row without one is matched by all its columns and inserted again.
 
 Only public, non-generated columns are written. Values are bound as parameters in the forms MySQL
 takes: temporal values as text (the session time zone is UTC, so TIMESTAMPs are UTC), BIT(64) values
