@@ -19,6 +19,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from binlake.local import MariaDBError, MariaDBProcess, free_port, stop_group
 
@@ -430,6 +431,16 @@ class MariaDBServer(MariaDBProcess):
 
         return pymysql.connect(host="127.0.0.1", port=self.port, user=self.USER, password=self.PASSWORD,
                                database=database, autocommit=True, charset="utf8mb4")
+
+    def query(self, sql: str) -> list[tuple[Any, ...]]:
+        """The rows of one statement, on a fresh connection."""
+        conn: Any = self.connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(sql)
+                return list(cur.fetchall())
+        finally:
+            conn.close()
 
     def reset(self, *databases: str) -> None:
         """Drop ``databases`` (and the checkpoint schema) so a test starts from an empty downstream."""

@@ -104,11 +104,11 @@ class Env:
 
 
 @contextmanager
-def cluster_with_pumps(root: Path, fake_binlog_interval: str = "0.3", mysql_addr: str | None = "127.0.0.1:0"
-                       ) -> Iterator[tuple[Cluster, list[PumpProcess], str]]:
-    """Two emulated TiDB servers writing to two real pumps under ``root`` (registry
-    ``root/registry.json``); yields the cluster, the started pumps and the registry URI."""
-    registry = f"file://{root / 'registry.json'}"
+def cluster_with_pumps(root: Path, fake_binlog_interval: str = "0.3", mysql_addr: str | None = "127.0.0.1:0",
+                       registry: str | None = None) -> Iterator[tuple[Cluster, list[PumpProcess], str]]:
+    """Two emulated TiDB servers writing to two real pumps under ``root`` (registry ``registry``, by
+    default ``root/registry.json``); yields the cluster, the started pumps and the registry URI."""
+    registry = registry or f"file://{root / 'registry.json'}"
     cluster = Cluster(registry=registry, servers=2, pump_client_options=CLIENT_OPTIONS, mysql_addr=mysql_addr)
     pumps = [PumpProcess(data_dir=root / f"pump-{i}", pd_url=cluster.tso_url, registry=registry, node_id=f"pump-{i}",
                          extra_args=["--gen-binlog-interval", fake_binlog_interval, "--heartbeat-interval", "0.3",

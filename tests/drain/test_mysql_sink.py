@@ -56,16 +56,6 @@ def checkpoint_row(maria: MariaDBServer, cluster_id: int) -> dict[str, Any]:
     return parsed
 
 
-def query(maria: MariaDBServer, sql: str) -> list[tuple[Any, ...]]:
-    conn: Any = maria.connect()
-    try:
-        with conn.cursor() as cur:
-            cur.execute(sql)
-            return list(cur.fetchall())
-    finally:
-        conn.close()
-
-
 def test_ddl_and_dml_replicate_in_commit_order_with_tidb_binlog_checkpoint(env: Env, maria: MariaDBServer) -> None:
     o = mysql_options(env, maria)
     env.sql("create table test (id int, name varchar(24), primary key (id))")
@@ -95,8 +85,8 @@ def test_ddl_and_dml_replicate_in_commit_order_with_tidb_binlog_checkpoint(env: 
     cp = checkpoint_row(maria, env.cluster.cluster_id)
     assert cp == {"consistent": True, "commitTS": to_ts, "ts-map": {}, "schema-version": cp["schema-version"]}
     assert cp["schema-version"] > 0
-    assert query(maria, "SELECT id, name FROM test.test ORDER BY id") == [(2, "c"), (7, "c")]
-    assert query(maria, "SELECT id, a, bee, u, d FROM test.w ORDER BY id") == [(1, 11, "x", 100, "dflt"),
+    assert maria.query("SELECT id, name FROM test.test ORDER BY id") == [(2, "c"), (7, "c")]
+    assert maria.query("SELECT id, a, bee, u, d FROM test.w ORDER BY id") == [(1, 11, "x", 100, "dflt"),
                                                                              (2, 9000000000, "q", 300, "dflt")]
     assert "no differences" in verify_mysql(env, o)
 
@@ -105,7 +95,7 @@ def test_ddl_and_dml_replicate_in_commit_order_with_tidb_binlog_checkpoint(env: 
     env.sql("insert into renamed values (5, 'z')")
     second = env.drain(o)
     assert second["from_ts"] == to_ts and second["checkpoint_after"] == second["to_ts"]
-    assert query(maria, "SELECT a, b FROM test.renamed ORDER BY a, b") == [(1, "y"), (3, "x"), (5, "z")]
+    assert maria.query("SELECT a, b FROM test.renamed ORDER BY a, b") == [(1, "y"), (3, "x"), (5, "z")]
     verify_mysql(env, o)
 
 
@@ -134,7 +124,7 @@ def test_a_tidb_binlog_checkpoint_is_continued_and_an_inconsistent_one_replays_i
     env.sql("delete from t where id = 2")
     env.sql("insert into t values (4, 4, 2)")             # takes the unique value the delete freed
     second = env.drain(o)
-    want = query(maria, "SELECT * FROM test.t ORDER BY id")
+    want = maria.query("SELECT * FROM test.t ORDER BY id")
     assert want == [(1, 10, 1), (3, 30, 30), (4, 4, 2)]
 
     # an existing TiDB Binlog drainer left this row (no schema-version key): binlake continues it
@@ -146,7 +136,7 @@ def test_a_tidb_binlog_checkpoint_is_continued_and_an_inconsistent_one_replays_i
     env.sql("insert into t values (5, 5, 5)")
     third = env.drain(o)
     assert third["checkpoint_before"] == second["to_ts"] and third["from_ts"] == second["to_ts"]
-    assert query(maria, "SELECT id FROM test.t ORDER BY id") == [(1,), (3,), (4,), (5,)]
+    assert maria.query("SELECT id FROM test.t ORDER BY id") == [(1,), (3,), (4,), (5,)]
 
     # an unclean stop after the first run: consistent = false; the replay of everything since
     # (already applied) must run in safe mode and leave the same rows
@@ -158,7 +148,7 @@ def test_a_tidb_binlog_checkpoint_is_continued_and_an_inconsistent_one_replays_i
     conn.close()
     replay = env.drain(o, to_ts=third["to_ts"])
     assert replay["from_ts"] == first["to_ts"]
-    assert query(maria, "SELECT * FROM test.t ORDER BY id") == [(1, 10, 1), (3, 30, 30), (4, 4, 2), (5, 5, 5)]
+    assert maria.query("SELECT * FROM test.t ORDER BY id") == [(1, 10, 1), (3, 30, 30), (4, 4, 2), (5, 5, 5)]
     assert checkpoint_row(maria, env.cluster.cluster_id)["consistent"] is True
     verify_mysql(env, o)
 
@@ -190,7 +180,7 @@ def test_a_drain_killed_mid_apply_and_rerun_equals_the_upstream(env: Env, maria:
     assert maria.PASSWORD not in r.stdout + r.stderr                      # the password is never printed
     cp = checkpoint_row(maria, env.cluster.cluster_id)
     assert cp["consistent"] is False
-    applied = query(maria, "SELECT COUNT(*) FROM test.k")[0][0]
+    applied = maria.query("SELECT COUNT(*) FROM test.k")[0][0]
     assert 0 < applied
     rerun = binlake("drain", *args, cwd=env.root)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
