@@ -93,10 +93,20 @@ class IcebergSink(Sink):
         self.table_buckets = dict(table_buckets or {})
         self._commits = 0
 
+    def _namespace(self, name: str) -> None:
+        """Create the namespace unless it exists. pyiceberg's SQL catalog checks, then inserts: a drain
+        racing this one can insert first, and the loser's insert fails on the catalog's unique key
+        (it exists then, which is all this asks)."""
+        try:
+            self.catalog.create_namespace_if_not_exists(name)
+        except Exception:
+            if not self.catalog.namespace_exists(name):
+                raise
+
     # -- checkpoint --------------------------------------------------------------------------
 
     def _meta(self) -> dict[str, str]:
-        self.catalog.create_namespace_if_not_exists(META_NAMESPACE)
+        self._namespace(META_NAMESPACE)
         return dict(self.catalog.load_namespace_properties(META_NAMESPACE))
 
     def checkpoint(self) -> int | None:
@@ -132,7 +142,7 @@ class IcebergSink(Sink):
     def _create(self, ident: tuple[str, str], info: TableInfo, version: int, changelog: bool) -> Table:
         """A new changelog (partitioned by day of ``_tidb_commit_time``) or mirror (by a bucket of its
         first key column: a run rewrites only the buckets its keys fall in)."""
-        self.catalog.create_namespace_if_not_exists(ident[0])
+        self._namespace(ident[0])
         props = ks.table_properties(info, version)
         props["format-version"] = "2"
         if changelog:
@@ -253,7 +263,7 @@ class IcebergSink(Sink):
                                 f"{'.'.join(dst)} still holds another table (names swapped within one run?); "
                                 f"drain up to the commit before this rename first (--to-ts), or rename "
                                 f"{'.'.join(dst)} out of the way")
-            self.catalog.create_namespace_if_not_exists(dst[0])
+            self._namespace(dst[0])
             self.catalog.rename_table(src, dst)
 
     @staticmethod
