@@ -25,6 +25,7 @@ from typing import Any
 import pymysql
 
 from sink.errors import SinkError
+from sink.mysql.progress import UnkeyedProgress
 from sink.mysql.statements import DML, batched, merged
 from transform import failpoints
 
@@ -69,8 +70,9 @@ class Worker:
     """One connection that executes DML lists in transactions of ``txn_batch``."""
 
     def __init__(self, connect: Callable[[], Any], txn_batch: int, retries: int, backoff: float,
-                 merge: bool = False) -> None:
+                 merge: bool = False, progress: UnkeyedProgress | None = None) -> None:
         self.connect = connect
+        self.progress = progress
         self.conn: Any = None
         self.txn_batch = txn_batch
         self.retries = retries
@@ -79,13 +81,18 @@ class Worker:
 
     def execute(self, dmls: list[DML], safe_mode: bool) -> None:
         """Apply ``dmls`` in order, ``txn_batch`` per downstream transaction; in merge mode the tables
-        with a primary key as their net change (``statements.merged``) first, in one transaction."""
+        with a primary key as their net change (``statements.merged``) first, in one transaction.
+        A transaction with unkeyed DMLs also records their progress (``sink.mysql.progress``)."""
         if self.merge:
             statements, dmls = merged(dmls, self.txn_batch)
             if statements:
                 self._run(statements)
         for i in range(0, len(dmls), self.txn_batch):
-            self._run(list(batched(dmls[i:i + self.txn_batch], safe_mode)))
+            chunk = dmls[i:i + self.txn_batch]
+            statements = list(batched(chunk, safe_mode))
+            if self.progress is not None:
+                statements += self.progress.record(chunk)
+            self._run(statements)
 
     def _run(self, statements: list[tuple[str, list[Any], DML]]) -> None:
         """Execute ``statements`` as one downstream transaction, retrying transient errors."""
@@ -132,8 +139,10 @@ class Loader:
 
     def __init__(self, connect: Callable[[], Any], worker_count: int = 16, txn_batch: int = 20,
                  safe_mode: bool = False, retries: int = 10, backoff: float = 0.5,
-                 before_flush: Callable[[], None] | None = None, merge: bool = False) -> None:
-        self.workers = [Worker(connect, txn_batch, retries, backoff, merge) for _ in range(worker_count)]
+                 before_flush: Callable[[], None] | None = None, merge: bool = False,
+                 progress: UnkeyedProgress | None = None) -> None:
+        self.workers = [Worker(connect, txn_batch, retries, backoff, merge, progress)
+                        for _ in range(worker_count)]
         self.pool = ThreadPoolExecutor(max_workers=worker_count, thread_name_prefix="binlake-mysql")
         self.causality = Causality()
         self.pending: list[list[DML]] = [[] for _ in self.workers]

@@ -8,15 +8,16 @@ a barrier: everything before it is flushed, then it runs alone. The checkpoint r
 commit_ts as the run goes (after a DDL, and after a flush at most once a second), and with
 ``consistent = true`` and the run's ``to_ts`` at the end. A run that finds ``consistent = false``
 (the last one stopped uncleanly: some transactions after ``commitTS`` may be partly applied) runs
-in safe mode, which makes re-applying them idempotent for rows with a primary or non-NULL unique key
-(a keyless row applied after the last checkpoint save is applied twice, as with TiDB Binlog's safe
-mode); it also skips transactions at or below the
-checkpoint.
+in safe mode, which makes re-applying them idempotent for rows with a primary or non-NULL unique key;
+rows without one are made idempotent by their recorded progress (:mod:`sink.mysql.progress`: skipped
+when already applied, where TiDB Binlog's safe mode applies them twice). It also skips transactions
+at or below the checkpoint.
 """
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,8 +29,9 @@ from sink.errors import SinkError
 from sink.mysql.checkpoint import Checkpoint, CheckpointTable
 from sink.mysql.ddl import IGNORED_ERRORS, plan_ddl
 from sink.mysql.loader import ApplyError, Loader
+from sink.mysql.progress import Position, UnkeyedProgress, not_applied
 from sink.mysql.relay import DEFAULT_MAX_FILE_SIZE, RelayLog, decode_dml, encode_ddl, encode_dml
-from sink.mysql.statements import TargetTable, quote, row_changes
+from sink.mysql.statements import DML, TargetTable, number_unkeyed, quote, row_changes
 from sink.mysql.target import MySQLTarget
 from transform import changes as ch
 from transform.filters import TableFilter
@@ -67,6 +69,8 @@ class MySQLSink(Sink):
         self.conn: Any = target.connect()
         self.table: CheckpointTable | None = None
         self.loaded: Checkpoint | None = None
+        self.progress: UnkeyedProgress | None = None
+        self.unkeyed_applied: dict[str, Position] = {}
         self.safe_mode_reason = ""
         self.relay: RelayLog | None = None
 
@@ -76,6 +80,9 @@ class MySQLSink(Sink):
         self.table = CheckpointTable(self.conn, cluster_id, o.checkpoint_schema, o.checkpoint_table)
         self.table.ensure()
         self.loaded = self.table.load()
+        self.progress = UnkeyedProgress(cluster_id, o.checkpoint_schema, f"{o.checkpoint_table}_unkeyed")
+        self.progress.ensure(self.conn)
+        self.unkeyed_applied = self.progress.load(self.conn)
 
     def checkpoint(self) -> int | None:
         """The checkpoint row's commitTS (also when ``consistent`` is false: the run resumes there)."""
@@ -110,7 +117,8 @@ class MySQLSink(Sink):
 
     def _loader(self, safe: bool, relay: RelayLog | None) -> Loader:
         return Loader(self._worker_connection, self.options.worker_count, self.options.txn_batch, safe,
-                      before_flush=relay.sync if relay is not None else None, merge=self.options.merge)
+                      before_flush=relay.sync if relay is not None else None, merge=self.options.merge,
+                      progress=self.progress)
 
     def write(self, run: ch.RunBatch) -> list[TableReport]:
         """Apply every transaction and DDL of ``run`` in commit order; the checkpoint moves as it goes
@@ -163,12 +171,11 @@ class MySQLSink(Sink):
                     pieces.append((target, list(row_changes(target, piece.rows))))
                 if relay is not None:
                     relay.append(encode_dml(txn.commit_ts, pieces))
-                for target, dmls in pieces:
-                    rows = reports.setdefault(f"{target.db}.{target.name}",
-                                              TableReport(f"{target.db}.{target.name}")).rows
-                    for dml in dmls:
-                        loader.add(dml)
-                        rows[dml.op] = rows.get(dml.op, 0) + 1
+                for dml in self._fresh(d for _, dmls in pieces for d in dmls):
+                    name = f"{dml.table.db}.{dml.table.name}"
+                    rows = reports.setdefault(name, TableReport(name)).rows
+                    loader.add(dml)
+                    rows[dml.op] = rows.get(dml.op, 0) + 1
                 loader.end_txn(txn.commit_ts)
                 if loader.full:   # applied while the next batch is built; the checkpoint follows what is done
                     loader.flush(wait=False)
@@ -200,7 +207,7 @@ class MySQLSink(Sink):
                     d = binlog.ddl_data
                     self._run_ddl(d.schema_name or None, d.ddl_query.decode(), None, binlog.commit_ts)
                 else:
-                    for dml in decode_dml(binlog):
+                    for dml in self._fresh(decode_dml(binlog)):
                         loader.add(dml)
                 last = max(last, binlog.commit_ts)
                 applied += 1
@@ -210,6 +217,11 @@ class MySQLSink(Sink):
         cps.save(Checkpoint(last, True, schema_version=self.loaded.schema_version))
         self.loaded = Checkpoint(last, True, schema_version=self.loaded.schema_version)
         return applied, last
+
+    def _fresh(self, dmls: Iterable[DML]) -> list[DML]:
+        """One transaction's DMLs, numbered (``number_unkeyed``), without the unkeyed ones the
+        downstream already has."""
+        return not_applied(number_unkeyed(dmls), self.unkeyed_applied)
 
     def _apply_ddl(self, ddl: ch.DDLJob, reports: dict[str, TableReport], relay: RelayLog | None) -> None:
         job = ddl.job

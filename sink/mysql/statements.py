@@ -8,8 +8,10 @@ the commit_ts it belongs to, and its causality keys. :func:`statements` renders 
   delete: ``DELETE FROM … WHERE <key> LIMIT 1``. ``<key>`` is the first unique index (the primary
   key first) whose old values are all non-NULL, else every column (``IS NULL`` for NULLs).
 - safe mode: insert → ``REPLACE INTO``; update → delete of the old key + ``REPLACE INTO`` of the new
-  row. Replaying a range in safe mode is idempotent for rows with a primary or non-NULL unique key;
-  a row without one is matched by all its columns and inserted again.
+  row. Replaying a range in safe mode is idempotent for rows with a primary or non-NULL unique key.
+  A row without one (an *unkeyed* DML, matched by all its columns) is not: the sink records how far
+  each table's unkeyed DMLs got (``seq``, :func:`number_unkeyed`) in the transaction that applies
+  them and skips those on a replay (``sink.mysql.progress``).
 
 Only public, non-generated columns are written. Values are bound as parameters in the forms MySQL
 takes: temporal values as text (the session time zone is UTC, so TIMESTAMPs are UTC), BIT(64) values
@@ -17,7 +19,7 @@ the decoder wrapped into a signed long are unwrapped.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,30 +78,54 @@ class TargetTable:
 @dataclass
 class DML:
     """One row change to apply: ``op`` is ``I``, ``U`` or ``D``; ``values`` the new row (the deleted
-    row for ``D``), ``old`` the row before an update."""
+    row for ``D``), ``old`` the row before an update; ``seq`` the DML's place among the unkeyed DMLs of
+    its table in its transaction (1, 2, …; 0 for a keyed DML)."""
 
     table: TargetTable
     op: str
     values: tuple[Any, ...]
     old: tuple[Any, ...] | None
     commit_ts: int
+    seq: int = 0
+
+    @property
+    def unkeyed(self) -> bool:
+        """True when the new row or the old row has no unique key with all values non-NULL: the
+        statements match it by all its columns, and applying it twice is not the same as once."""
+        rows = [self.values] if self.old is None else [self.values, self.old]
+        return not all(any(all(row[i] is not None for i in cols) for _, cols in self.table.keys) for row in rows)
 
     def causality_keys(self) -> list[str]:
         """The keys two DMLs conflict on: every unique key with all values non-NULL, of the new and the
-        old row (TiDB's ``getKeys``). A row without one gets the table itself as its key (TiDB Binlog
+        old row (TiDB's ``getKeys``). An unkeyed DML also gets the table itself as a key (TiDB Binlog
         uses a crc32 of the row): its UPDATE/DELETE scan the downstream table, and parallel scans of one
-        table wait on each other's row locks and deadlock, so a keyless table's changes go to one worker."""
+        table wait on each other's row locks and deadlock; and its table's unkeyed DMLs must apply in
+        order on one worker for their recorded progress to mean anything."""
         out: list[str] = []
+        unkeyed = False
         rows = [self.values] if self.old is None else [self.values, self.old]
         for row in rows:
+            found = len(out)
             for name, cols in self.table.keys:
                 vals = [row[i] for i in cols]
                 if any(v is None for v in vals):
                     continue
                 out.append(f"{name}({','.join(repr(v) for v in vals)}){self.table.qualified}")
-        if not out:
+            unkeyed = unkeyed or len(out) == found
+        if unkeyed:
             out.append(f"table{self.table.qualified}")
         return out
+
+
+def number_unkeyed(dmls: Iterable[DML]) -> list[DML]:
+    """``dmls`` (one transaction's, in order) with each unkeyed DML's ``seq`` set: its place among the
+    transaction's unkeyed DMLs of the same table. A replay of the transaction numbers them the same."""
+    out = list(dmls)
+    counts: dict[str, int] = {}
+    for d in out:
+        if d.unkeyed:
+            d.seq = counts[d.table.qualified] = counts.get(d.table.qualified, 0) + 1
+    return out
 
 
 def _where(table: TargetTable, row: Sequence[Any]) -> tuple[str, list[Any]]:

@@ -1,6 +1,6 @@
 """``binlake verify --against mysql://…``: compare every replicated table on a MySQL downstream with
 the upstream's snapshot at the downstream's checkpoint, key by key (the primary key, else the first
-unique key, else the whole row).
+unique key, else the whole row — then as multisets: equal rows must repeat as often on both sides).
 
 Both sides are brought to the upstream snapshot's rendering (``transform.codec.values.json_value``)
 and then made comparable where MySQL hands back a value in another form: BIT comes back as bytes
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -92,11 +93,13 @@ def verify_table(conn: Any, name: str, upstream: Sequence[Mapping[str, Any]], ts
     def key(row: Mapping[str, Any]) -> tuple[str, ...]:
         return tuple(json.dumps(row.get(k), sort_keys=True, default=str) for k in keys)
 
+    whole_row = list(keys) == list(names)     # a keyless table: equal rows may repeat, as many times each side
+
     def index(side: list[dict[str, Any]], label: str) -> dict[tuple[str, ...], dict[str, Any]]:
         out: dict[tuple[str, ...], dict[str, Any]] = {}
         for r in side:
             k = key(r)
-            if k in out:
+            if k in out and not whole_row:
                 result.duplicates += 1
                 if len(result.examples) < max_examples:
                     result.examples.append(Difference("duplicate", dict(zip(keys, k)), side=label))
@@ -104,10 +107,18 @@ def verify_table(conn: Any, name: str, upstream: Sequence[Mapping[str, Any]], ts
         return out
 
     up_by, down_by = index(up_rows, "upstream"), index(rows, "mirror")
+    if whole_row:
+        up_n, down_n = Counter(map(key, up_rows)), Counter(map(key, rows))
+        for k in up_n.keys() & down_n.keys():
+            if up_n[k] != down_n[k]:
+                kind = "missing" if up_n[k] > down_n[k] else "extra"
+                setattr(result, kind, getattr(result, kind) + abs(up_n[k] - down_n[k]))
+                if len(result.examples) < max_examples:
+                    result.examples.append(Difference(kind, dict(zip(keys, k)), row=dict(up_by[k])))
     for k, up in up_by.items():
         down = down_by.get(k)
         if down is None:
-            result.missing += 1
+            result.missing += 1 if not whole_row else up_n[k]
             if len(result.examples) < max_examples:
                 result.examples.append(Difference("missing", dict(zip(keys, k)), row=dict(up)))
             continue
@@ -126,7 +137,7 @@ def verify_table(conn: Any, name: str, upstream: Sequence[Mapping[str, Any]], ts
                 result.examples.append(Difference("differing", dict(zip(keys, k)), diff))
     for k, down in down_by.items():
         if k not in up_by:
-            result.extra += 1
+            result.extra += 1 if not whole_row else down_n[k]
             if len(result.examples) < max_examples:
                 result.examples.append(Difference("extra", dict(zip(keys, k)), row=dict(down)))
     return result

@@ -16,7 +16,8 @@ from sink.mysql.checkpoint import Checkpoint, CheckpointFormatError
 from sink.mysql.ddl import for_mysql, plan_ddl, with_charset
 from sink.mysql.loader import Causality
 from sink.mysql.relay import RelayLog, RelayLogError, decode_dml, encode_ddl, encode_dml
-from sink.mysql.statements import DML, TargetTable, batched, merged, statements
+from sink.mysql.progress import UnkeyedProgress, not_applied
+from sink.mysql.statements import DML, TargetTable, batched, merged, number_unkeyed, statements
 from sink.mysql.target import MySQLTarget, MySQLTargetError
 from sink.mysql.verify import _same
 from tests.codec.tables import PK, col, table
@@ -63,6 +64,24 @@ def test_causality_keys_conflicts_and_groups() -> None:
     keyless = DML(_target(pk=False), "I", (1, "a", 0), None, 1)
     other_row = DML(_target(pk=False), "D", (2, None, 7), None, 1)
     assert keyless.causality_keys() == other_row.causality_keys() == ["table`d`.`t`"]   # one worker per table
+
+
+def test_unkeyed_dmls_are_numbered_per_table_recorded_and_skipped_up_to_their_position() -> None:
+    keyed, keyless = _target(), _target(pk=False)
+    other = TargetTable("d", "u", keyless.columns, ())
+    nullable = TargetTable("d", "n", ("id", "v"), (("uk", (1,)),))          # unique key on a NULL-able column
+    txn = number_unkeyed([DML(keyless, "I", (1, "a", 0), None, 5), DML(keyed, "I", (1, "a", 0), None, 5),
+                          DML(other, "I", (1, "a", 0), None, 5), DML(keyless, "D", (1, "a", 0), None, 5),
+                          DML(nullable, "I", (1, "x"), None, 5), DML(nullable, "I", (2, None), None, 5),
+                          DML(nullable, "U", (3, None), (3, "y"), 5)])
+    assert [d.seq for d in txn] == [1, 0, 1, 2, 0, 1, 2]                  # a NULL key makes a row unkeyed
+    assert "table`d`.`n`" in txn[6].causality_keys() and "table`d`.`n`" not in txn[4].causality_keys()
+    rec = UnkeyedProgress(9).record(txn[:4])
+    assert [args for _, args, _ in rec] == [[9, "`d`.`t`", 5, 2], [9, "`d`.`u`", 5, 1]]   # the last per table
+    assert rec[0][0].startswith("REPLACE INTO `tidb_binlog`.`checkpoint_unkeyed`")
+    assert UnkeyedProgress(9).record([txn[1]]) == []
+    kept = not_applied(txn, {"`d`.`t`": (5, 1), "`d`.`u`": (4, 9), "`d`.`n`": (6, 1)})
+    assert [(d.table.name, d.seq) for d in kept] == [("t", 0), ("u", 1), ("t", 2), ("n", 0)]
 
 
 def test_ddl_loses_tidb_only_syntax_and_gains_the_upstream_charset() -> None:
