@@ -2,10 +2,14 @@
 (the MySQL sink).
 
 On Spark, every ``RunBatch.frame`` record is cut at its commit_ts boundaries (one piece per
-transaction and table) and the pieces are range-sorted by ``(commit_ts, table_id, first seq)``; the
-driver then reads the sorted partitions one at a time (``toLocalIterator`` without prefetch), so
-it holds one partition, never the run. DDL jobs of the range (driver metadata) are merged in at
-their commit_ts: a DDL is its own transaction.
+transaction and table), the pieces are range-partitioned and sorted by ``(commit_ts, table_id,
+first seq)`` — one partition per ``ROWS_PER_PARTITION`` row changes, so a partition's size does not
+grow with the run — and each sorted partition's pieces are joined again into *bundles* of about
+``BUNDLE_ROWS`` rows, one record per table and schema version (a transaction is tiny; reading one
+record per transaction cost more than applying it). The driver reads the sorted partitions one at a
+time (``toLocalIterator``, prefetching the next while this one is applied), cuts each bundle at its
+transactions and merges its tables in commit order; it holds a partition or two, never the run. DDL
+jobs of the range (driver metadata) are merged in at their commit_ts: a DDL is its own transaction.
 """
 from __future__ import annotations
 
@@ -18,6 +22,11 @@ import pyarrow as pa
 from transform import changes as ch
 
 PIECE_SCHEMA = "commit_ts long, table_id long, schema_version long, seq int, data binary"
+BUNDLE_SCHEMA = "bundle long, table_id long, schema_version long, data binary"
+_BUNDLE_ARROW = pa.schema([("bundle", pa.int64()), ("table_id", pa.int64()), ("schema_version", pa.int64()),
+                           ("data", pa.binary())])
+ROWS_PER_PARTITION = 250_000   # row changes per sorted partition: what the driver's JVM holds at a time
+BUNDLE_ROWS = 20_000           # rows per bundle: what the driver's Python reads at a time
 _PIECE_ARROW = pa.schema([("commit_ts", pa.int64()), ("table_id", pa.int64()), ("schema_version", pa.int64()),
                           ("seq", pa.int32()), ("data", pa.binary())])
 
@@ -65,24 +74,98 @@ def split_by_transaction(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Recor
             yield pa.RecordBatch.from_pydict(out, schema=_PIECE_ARROW)
 
 
+def bundle_pieces(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Spark task over sorted ``PIECE_SCHEMA`` records: consecutive pieces joined per (table, schema
+    version) into bundles of about ``BUNDLE_ROWS`` rows (``BUNDLE_SCHEMA``; the records of one bundle
+    share its ``bundle`` number, which grows along the partition). Each record's rows stay in
+    (commit_ts, seq) order."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    number = (ctx.partitionId() if ctx is not None else 0) << 32
+    groups: dict[tuple[int, int], list[pa.Table]] = {}
+    size = 0
+
+    def emit() -> pa.RecordBatch:
+        keys = list(groups)
+        return pa.RecordBatch.from_pydict(
+            {"bundle": [number] * len(keys), "table_id": [k[0] for k in keys],
+             "schema_version": [k[1] for k in keys],
+             "data": [ch.write_segment(pa.concat_tables(groups[k])) for k in keys]}, schema=_BUNDLE_ARROW)
+
+    for batch in batches:
+        tids, versions, blobs = (batch.column(n).to_pylist() for n in ("table_id", "schema_version", "data"))
+        for tid, version, blob in zip(tids, versions, blobs):
+            rows = ch.read_segment(blob)
+            groups.setdefault((tid, version), []).append(rows)
+            size += rows.num_rows
+            if size >= BUNDLE_ROWS:
+                yield emit()
+                groups, size, number = {}, 0, number + 1
+    if groups:
+        yield emit()
+
+
+def _unbundle(records: list[tuple[int, int, bytes]]) -> list[Transaction]:
+    """One bundle's records (table id, schema version, segment) → its transactions in commit order."""
+    slices: list[tuple[int, int, int, TableRows]] = []
+    for tid, version, data in records:
+        rows = ch.read_segment(data)
+        commit = rows.column(ch.COMMIT_TS).to_numpy()
+        seq = rows.column(ch.SEQ).to_numpy()
+        cuts = [0, *(np.flatnonzero(commit[1:] != commit[:-1]) + 1).tolist(), len(commit)]
+        for a, b in zip(cuts, cuts[1:]):
+            slices.append((int(commit[a]), tid, int(seq[a]), TableRows(tid, version, rows.slice(a, b - a))))
+    slices.sort(key=lambda s: s[:3])
+    out: list[Transaction] = []
+    for commit_ts, _, _, piece in slices:
+        if not out or out[-1].commit_ts != commit_ts:
+            out.append(Transaction(commit_ts))
+        out[-1].tables.append(piece)
+    return out
+
+
+def _partitions(run: ch.RunBatch, table_ids: set[int], spark_partitions: int) -> int:
+    rows = sum(run.tables[t].row_count for t in table_ids if t in run.tables)
+    return max(spark_partitions, -(-rows // ROWS_PER_PARTITION))
+
+
 def _dml_stream(run: ch.RunBatch, table_ids: set[int]) -> Iterator[Transaction]:
     frame = run.rows_of(table_ids)
     if frame is None:
         return
-    pieces = frame.mapInArrow(split_by_transaction, PIECE_SCHEMA).orderBy("commit_ts", "table_id", "seq")
+    order = ["commit_ts", "table_id", "seq"]
+    partitions = _partitions(run, table_ids, int(frame.sparkSession.conf.get("spark.sql.shuffle.partitions") or 1))
+    bundles = (frame.mapInArrow(split_by_transaction, PIECE_SCHEMA).repartitionByRange(partitions, *order)
+               .sortWithinPartitions(*order).mapInArrow(bundle_pieces, BUNDLE_SCHEMA))
     current: Transaction | None = None
-    for rec in pieces.toLocalIterator(prefetchPartitions=False):
-        commit_ts = int(rec["commit_ts"])
-        if current is None or current.commit_ts != commit_ts:
+    records: list[tuple[int, int, bytes]] = []
+    number: int | None = None
+
+    def merged(txns: list[Transaction]) -> Iterator[Transaction]:
+        """The bundle's transactions; one cut by the bundle's edge is joined to its rest."""
+        nonlocal current
+        for txn in txns:
+            if current is not None and current.commit_ts == txn.commit_ts:
+                for piece in txn.tables:
+                    last = current.tables[-1]
+                    if (last.table_id, last.schema_version) == (piece.table_id, piece.schema_version):
+                        last.rows = pa.concat_tables([last.rows, piece.rows])
+                    else:
+                        current.tables.append(piece)
+                continue
             if current is not None:
                 yield current
-            current = Transaction(commit_ts)
-        rows = ch.read_segment(bytes(rec["data"]))
-        last = current.tables[-1] if current.tables else None
-        if last is not None and (last.table_id, last.schema_version) == (rec["table_id"], rec["schema_version"]):
-            last.rows = pa.concat_tables([last.rows, rows])
-        else:
-            current.tables.append(TableRows(int(rec["table_id"]), int(rec["schema_version"]), rows))
+            current = txn
+
+    for rec in bundles.toLocalIterator(prefetchPartitions=True):
+        if number is not None and rec["bundle"] != number:
+            yield from merged(_unbundle(records))
+            records = []
+        number = rec["bundle"]
+        records.append((int(rec["table_id"]), int(rec["schema_version"]), bytes(rec["data"])))
+    if records:
+        yield from merged(_unbundle(records))
     if current is not None:
         yield current
 

@@ -25,6 +25,7 @@ from transform import changes as ch
 from transform.codec import mysqltypes as mt
 from transform.codec.model import HistoryInfo, Job
 from transform.filters import TableFilter
+from transform import ordered
 from transform.ordered import split_by_transaction
 
 
@@ -133,6 +134,33 @@ def test_pieces_are_cut_per_transaction() -> None:
     out = pa.Table.from_batches(list(split_by_transaction([frame])))
     assert out.column("commit_ts").to_pylist() == [5, 9, 12] and out.column("seq").to_pylist() == [0, 0, 0]
     assert [ch.read_segment(d).column("id").to_pylist() for d in out.column("data").to_pylist()] == [[1, 2], [1], [2]]
+
+
+def test_bundles_join_sorted_pieces_and_cut_back_into_transactions_in_commit_order(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def seg(tid: int, commits: list[int]) -> pa.RecordBatch:
+        rows = pa.table({ch.OP: ["I"] * len(commits), ch.COMMIT_TS: commits,
+                         ch.SEQ: pa.array(range(len(commits)), pa.int32()), "id": [tid * 100 + i for i in range(len(commits))]})
+        return pa.RecordBatch.from_pydict({"table_id": [tid], "schema_version": [1], "commit_ts": [commits[0]],
+                                           "rows": [len(commits)], "data": [ch.write_segment(rows)]})
+
+    pieces = pa.Table.from_batches([b for f in (seg(3, [5, 5, 7, 9]), seg(2, [5, 7, 7, 8])) for b in split_by_transaction([f])])
+    pieces = pieces.sort_by([("commit_ts", "ascending"), ("table_id", "ascending"), ("seq", "ascending")])
+    monkeypatch.setattr(ordered, "BUNDLE_ROWS", 4)                   # bundles cut inside transactions 5 and 7
+    bundles = pa.Table.from_batches(list(ordered.bundle_pieces(pieces.to_batches(max_chunksize=2))))
+    numbers = bundles.column("bundle").to_pylist()
+    assert numbers == sorted(numbers) and len(set(numbers)) == 2
+    txns: list[tuple[int, list[tuple[int, list[int]]]]] = []
+    for n in sorted(set(numbers)):
+        recs = [(r["table_id"], r["schema_version"], r["data"]) for r in bundles.to_pylist() if r["bundle"] == n]
+        for t in ordered._unbundle(recs):
+            got = [(p.table_id, p.rows.column("id").to_pylist()) for p in t.tables]
+            if txns and txns[-1][0] == t.commit_ts:                   # a transaction cut by the bundle's edge
+                txns[-1][1].extend(got)
+            else:
+                txns.append((t.commit_ts, got))
+    assert txns == [(5, [(2, [200]), (3, [300, 301])]), (7, [(2, [201, 202]), (3, [302])]), (8, [(2, [203])]),
+                    (9, [(3, [303])])]
 
 
 def test_relay_records_round_trip_rotate_and_purge(tmp_path: Path) -> None:
