@@ -14,16 +14,18 @@ the commit_ts it belongs to, and its causality keys. :func:`statements` renders 
   them and skips those on a replay (``sink.mysql.progress``).
 
 Only public, non-generated columns are written. Values are bound as parameters in the forms MySQL
-takes: temporal values as text (the session time zone is UTC, so TIMESTAMPs are UTC), BIT(64) values
-the decoder wrapped into a signed long are unwrapped.
+takes (:func:`_pylist`): temporal values as text (the session time zone is UTC, so TIMESTAMPs are
+UTC), BIT(64) values the decoder wrapped into a signed long are unwrapped.
 """
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from transform import changes as ch
 from transform.codec import mysqltypes as mt
@@ -50,7 +52,7 @@ class TargetTable:
     bit_columns: frozenset[int] = field(default=frozenset())
     infos: tuple[ColumnInfo, ...] = ()
 
-    @property
+    @cached_property
     def qualified(self) -> str:
         """`` `db`.`name` ``."""
         return f"{quote(self.db)}.{quote(self.name)}"
@@ -269,27 +271,33 @@ def merged(dmls: Sequence[DML], rows_per_statement: int) -> tuple[list[tuple[str
     return out, rest
 
 
-def _value(v: Any, bit: bool) -> Any:
-    if bit and isinstance(v, int) and v < 0:
-        return v + _BIT_WRAP
-    return v
+def _pylist(column: pa.Array | pa.ChunkedArray, bit: bool) -> list[Any]:
+    """One column's values in the forms the statements bind: DATETIME/TIMESTAMP/DATE as their MySQL
+    text (``YYYY-MM-DD HH:MM:SS[.ffffff]``, TIMESTAMP in UTC; rendered by Arrow, as
+    ``transform.codec.values.json_value`` renders them), BIT(64) values the decoder wrapped into a
+    signed long unwrapped, the rest as Python values."""
+    if pa.types.is_timestamp(column.type):
+        text = column.cast(pa.timestamp("us")).cast(pa.string())
+        column = pc.replace_substring_regex(text, r"\.000000$", "")
+    elif pa.types.is_date32(column.type):
+        column = column.cast(pa.string())
+    values: list[Any] = column.to_pylist()
+    if bit:
+        values = [v + _BIT_WRAP if isinstance(v, int) and v < 0 else v for v in values]
+    return values
 
 
 def row_changes(table: TargetTable, rows: pa.Table) -> Iterator[DML]:
     """The DMLs of a decoded piece (``transform.changes`` columns) in its row order."""
     names = list(table.columns)
-    cols = [rows.column(n).to_pylist() for n in names]
+    bits = table.bit_columns
+    cols = [_pylist(rows.column(n), i in bits) for i, n in enumerate(names)]
     ops = rows.column(ch.OP).to_pylist()
     commits = rows.column(ch.COMMIT_TS).to_pylist()
     before = rows.column(ch.BEFORE) if ch.BEFORE in rows.column_names else None
-    old_cols: list[list[Any]] | None = None
+    olds: list[tuple[Any, ...]] | None = None
     if before is not None and "U" in ops:
         flat = pa.concat_arrays(before.chunks) if before.num_chunks else pa.array([], before.type)
-        old_cols = [flat.field(n).to_pylist() for n in names]
-    bits = table.bit_columns
-    for r, op in enumerate(ops):
-        values = tuple(_value(col[r], i in bits) for i, col in enumerate(cols))
-        old = None
-        if op == "U" and old_cols is not None:
-            old = tuple(_value(col[r], i in bits) for i, col in enumerate(old_cols))
-        yield DML(table, op, values, old, commits[r])
+        olds = list(zip(*(_pylist(flat.field(n), i in bits) for i, n in enumerate(names))))
+    for r, (op, values) in enumerate(zip(ops, zip(*cols))):
+        yield DML(table, op, values, olds[r] if op == "U" and olds is not None else None, commits[r])
