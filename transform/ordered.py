@@ -126,8 +126,11 @@ def _unbundle(records: list[tuple[int, int, bytes]]) -> list[Transaction]:
 
 
 def _partitions(run: ch.RunBatch, table_ids: set[int], spark_partitions: int) -> int:
+    """Sorted partitions: one per ``ROWS_PER_PARTITION`` rows, and at least ``spark_partitions`` once
+    there are ``BUNDLE_ROWS`` rows per partition (the driver applies one while the next is sorted);
+    a small range (follow mode) is one partition, which Spark sorts without sampling it first."""
     rows = sum(run.tables[t].row_count for t in table_ids if t in run.tables)
-    return max(spark_partitions, -(-rows // ROWS_PER_PARTITION))
+    return max(1, min(spark_partitions, rows // BUNDLE_ROWS), -(-rows // ROWS_PER_PARTITION))
 
 
 def _dml_stream(run: ch.RunBatch, table_ids: set[int]) -> Iterator[Transaction]:
