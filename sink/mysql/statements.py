@@ -57,6 +57,11 @@ class TargetTable:
         """`` `db`.`name` ``."""
         return f"{quote(self.db)}.{quote(self.name)}"
 
+    @cached_property
+    def has_primary(self) -> bool:
+        """True when the table has a primary key (NOT NULL: every row is keyed by it)."""
+        return any(name == "PRIMARY" for name, _ in self.keys)
+
     @classmethod
     def of(cls, db: str, table: TableInfo) -> TargetTable:
         """The downstream view of ``table`` (public, non-generated columns; public unique indexes)."""
@@ -94,6 +99,8 @@ class DML:
     def unkeyed(self) -> bool:
         """True when the new row or the old row has no unique key with all values non-NULL: the
         statements match it by all its columns, and applying it twice is not the same as once."""
+        if self.table.has_primary:
+            return False
         rows = [self.values] if self.old is None else [self.values, self.old]
         return not all(any(all(row[i] is not None for i in cols) for _, cols in self.table.keys) for row in rows)
 
