@@ -7,7 +7,7 @@ will commit (schema after the evolution, partition spec, location) and the FileI
 holds one bucket's rows, or one batch of rows, at a time, never a whole run. What it returns to the
 driver is metadata: packed ``DataFile``s, paths of files it replaced, row counts.
 
-- :func:`write_changelog`: rows renamed into the table's final schema, written as data files of the
+- :func:`write_changelogs`: rows renamed into the table's final schema, written as data files of the
   changelog (partitioned by day of ``_tidb_commit_time``), with per-op counts for the report.
 - :func:`route_mirror` then :func:`merge_mirror`: the mirror merge. Rows are routed to the Iceberg
   bucket of their key (an update that changes the key goes to the buckets of both keys), so every
@@ -20,7 +20,7 @@ from __future__ import annotations
 import pickle
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -44,6 +44,7 @@ WRITE_BATCH_ROWS = 262_144   # rows a task gathers before it writes them as file
 FILES_SCHEMA = pa.schema([("files", pa.binary()), ("removed", pa.binary()), ("op", pa.string()),
                           ("rows", pa.int64())])
 FILES_DDL = "files binary, removed binary, op string, rows long"
+CHANGELOG_FILES_DDL = FILES_DDL + ", table string"
 ROUTED_DDL = "bucket int, data binary"
 
 
@@ -135,35 +136,60 @@ def _files_record(files: list[DataFile], removed: list[str] | None = None, count
 
 @dataclass(frozen=True)
 class ChangelogJob:
-    """A group's changelog rows after ``since`` go to ``writer``'s table."""
+    """A group's changelog rows after ``since`` go to ``writer``'s table (``table`` names it)."""
 
     segments: SegmentMap
     since: int
     writer: FileWriter
+    table: str = ""
 
 
-def write_changelog(job: ChangelogJob, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: write the task's rows as changelog data files (``FILES_SCHEMA`` out)."""
-    schema = job.writer.metadata.schema()
-    pending: list[pa.Table] = []
-    size = 0
-    files: list[DataFile] = []
-    counts: Counter[str] = Counter()
-    for table_id, version, data in _records(batches):
-        rows = _after(job.segments.rows(table_id, version, data), job.since)
+class _ChangelogFiles:
+    """One changelog's rows of a task, written in batches of ``WRITE_BATCH_ROWS`` (each file in
+    commit order: tight commit_ts bounds per file and row group)."""
+
+    def __init__(self, job: ChangelogJob) -> None:
+        self.job = job
+        self.schema = job.writer.metadata.schema()
+        self.pending: list[pa.Table] = []
+        self.size = 0
+        self.files: list[DataFile] = []
+        self.counts: Counter[str] = Counter()
+
+    def add(self, table_id: int, version: int, data: bytes) -> None:
+        rows = _after(self.job.segments.rows(table_id, version, data), self.job.since)
         if not rows.num_rows:
-            continue
-        rows = ks.conform(rows, schema)
+            return
+        rows = ks.conform(rows, self.schema)
         for r in rows.group_by(ch.OP).aggregate([(ch.OP, "count")]).to_pylist():
-            counts[r[ch.OP]] += r[f"{ch.OP}_count"]
-        pending.append(rows)
-        size += rows.num_rows
-        if size >= WRITE_BATCH_ROWS:
-            files.extend(job.writer.write(pa.concat_tables(pending).sort_by(ch.ORDER)))
-            pending, size = [], 0
-    if pending:   # each file in commit order: tight commit_ts bounds per file and row group
-        files.extend(job.writer.write(pa.concat_tables(pending).sort_by(ch.ORDER)))
-    yield _files_record(files, counts=counts)
+            self.counts[r[ch.OP]] += r[f"{ch.OP}_count"]
+        self.pending.append(rows)
+        self.size += rows.num_rows
+        if self.size >= WRITE_BATCH_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending:
+            self.files.extend(self.job.writer.write(pa.concat_tables(self.pending).sort_by(ch.ORDER)))
+            self.pending, self.size = [], 0
+
+
+def write_changelogs(jobs: Mapping[int, ChangelogJob], batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body: write the task's rows as data files of their table id's changelog (one
+    job per table: one pass over the frame writes every table's changelog); ``CHANGELOG_FILES_SCHEMA``
+    out, the changelog named in ``table``."""
+    writers: dict[int, _ChangelogFiles] = {}
+    by_job: dict[int, _ChangelogFiles] = {}
+    for table_id, version, data in _records(batches):
+        w = writers.get(table_id)
+        if w is None:
+            job = jobs[table_id]
+            w = writers[table_id] = by_job.setdefault(id(job), _ChangelogFiles(job))
+        w.add(table_id, version, data)
+    for w in by_job.values():
+        w.flush()
+        record = _files_record(w.files, counts=w.counts)
+        yield record.append_column("table", pa.array([w.job.table] * record.num_rows, pa.string()))
 
 
 # ---------------------------------------------------------------------------------------------

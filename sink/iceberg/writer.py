@@ -80,6 +80,17 @@ class _Group:
         return sorted((e for p in self.parts for e in p.events), key=lambda e: e.commit_ts)
 
 
+@dataclass
+class _Prepared:
+    """A changelog's files written ahead by the run's one changelog job, and what they assume."""
+
+    schema: Schema
+    spec_id: int
+    since: int
+    files: list[DataFile] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+
+
 class IcebergSink(Sink):
     """Writes runs into a pyiceberg catalog (see the module doc)."""
 
@@ -92,6 +103,7 @@ class IcebergSink(Sink):
         self.mirror_buckets = mirror_buckets
         self.table_buckets = dict(table_buckets or {})
         self._commits = 0
+        self._prepared: dict[str, _Prepared] = {}
 
     def _namespace(self, name: str) -> None:
         """Create the namespace unless it exists. pyiceberg's SQL catalog checks, then inserts: a drain
@@ -188,7 +200,50 @@ class IcebergSink(Sink):
         for head, parts in lineages.items():
             named = next((p for p in parts if p.table_id == head), parts[0])
             groups.setdefault((named.db, named.name), _Group(named.db, named.name)).parts.extend(parts)
-        return [self._write_group(run, g) for _, g in sorted(groups.items())]
+        self._prepared = self._prepare_changelogs(run, groups)
+        try:
+            return [self._write_group(run, g) for _, g in sorted(groups.items())]
+        finally:
+            self._prepared = {}
+
+    def _prepare_changelogs(self, run: ch.RunBatch, groups: dict[tuple[str, str], _Group]
+                            ) -> dict[str, _Prepared]:
+        """The changelog files of every table that is one table id in the range and is not renamed,
+        truncated or dropped in it, written by one Spark job:
+        one pass over the run's frame instead of one per table. Each is written against the table
+        metadata its commit will produce (the schema evolution staged in a transaction that is
+        never committed); :meth:`_append_changelog` takes them when its transaction's schema, spec
+        and start ts are those, and writes the table itself otherwise."""
+        jobs: dict[int, tasks.ChangelogJob] = {}
+        prepared: dict[str, _Prepared] = {}
+        for (db, name), g in sorted(groups.items()):
+            live, events = g.live, g.events
+            if (len(g.parts) != 1 or live is None or live.final is None or not live.segments
+                    or any(e.job.type in (*_ENDING, RENAME_TABLE) for e in events)):
+                continue    # a lineage of several ids, a rename, a drop: the table's own job
+            log_id = (db, name + CHANGELOG_SUFFIX)
+            version = max([s.schema_version for s in live.segments] + [e.job.binlog.schema_version for e in events])
+            log = self._load(log_id) or self._create(log_id, live.final, version, changelog=True)
+            skip, since = self._progress(log, run)
+            if skip:
+                continue
+            tx = log.transaction()
+            _evolve(tx, log, live.final, ks.CHANGELOG, events)
+            meta = tx.table_metadata
+            key = ".".join(log_id)
+            jobs[live.table_id] = tasks.ChangelogJob(_segment_map(g, live.final), since,
+                                                     tasks.FileWriter(meta, dict(log.io.properties)), key)
+            prepared[key] = _Prepared(meta.schema(), meta.default_spec_id, since)
+        frame = run.rows_of(set(jobs)) if len(jobs) > 1 else None
+        if frame is None:
+            return {}
+        written = frame.mapInArrow(partial(tasks.write_changelogs, jobs), tasks.CHANGELOG_FILES_DDL)
+        for r in written.toArrow().to_pylist():
+            p = prepared[r["table"]]
+            p.files.extend(tasks.unpack_files(r["files"]))
+            if r["op"]:
+                p.counts[r["op"]] = p.counts.get(r["op"], 0) + r["rows"]
+        return prepared
 
     def _write_group(self, run: ch.RunBatch, g: _Group) -> TableReport:
         dropped = [p for p in g.parts if p.final is None and _drop_ts(p) is not None]
@@ -289,15 +344,11 @@ class IcebergSink(Sink):
         """One transaction: ``prepare`` (a partition spec change), the schema evolution to ``info``,
         ``body`` (the data), the table's properties with ``binlake.to-ts``. Refused by the catalog
         when another run committed to the table since it was loaded (:class:`ConcurrentRunError`)."""
-        ddl = "; ".join(e.job.query for e in events) or "(schema as of the run)"
         try:
             with tbl.transaction() as tx:
                 if prepare is not None:
                     prepare(tx)
-                with tx.update_schema(allow_incompatible_changes=True) as update:
-                    ks.evolve_remove(update, tbl.schema(), tbl.properties, info, kind)
-                with tx.update_schema() as update:
-                    ks.evolve_add(update, tx.table_metadata.schema(), tbl.properties, info, kind, ddl)
+                _evolve(tx, tbl, info, kind, events)
                 result = body(tx)
                 props = ks.table_properties(info, version)
                 props[ks.PROP_TO_TS] = str(run.to_ts)
@@ -325,12 +376,19 @@ class IcebergSink(Sink):
                           tx: Transaction) -> dict[str, int]:
         """Executors write the group's changes after ``since`` as data files; they are appended in
         ``tx``. Returns the row changes per op."""
-        frame = run.rows_of({tc.table_id for tc in g.parts})
-        if frame is None:
-            return {}
-        job = tasks.ChangelogJob(_segment_map(g, final), since, tasks.FileWriter(tx.table_metadata,
-                                                                               dict(tbl.io.properties)))
-        files, _, counts = _collect(frame.mapInArrow(partial(tasks.write_changelog, job), tasks.FILES_DDL))
+        meta = tx.table_metadata
+        ready = self._prepared.get(".".join(tbl.name()))
+        if ready is not None and (ready.schema, ready.spec_id, ready.since) == (meta.schema(), meta.default_spec_id,
+                                                                                 since):
+            files, counts = ready.files, ready.counts
+        else:
+            frame = run.rows_of({tc.table_id for tc in g.parts})
+            if frame is None:
+                return {}
+            job = tasks.ChangelogJob(_segment_map(g, final), since, tasks.FileWriter(meta, dict(tbl.io.properties)))
+            jobs = {tc.table_id: job for tc in g.parts}
+            files, _, counts = _collect(frame.mapInArrow(partial(tasks.write_changelogs, jobs),
+                                                         tasks.CHANGELOG_FILES_DDL))
         if files:
             with tx.update_snapshot(snapshot_properties=run.markers()).fast_append() as append:
                 for f in files:
@@ -401,6 +459,15 @@ class IcebergSink(Sink):
             with snapshot.fast_append() as append:
                 for f in new:
                     append.append_data_file(f)
+
+def _evolve(tx: Transaction, tbl: Table, info: TableInfo, kind: str, events: list[ch.DDLEvent]) -> None:
+    """The schema evolution of ``tbl`` to ``info`` in ``tx``."""
+    ddl = "; ".join(e.job.query for e in events) or "(schema as of the run)"
+    with tx.update_schema(allow_incompatible_changes=True) as update:
+        ks.evolve_remove(update, tbl.schema(), tbl.properties, info, kind)
+    with tx.update_schema() as update:
+        ks.evolve_add(update, tx.table_metadata.schema(), tbl.properties, info, kind, ddl)
+
 
 def _final_names(names: list[str], old: TableInfo, new: TableInfo) -> list[str]:
     """Column names of ``old`` as ``new`` calls them (by column id); hidden columns and columns
