@@ -33,11 +33,15 @@ _PIECE_ARROW = pa.schema([("commit_ts", pa.int64()), ("table_id", pa.int64()), (
 
 @dataclass
 class TableRows:
-    """The row changes of one transaction on one table, under one schema version, in ``_tidb_seq`` order."""
+    """The row changes of one transaction on one table, under one schema version, in ``_tidb_seq``
+    order: ``rows``, which are ``source`` (the bundle's rows of that table) from ``offset`` on when
+    ``source`` is set — a consumer converting rows converts the bundle once, not every transaction."""
 
     table_id: int
     schema_version: int
     rows: pa.Table
+    source: pa.Table | None = None
+    offset: int = 0
 
 
 @dataclass
@@ -115,7 +119,7 @@ def _unbundle(records: list[tuple[int, int, bytes]]) -> list[Transaction]:
         seq = rows.column(ch.SEQ).to_numpy()
         cuts = [0, *(np.flatnonzero(commit[1:] != commit[:-1]) + 1).tolist(), len(commit)]
         for a, b in zip(cuts, cuts[1:]):
-            slices.append((int(commit[a]), tid, int(seq[a]), TableRows(tid, version, rows.slice(a, b - a))))
+            slices.append((int(commit[a]), tid, int(seq[a]), TableRows(tid, version, rows.slice(a, b - a), rows, a)))
     slices.sort(key=lambda s: s[:3])
     out: list[Transaction] = []
     for commit_ts, _, _, piece in slices:
@@ -153,7 +157,7 @@ def _dml_stream(run: ch.RunBatch, table_ids: set[int]) -> Iterator[Transaction]:
                 for piece in txn.tables:
                     last = current.tables[-1]
                     if (last.table_id, last.schema_version) == (piece.table_id, piece.schema_version):
-                        last.rows = pa.concat_tables([last.rows, piece.rows])
+                        last.rows, last.source = pa.concat_tables([last.rows, piece.rows]), None
                     else:
                         current.tables.append(piece)
                 continue

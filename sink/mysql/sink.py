@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
 import pymysql
 
 from schemas import secondary_binlog_pb2 as sb
@@ -35,7 +36,7 @@ from sink.mysql.statements import DML, TargetTable, number_unkeyed, quote, row_c
 from sink.mysql.target import MySQLTarget
 from transform import changes as ch
 from transform.filters import TableFilter
-from transform.ordered import ordered_transactions
+from transform.ordered import TableRows, ordered_transactions
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +148,18 @@ class MySQLSink(Sink):
         loader = self._loader(safe, relay)
         saved_at = time.monotonic()
 
+        bundles: dict[tuple[int, int], tuple[pa.Table, list[DML]]] = {}
+
+        def dmls_of(piece: TableRows) -> list[DML]:
+            """The piece's DMLs; a bundle's rows of a table are converted once, for all its pieces."""
+            key = (piece.table_id, piece.schema_version)
+            if piece.source is None:
+                return list(row_changes(targets[key], piece.rows))
+            hit = bundles.get(key)
+            if hit is None or hit[0] is not piece.source:
+                hit = bundles[key] = (piece.source, list(row_changes(targets[key], piece.source)))
+            return hit[1][piece.offset:piece.offset + piece.rows.num_rows]
+
         def save(applied: int) -> None:
             nonlocal saved_at
             cps.save(Checkpoint(applied, False, schema_version=version))
@@ -165,10 +178,7 @@ class MySQLSink(Sink):
                     loader.end_txn(txn.commit_ts)
                     save(txn.commit_ts)
                     continue
-                pieces = []
-                for piece in txn.tables:
-                    target = targets[(piece.table_id, piece.schema_version)]
-                    pieces.append((target, list(row_changes(target, piece.rows))))
+                pieces = [(targets[(p.table_id, p.schema_version)], dmls_of(p)) for p in txn.tables]
                 if relay is not None:
                     relay.append(encode_dml(txn.commit_ts, pieces))
                 for dml in self._fresh(d for _, dmls in pieces for d in dmls):
