@@ -15,17 +15,17 @@ from schemas import secondary_binlog_pb2 as sb
 from sink.mysql.checkpoint import Checkpoint, CheckpointFormatError
 from sink.mysql.ddl import for_mysql, plan_ddl, with_charset
 from sink.mysql.loader import Causality
-from sink.mysql.relay import RelayLog, RelayLogError, decode_dml, encode_ddl, encode_dml
 from sink.mysql.progress import UnkeyedProgress, not_applied
+from sink.mysql.relay import RelayLog, RelayLogError, decode_dml, encode_ddl, encode_dml
 from sink.mysql.statements import DML, TargetTable, batched, merged, number_unkeyed, statements
 from sink.mysql.target import MySQLTarget, MySQLTargetError
 from sink.mysql.verify import _same
 from tests.codec.tables import PK, col, table
 from transform import changes as ch
+from transform import ordered
 from transform.codec import mysqltypes as mt
 from transform.codec.model import HistoryInfo, Job
 from transform.filters import TableFilter
-from transform import ordered
 from transform.ordered import split_by_transaction
 
 
@@ -139,12 +139,14 @@ def test_pieces_are_cut_per_transaction() -> None:
 def test_bundles_join_sorted_pieces_and_cut_back_into_transactions_in_commit_order(
         monkeypatch: pytest.MonkeyPatch) -> None:
     def seg(tid: int, commits: list[int]) -> pa.RecordBatch:
-        rows = pa.table({ch.OP: ["I"] * len(commits), ch.COMMIT_TS: commits,
-                         ch.SEQ: pa.array(range(len(commits)), pa.int32()), "id": [tid * 100 + i for i in range(len(commits))]})
+        n = len(commits)
+        rows = pa.table({ch.OP: ["I"] * n, ch.COMMIT_TS: commits, ch.SEQ: pa.array(range(n), pa.int32()),
+                         "id": [tid * 100 + i for i in range(n)]})
         return pa.RecordBatch.from_pydict({"table_id": [tid], "schema_version": [1], "commit_ts": [commits[0]],
                                            "rows": [len(commits)], "data": [ch.write_segment(rows)]})
 
-    pieces = pa.Table.from_batches([b for f in (seg(3, [5, 5, 7, 9]), seg(2, [5, 7, 7, 8])) for b in split_by_transaction([f])])
+    frames = (seg(3, [5, 5, 7, 9]), seg(2, [5, 7, 7, 8]))
+    pieces = pa.Table.from_batches([b for f in frames for b in split_by_transaction([f])])
     pieces = pieces.sort_by([("commit_ts", "ascending"), ("table_id", "ascending"), ("seq", "ascending")])
     monkeypatch.setattr(ordered, "BUNDLE_ROWS", 4)                   # bundles cut inside transactions 5 and 7
     bundles = pa.Table.from_batches(list(ordered.bundle_pieces(pieces.to_batches(max_chunksize=2))))
