@@ -22,13 +22,12 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Protocol, TypeVar
 
 import pyarrow as pa
-from pyspark import StorageLevel
 from pyspark.errors import PythonException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -42,12 +41,9 @@ from transform.history import DROP_SCHEMA, DROP_TABLE, DROP_VIEW, TRUNCATE_TABLE
 from transform.plan import Plan
 from transform.pull import LOOKUP_SOURCE, RAW_SCHEMA, TASK_DDL, lookup_prewrites, pull_tasks, split_range
 from transform.rowchanges import OUT_SCHEMA, DecodeContext, OutRecord, decode_transactions
-from transform.spark import spark_ddl
+from transform.spark import local_checkpoint, spark_ddl
 
 T = TypeVar("T")
-# checkpointed row data goes straight to the executors' local disks: cached in the JVM heap, a range
-# larger than the heap's storage share ran a 1 GB driver out of memory while spilling (10M changes)
-DISK_ONLY = StorageLevel.DISK_ONLY
 # transactions whose pairs (start_ts, commit_ts, source: ~40 bytes each) are broadcast to the decode
 # tasks; a range with more shuffles its prewrites instead (the driver builds the broadcast)
 BROADCAST_PAIRS = 1_000_000
@@ -127,15 +123,34 @@ def run_drain(spark: SparkSession, plan: Plan, history: SchemaHistory, table_fil
     if plan.empty:
         return result
 
+    # what only the stages read (the pulled and paired checkpoints, the decode context) is deleted
+    # when they end, also when one fails; the decoded rows when the sinks have written them
+    with ExitStack() as scratch:
+        release = _stages(spark, plan, history, table_filter, splits_per_pump, stages, result, scratch)
+    result.release = release
+    return result
+
+
+def _kept(scratch: ExitStack, checkpointed: tuple[DataFrame, Callable[[], None]]) -> DataFrame:
+    frame, release = checkpointed
+    scratch.callback(release)
+    return frame
+
+
+def _stages(spark: SparkSession, plan: Plan, history: SchemaHistory, table_filter: TableFilter,
+            splits_per_pump: int, stages: _Stages, result: DrainResult, scratch: ExitStack
+            ) -> Callable[[], None]:
+    """Pull, pair, decode and collect into ``result``; returns what deletes the decoded rows."""
+    batch = result.batch
     # prewrites are decoded in the task that pulled them: at least one pull task per core of the cluster
     splits = max(splits_per_pump, -(-spark.sparkContext.defaultParallelism // max(1, len(plan.pumps))))
-    raw = stages.run("pull", lambda: _pull(spark, plan, splits).localCheckpoint(True, DISK_ONLY))
+    raw = _kept(scratch, stages.run("pull", lambda: local_checkpoint(_pull(spark, plan, splits))))
     # pairing moves no payload: the transactions' small records (start_ts, commit_ts, the pull task
     # holding the prewrite copy to decode) are paired apart, then join the prewrites where they were pulled
     prewrites = raw.where(F.col("tp") == bl.PREWRITE).select("start_ts", "source", "payload")
     commits = raw.where(F.col("tp") == bl.COMMIT).select("start_ts", "commit_ts").dropDuplicates(["start_ts"])
     copies = prewrites.groupBy("start_ts").agg(F.min("source").alias("source"))   # a txn stored twice: one copy
-    paired = stages.run("pair", lambda: commits.join(copies, "start_ts", "left").localCheckpoint(True, DISK_ONLY))
+    paired = _kept(scratch, stages.run("pair", lambda: local_checkpoint(commits.join(copies, "start_ts", "left"))))
     pairs = paired
 
     def missing() -> tuple[int, list[int]]:
@@ -159,25 +174,27 @@ def run_drain(spark: SparkSession, plan: Plan, history: SchemaHistory, table_fil
     txns = prewrites.join(small, ["start_ts", "source"]).select("start_ts", "commit_ts", "payload")
 
     ctx = spark.sparkContext.broadcast(DecodeContext(history, table_filter))
+    scratch.callback(ctx.destroy)
 
     def decode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         return decode_transactions(ctx.value, batches)
 
     # the decoded segments stay on the executors (checkpointed: the sinks read them once per table
     # without pulling again); the driver collects one small record per segment piece, no rows
-    decoded = stages.run("decode",
-                         lambda: txns.mapInArrow(decode, spark_ddl(OUT_SCHEMA)).localCheckpoint(True, DISK_ONLY))
-    meta = stages.run("collect", lambda: decoded.drop("data").toArrow(),
-                      lambda t: f"{sum(t.column('rows').to_pylist())} row changes in {t.num_rows} pieces")
-    _assemble(batch, meta, history, table_filter)
+    decoded, release_decoded = stages.run("decode",
+                                          lambda: local_checkpoint(txns.mapInArrow(decode, spark_ddl(OUT_SCHEMA))))
+    try:
+        meta = stages.run("collect", lambda: decoded.drop("data").toArrow(),
+                          lambda t: f"{sum(t.column('rows').to_pylist())} row changes in {t.num_rows} pieces")
+        _assemble(batch, meta, history, table_filter)
+    except BaseException:
+        release_decoded()
+        raise
     batch.frame = decoded.where(F.col("kind") == "rows").select("table_id", "schema_version", "commit_ts", "rows",
                                                                "data")
     result.counts = {"transactions": txn_count, "lookups": len(lost),
                      "row_changes": sum(t.row_count for t in batch.tables.values())}
-    raw.unpersist()
-    paired.unpersist()
-    result.release = decoded.unpersist
-    return result
+    return release_decoded
 
 
 def _event_table_id(job: Job) -> int:

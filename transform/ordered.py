@@ -13,7 +13,7 @@ jobs of the range (driver metadata) are merged in at their commit_ts: a DDL is i
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -82,7 +82,8 @@ def bundle_pieces(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]
     """Spark task over sorted ``PIECE_SCHEMA`` records: consecutive pieces joined per (table, schema
     version) into bundles of about ``BUNDLE_ROWS`` rows (``BUNDLE_SCHEMA``; the records of one bundle
     share its ``bundle`` number, which grows along the partition). Each record's rows stay in
-    (commit_ts, seq) order."""
+    (commit_ts, seq) order, as one Arrow record batch (as a thousand small ones, reading a bundle
+    on the driver cost more than converting its rows)."""
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
@@ -92,10 +93,10 @@ def bundle_pieces(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]
 
     def emit() -> pa.RecordBatch:
         keys = list(groups)
+        data = [ch.write_segment(pa.concat_tables(groups[k]).combine_chunks()) for k in keys]
         return pa.RecordBatch.from_pydict(
             {"bundle": [number] * len(keys), "table_id": [k[0] for k in keys],
-             "schema_version": [k[1] for k in keys],
-             "data": [ch.write_segment(pa.concat_tables(groups[k])) for k in keys]}, schema=_BUNDLE_ARROW)
+             "schema_version": [k[1] for k in keys], "data": data}, schema=_BUNDLE_ARROW)
 
     for batch in batches:
         tids, versions, blobs = (batch.column(n).to_pylist() for n in ("table_id", "schema_version", "data"))
@@ -138,12 +139,18 @@ def _partitions(run: ch.RunBatch, table_ids: set[int], spark_partitions: int) ->
 
 
 def _dml_stream(run: ch.RunBatch, table_ids: set[int]) -> Iterator[Transaction]:
+    from transform.spark import local_checkpoint
+
     frame = run.rows_of(table_ids)
     if frame is None:
         return
     order = ["commit_ts", "table_id", "seq"]
     partitions = _partitions(run, table_ids, int(frame.sparkSession.conf.get("spark.sql.shuffle.partitions") or 1))
-    bundles = (frame.mapInArrow(split_by_transaction, PIECE_SCHEMA).repartitionByRange(partitions, *order)
+    pieces = frame.mapInArrow(split_by_transaction, PIECE_SCHEMA)
+    release: Callable[[], None] = lambda: None  # noqa: E731
+    if partitions > 1:   # the range partitioner samples its input first: split once, not twice
+        pieces, release = local_checkpoint(pieces)
+    bundles = (pieces.repartitionByRange(partitions, *order)
                .sortWithinPartitions(*order).mapInArrow(bundle_pieces, BUNDLE_SCHEMA))
     current: Transaction | None = None
     records: list[tuple[int, int, bytes]] = []
@@ -165,14 +172,17 @@ def _dml_stream(run: ch.RunBatch, table_ids: set[int]) -> Iterator[Transaction]:
                 yield current
             current = txn
 
-    for rec in bundles.toLocalIterator(prefetchPartitions=True):
-        if number is not None and rec["bundle"] != number:
+    try:
+        for rec in bundles.toLocalIterator(prefetchPartitions=True):
+            if number is not None and rec["bundle"] != number:
+                yield from merged(_unbundle(records))
+                records = []
+            number = rec["bundle"]
+            records.append((int(rec["table_id"]), int(rec["schema_version"]), bytes(rec["data"])))
+        if records:
             yield from merged(_unbundle(records))
-            records = []
-        number = rec["bundle"]
-        records.append((int(rec["table_id"]), int(rec["schema_version"]), bytes(rec["data"])))
-    if records:
-        yield from merged(_unbundle(records))
+    finally:
+        release()
     if current is not None:
         yield current
 

@@ -24,11 +24,12 @@ import os
 import sys
 import tempfile
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pyarrow as pa
-from pyspark.sql import SparkSession
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
 
 _SPARK_TYPES = {pa.int32(): "int", pa.int64(): "long", pa.string(): "string", pa.binary(): "binary"}
 
@@ -119,3 +120,19 @@ def spark_session(master: str = "local[*]", app_name: str = "binlake-drain",
         _shipped["added"] = code_zip()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def local_checkpoint(frame: DataFrame) -> tuple[DataFrame, Callable[[], None]]:
+    """``frame`` computed now and kept on the executors' local disks, and a function that deletes it.
+
+    Disk only: cached in the JVM heap, a range larger than the heap's storage share ran a 1 GB driver
+    out of memory while spilling (10M changes). The function is needed because
+    ``DataFrame.unpersist`` does not delete a local checkpoint (it only knows the cache): its blocks
+    would stay until the JVM's garbage collector finds them gone — for a follower, every range's."""
+    kept = frame.localCheckpoint(True, StorageLevel.DISK_ONLY)
+    rdd = kept._jdf.queryExecution().analyzed().rdd()   # the LogicalRDD over the checkpointed blocks
+
+    def release() -> None:
+        rdd.unpersist(False)
+
+    return kept, release

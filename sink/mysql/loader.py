@@ -8,7 +8,10 @@ then flushes everything dispatched so far before taking it. A group goes to work
 owns a connection and executes its DMLs in downstream transactions of at most ``txn_batch`` DMLs,
 consecutive INSERTs into a table as one multi-row INSERT and consecutive DELETEs by key as one
 ``DELETE … IN`` (``statements.batched``). In merge mode (TiDB Binlog's ``[syncer.to] merge``) a
-worker applies the net change per primary key of its share of a flush instead (``statements.merged``).
+worker applies the net change per primary key of its share of a flush instead (``statements.merged``),
+in one downstream transaction: there a flush takes ``MERGE_FACTOR`` times TiDB Binlog's batch and a
+statement ``MERGE_FACTOR`` times ``txn_batch`` rows — the net change of a bigger flush is smaller, and
+a flush's cost is mostly its round trips and the commits' fsyncs, not its rows.
 Transient errors (lost connection, deadlock, lock wait timeout) are retried with backoff on a new
 connection; any other error stops the load with :class:`ApplyError` naming the statement and the
 commit_ts.
@@ -33,6 +36,9 @@ log = logging.getLogger(__name__)
 
 # lost connection, server gone, lock wait timeout, deadlock, too many connections, TiDB write conflicts
 TRANSIENT_ERRORS = frozenset({1040, 1205, 1213, 2003, 2006, 2013, 8002, 8022, 8027, 9007})
+# merge mode: flushes of txn_batch × worker_count × 3 × 10 DMLs, statements of txn_batch × 10 rows. Measured
+# with bench/mysql_apply.py --merge (docs/benchmarks.md): × 10 cut the sink stage by a fifth; × 33 no further.
+MERGE_FACTOR = 10
 
 
 class ApplyError(SinkError):
@@ -84,7 +90,7 @@ class Worker:
         with a primary key as their net change (``statements.merged``) first, in one transaction.
         A transaction with unkeyed DMLs also records their progress (``sink.mysql.progress``)."""
         if self.merge:
-            statements, dmls = merged(dmls, self.txn_batch)
+            statements, dmls = merged(dmls, self.txn_batch * MERGE_FACTOR)
             if statements:
                 self._run(statements)
         for i in range(0, len(dmls), self.txn_batch):
@@ -147,7 +153,7 @@ class Loader:
         self.causality = Causality()
         self.pending: list[list[DML]] = [[] for _ in self.workers]
         self.pending_count = 0
-        self.batch_limit = txn_batch * worker_count * 3
+        self.batch_limit = txn_batch * worker_count * 3 * (MERGE_FACTOR if merge else 1)
         self.safe_mode = safe_mode
         self.flushes = 0
         self.before_flush = before_flush   # e.g. sync the relay log: nothing is applied before it is durable
@@ -171,7 +177,8 @@ class Loader:
 
     @property
     def full(self) -> bool:
-        """True when enough is pending to flush (``txn_batch × worker_count × 3`` DMLs)."""
+        """True when enough is pending to flush (``txn_batch × worker_count × 3`` DMLs, ``MERGE_FACTOR``
+        times that in merge mode)."""
         return self.pending_count >= self.batch_limit
 
     def flush(self, wait: bool = True) -> None:

@@ -32,6 +32,8 @@ from transform.codec import mysqltypes as mt
 from transform.codec.model import ColumnInfo, TableInfo
 
 _BIT_WRAP = 1 << 64
+MAX_STATEMENT_BYTES = 4 << 20   # a merged REPLACE stops adding rows here (max_allowed_packet: 16 MiB on MariaDB)
+_WIDE = frozenset({mt.Family.STRING, mt.Family.JSON, mt.Family.GEOMETRY})
 
 
 def quote(name: str) -> str:
@@ -61,6 +63,19 @@ class TargetTable:
     def has_primary(self) -> bool:
         """True when the table has a primary key (NOT NULL: every row is keyed by it)."""
         return any(name == "PRIMARY" for name, _ in self.keys)
+
+    @cached_property
+    def wide_columns(self) -> tuple[int, ...]:
+        """Positions of the columns whose values can be large (strings, blobs, JSON; every column of a
+        table read back from the relay log, whose types are not known)."""
+        if not self.infos:
+            return tuple(range(len(self.columns)))
+        return tuple(i for i, c in enumerate(self.infos) if c.family in _WIDE)
+
+    def row_bytes(self, row: Sequence[Any]) -> int:
+        """About how many bytes ``row`` takes in a statement (8 per narrow value)."""
+        wide = sum(len(v) for i in self.wide_columns if isinstance(v := row[i], (str, bytes)))
+        return wide + 8 * len(self.columns)
 
     @classmethod
     def of(cls, db: str, table: TableInfo) -> TargetTable:
@@ -226,7 +241,8 @@ def merged(dmls: Sequence[DML], rows_per_statement: int) -> tuple[list[tuple[str
     """TiDB Binlog's merge mode (``[syncer.to] merge``): the DMLs of tables with a primary key collapse
     to their net change per key — a key whose last change deletes it (or moves it away) is deleted,
     every other key gets its final row — applied as ``DELETE … WHERE pk IN (…)`` first, then
-    multi-row ``REPLACE INTO`` (``rows_per_statement`` keys per statement). Returns those statements
+    multi-row ``REPLACE INTO`` (``rows_per_statement`` keys per statement, fewer once a statement holds
+    ``MAX_STATEMENT_BYTES`` of values). Returns those statements
     and, in order, the DMLs of tables without a primary key (which must be applied one by one).
 
     REPLACE removes any row that holds a final row's primary or unique key values, so a unique value
@@ -271,11 +287,24 @@ def merged(dmls: Sequence[DML], rows_per_statement: int) -> tuple[list[tuple[str
             out.append((f"DELETE FROM {table.qualified} WHERE {cond}", args, last))
         cols = ", ".join(quote(c) for c in table.columns)
         row_marks = "(" + ", ".join(["%s"] * len(table.columns)) + ")"
-        for i in range(0, len(kept), n):
-            rows = kept[i:i + n]
+        for rows in _chunks(table, kept, n):
             out.append((f"REPLACE INTO {table.qualified} ({cols}) VALUES {', '.join([row_marks] * len(rows))}",
                         [v for r in rows for v in r], last))
     return out, rest
+
+
+def _chunks(table: TargetTable, rows: list[tuple[Any, ...]], n: int) -> Iterator[list[tuple[Any, ...]]]:
+    """``rows`` in runs of at most ``n`` rows and about ``MAX_STATEMENT_BYTES`` (at least one row)."""
+    run: list[tuple[Any, ...]] = []
+    size = 0
+    for row in rows:
+        size += table.row_bytes(row)
+        if run and (len(run) == n or size > MAX_STATEMENT_BYTES):
+            yield run
+            run, size = [], table.row_bytes(row)
+        run.append(row)
+    if run:
+        yield run
 
 
 def _pylist(column: pa.Array | pa.ChunkedArray, bit: bool) -> list[Any]:

@@ -100,8 +100,13 @@ def test_ddl_and_dml_replicate_in_commit_order_with_tidb_binlog_checkpoint(env: 
 
 
 @pytest.mark.parametrize("merge", [False, True], ids=["one-by-one", "merge-mode"])
-def test_a_workload_with_key_churn_and_ddl_replicated_while_it_runs(env: Env, maria: MariaDBServer,
-                                                                     merge: bool) -> None:
+def test_a_workload_with_key_churn_and_ddl_replicated_while_it_runs(env: Env, maria: MariaDBServer, spark: Any,
+                                                                     merge: bool, monkeypatch: pytest.MonkeyPatch
+                                                                     ) -> None:
+    from transform import ordered
+
+    monkeypatch.setattr(ordered, "BUNDLE_ROWS", 50)   # the driver then sorts the run into several partitions
+    persisted = dict(spark.sparkContext._jsc.getPersistentRDDs())
     o = mysql_options(env, maria, txn_batch=5)
     o.syncer.to.merge = merge
     r1, stats = env.drain_during_workload(seed=5, max_txns=300, options=o)
@@ -111,6 +116,8 @@ def test_a_workload_with_key_churn_and_ddl_replicated_while_it_runs(env: Env, ma
     assert r2["from_ts"] == r1["to_ts"]
     out = verify_mysql(env, o)
     assert "wl_orders" in out
+    # every checkpoint the runs kept on the executors (pulled, paired, decoded, sorted pieces) is deleted
+    assert dict(spark.sparkContext._jsc.getPersistentRDDs()).keys() == persisted.keys()
 
 
 def test_a_tidb_binlog_checkpoint_is_continued_and_an_inconsistent_one_replays_in_safe_mode(

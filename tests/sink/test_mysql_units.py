@@ -250,6 +250,18 @@ def test_merge_mode_applies_the_net_change_per_primary_key() -> None:
         ("REPLACE INTO `d`.`t` (`id`, `v`, `b`) VALUES (%s, %s, %s)", [7, "s", 0])]
 
 
+
+def test_a_merged_replace_stops_adding_rows_at_the_statement_byte_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sink.mysql.statements as st
+
+    monkeypatch.setattr(st, "MAX_STATEMENT_BYTES", 1_000)
+    t = _target()
+    dmls = [DML(t, "I", (i, "x" * 400, 0), None, i) for i in range(1, 6)]    # ~424 bytes a row
+    sizes = [len(args) // 3 for sql, args, _ in merged(dmls, rows_per_statement=100)[0]]
+    assert sizes == [2, 2, 1]                        # 2 rows fit in 1,000 bytes, 3 do not
+    huge = [DML(t, "I", (1, "x" * 5_000, 0), None, 1), DML(t, "I", (2, "y", 0), None, 1)]
+    assert [args[0] for _, args, _ in merged(huge, 100)[0]] == [1, 2]   # a row over the budget goes alone
+
 class _FakeConnection:
     """A downstream connection that logs the statements it commits (a unit-test stand-in); while
     ``hold`` is clear, commits wait for it."""
