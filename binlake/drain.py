@@ -192,7 +192,7 @@ def _drain(options: DrainerConfig, from_ts: int | None, to_ts: int | None, dry_r
         report["spark"] = {"master": options.spark.master,
                            "settings": settings_in_force(spark, options.spark.master, options.spark.conf)}
         result = run_drain(spark, plan, history, options.table_filter(), options.spark.splits_per_pump,
-                           progress=ConsoleProgress(out))
+                           progress=ConsoleProgress(out), per_transaction=sink.per_transaction)
         stages.update(result.stages)
         t0 = time.perf_counter()
         try:

@@ -28,6 +28,9 @@ class Sink(ABC):
     markers show the run's range already written is skipped (``TableReport.skipped``)."""
 
     kind: str = ""
+    # True for a sink that reads the run's transactions one by one (``transform.ordered``): the run's
+    # frame then holds a record per transaction and table
+    per_transaction: bool = False
 
     @abstractmethod
     def checkpoint(self) -> int | None:

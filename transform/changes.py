@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
 
 from transform.codec import mysqltypes as mt
@@ -68,6 +69,13 @@ def write_segment(rows: pa.Table) -> bytes:
         w.write_table(rows)
     data: bytes = sink.getvalue().to_pybytes()
     return data
+
+
+def transaction_runs(commit_ts: np.ndarray) -> list[tuple[int, int]]:
+    """``(first, end)`` of each run of equal values in ``commit_ts`` (a segment's column in commit
+    order): the rows of one transaction."""
+    cuts = [0, *(np.flatnonzero(commit_ts[1:] != commit_ts[:-1]) + 1).tolist(), len(commit_ts)]
+    return [(a, b) for a, b in zip(cuts, cuts[1:]) if a < b]
 
 
 @dataclass(frozen=True)
@@ -126,7 +134,9 @@ class TableChanges:
 @dataclass
 class RunBatch:
     """One run's output: the range, its identity markers, the changes per table id (metadata), the
-    DDL jobs, and ``frame``, the row changes themselves (None when the run has none)."""
+    DDL jobs, and ``frame``, the row changes themselves (None when the run has none). With
+    ``per_transaction`` each frame record holds one transaction's rows of one table (what a sink
+    reading the ordered stream asks for: ``Sink.per_transaction``); else records of many."""
 
     cluster_id: int
     from_ts: int
@@ -136,6 +146,7 @@ class RunBatch:
     nulled_values: int = 0
     frame: DataFrame | None = None
     ddl: list[DDLJob] = field(default_factory=list)   # every DDL job of the range, in commit order
+    per_transaction: bool = False
 
     def rows_of(self, table_ids: set[int]) -> DataFrame | None:
         """The frame's records of these table ids (None when there are none)."""

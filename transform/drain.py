@@ -112,13 +112,16 @@ def _pull(spark: SparkSession, plan: Plan, splits: int) -> DataFrame:
 
 
 def run_drain(spark: SparkSession, plan: Plan, history: SchemaHistory, table_filter: TableFilter | None = None,
-              splits_per_pump: int = 1, progress: StageProgress | None = None) -> DrainResult:
+              splits_per_pump: int = 1, progress: StageProgress | None = None,
+              per_transaction: bool = False) -> DrainResult:
     """Run the Spark stages of one range and return its changes (nothing is written here);
     ``progress`` hears of each stage. Each pump's range is cut into at least ``splits_per_pump``
-    pull tasks, and into enough for one task per core of the cluster (Spark's default parallelism)."""
+    pull tasks, and into enough for one task per core of the cluster (Spark's default parallelism).
+    ``per_transaction``: the frame's records are each one transaction's rows of one table."""
     table_filter = table_filter or TableFilter()
     stages = _Stages(progress)
-    batch = ch.RunBatch(plan.cluster_id, plan.from_ts, plan.to_ts, uuid.uuid4().hex[:16])
+    batch = ch.RunBatch(plan.cluster_id, plan.from_ts, plan.to_ts, uuid.uuid4().hex[:16],
+                        per_transaction=per_transaction)
     result = DrainResult(batch, stages.seconds)
     if plan.empty:
         return result
@@ -173,19 +176,20 @@ def _stages(spark: SparkSession, plan: Plan, history: SchemaHistory, table_filte
     small = pairs if txn_count > BROADCAST_PAIRS else F.broadcast(pairs)
     txns = prewrites.join(small, ["start_ts", "source"]).select("start_ts", "commit_ts", "payload")
 
-    ctx = spark.sparkContext.broadcast(DecodeContext(history, table_filter))
+    ctx = spark.sparkContext.broadcast(DecodeContext(history, table_filter, batch.per_transaction))
     scratch.callback(ctx.destroy)
 
     def decode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         return decode_transactions(ctx.value, batches)
 
     # the decoded segments stay on the executors (checkpointed: the sinks read them once per table
-    # without pulling again); the driver collects one small record per segment piece, no rows
+    # without pulling again); the driver collects one small record per (table, schema version) and
+    # per DDL job, no rows: its memory does not grow with the range
     decoded, release_decoded = stages.run("decode",
                                           lambda: local_checkpoint(txns.mapInArrow(decode, spark_ddl(OUT_SCHEMA))))
     try:
-        meta = stages.run("collect", lambda: decoded.drop("data").toArrow(),
-                          lambda t: f"{sum(t.column('rows').to_pylist())} row changes in {t.num_rows} pieces")
+        meta = stages.run("collect", lambda: _metadata(decoded),
+                          lambda t: f"{sum(t.column('rows').to_pylist())} row changes")
         _assemble(batch, meta, history, table_filter)
     except BaseException:
         release_decoded()
@@ -195,6 +199,17 @@ def _stages(spark: SparkSession, plan: Plan, history: SchemaHistory, table_filte
     result.counts = {"transactions": txn_count, "lookups": len(lost),
                      "row_changes": sum(t.row_count for t in batch.tables.values())}
     return release_decoded
+
+
+def _metadata(decoded: DataFrame) -> pa.Table:
+    """The decoded records without their rows (``OUT_SCHEMA`` without ``data``), those of one table
+    and schema version summed into one (its first commit_ts, its row and nulled-value counts)."""
+    kind = F.col("kind")
+    rows = (decoded.where(kind == "rows").groupBy("kind", "table_id", "schema_version")
+            .agg(F.min("commit_ts").alias("commit_ts"), F.lit(0).cast("long").alias("job_id"),
+                 F.sum("rows").alias("rows"), F.sum("nulled").alias("nulled")))
+    meta: pa.Table = decoded.where(kind == "ddl").drop("data").unionByName(rows).toArrow()
+    return meta
 
 
 def _event_table_id(job: Job) -> int:

@@ -1,10 +1,11 @@
 """A run's transactions in commit order, as a bounded stream for sinks that apply them one by one
 (the MySQL sink).
 
-On Spark, every ``RunBatch.frame`` record is cut at its commit_ts boundaries (one piece per
-transaction and table), the pieces are range-partitioned and sorted by ``(commit_ts, table_id,
-first seq)`` — one partition per ``ROWS_PER_PARTITION`` row changes, so a partition's size does not
-grow with the run — and each sorted partition's pieces are joined again into *bundles* of about
+The run's frame holds one record per transaction and table (``RunBatch.per_transaction``: the
+decode stage cuts its output there for a sink that reads this stream). On Spark the records are
+range-partitioned and sorted by ``(commit_ts, table_id)`` — unique: a transaction has one schema
+version — one partition per ``ROWS_PER_PARTITION`` row changes, so a partition's size does not
+grow with the run, and each sorted partition's records are joined again into *bundles* of about
 ``BUNDLE_ROWS`` rows, one record per table and schema version (a transaction is tiny; reading one
 record per transaction cost more than applying it). The driver reads the sorted partitions one at a
 time (``toLocalIterator``, prefetching the next while this one is applied), cuts each bundle at its
@@ -13,22 +14,18 @@ jobs of the range (driver metadata) are merged in at their commit_ts: a DDL is i
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-import numpy as np
 import pyarrow as pa
 
 from transform import changes as ch
 
-PIECE_SCHEMA = "commit_ts long, table_id long, schema_version long, seq int, data binary"
 BUNDLE_SCHEMA = "bundle long, table_id long, schema_version long, data binary"
 _BUNDLE_ARROW = pa.schema([("bundle", pa.int64()), ("table_id", pa.int64()), ("schema_version", pa.int64()),
                            ("data", pa.binary())])
 ROWS_PER_PARTITION = 250_000   # row changes per sorted partition: what the driver's JVM holds at a time
 BUNDLE_ROWS = 20_000           # rows per bundle: what the driver's Python reads at a time
-_PIECE_ARROW = pa.schema([("commit_ts", pa.int64()), ("table_id", pa.int64()), ("schema_version", pa.int64()),
-                          ("seq", pa.int32()), ("data", pa.binary())])
 
 
 @dataclass
@@ -53,35 +50,10 @@ class Transaction:
     ddl: ch.DDLJob | None = None
 
 
-def split_by_transaction(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Spark task: ``FRAME_SCHEMA`` records → one piece per (commit_ts, table, schema version)."""
-    for batch in batches:
-        tids, versions, blobs = (batch.column(n).to_pylist() for n in ("table_id", "schema_version", "data"))
-        out: dict[str, list[object]] = {n: [] for n in _PIECE_ARROW.names}
-        for tid, version, blob in zip(tids, versions, blobs):
-            rows = ch.read_segment(blob)
-            commit = rows.column(ch.COMMIT_TS).to_numpy()
-            if len(commit) > 1 and bool(np.any(commit[1:] < commit[:-1])):
-                rows = rows.sort_by(ch.ORDER)
-                commit = rows.column(ch.COMMIT_TS).to_numpy()
-            cuts = [0, *(np.flatnonzero(commit[1:] != commit[:-1]) + 1).tolist(), len(commit)]
-            seq = rows.column(ch.SEQ)
-            for a, b in zip(cuts, cuts[1:]):
-                if a == b:
-                    continue
-                out["commit_ts"].append(int(commit[a]))
-                out["table_id"].append(tid)
-                out["schema_version"].append(version)
-                out["seq"].append(seq[a].as_py())
-                out["data"].append(ch.write_segment(rows.slice(a, b - a)))
-        if out["commit_ts"]:
-            yield pa.RecordBatch.from_pydict(out, schema=_PIECE_ARROW)
-
-
 def bundle_pieces(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Spark task over sorted ``PIECE_SCHEMA`` records: consecutive pieces joined per (table, schema
-    version) into bundles of about ``BUNDLE_ROWS`` rows (``BUNDLE_SCHEMA``; the records of one bundle
-    share its ``bundle`` number, which grows along the partition). Each record's rows stay in
+    """Spark task over sorted per-transaction ``FRAME_SCHEMA`` records: consecutive ones joined per
+    (table, schema version) into bundles of about ``BUNDLE_ROWS`` rows (``BUNDLE_SCHEMA``; the
+    records of one bundle share its ``bundle`` number, which grows along the partition). Each record's rows stay in
     (commit_ts, seq) order, as one Arrow record batch (as a thousand small ones, reading a bundle
     on the driver cost more than converting its rows)."""
     from pyspark import TaskContext
@@ -113,17 +85,15 @@ def bundle_pieces(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]
 
 def _unbundle(records: list[tuple[int, int, bytes]]) -> list[Transaction]:
     """One bundle's records (table id, schema version, segment) → its transactions in commit order."""
-    slices: list[tuple[int, int, int, TableRows]] = []
+    slices: list[tuple[int, int, TableRows]] = []
     for tid, version, data in records:
         rows = ch.read_segment(data)
         commit = rows.column(ch.COMMIT_TS).to_numpy()
-        seq = rows.column(ch.SEQ).to_numpy()
-        cuts = [0, *(np.flatnonzero(commit[1:] != commit[:-1]) + 1).tolist(), len(commit)]
-        for a, b in zip(cuts, cuts[1:]):
-            slices.append((int(commit[a]), tid, int(seq[a]), TableRows(tid, version, rows.slice(a, b - a), rows, a)))
-    slices.sort(key=lambda s: s[:3])
+        for a, b in ch.transaction_runs(commit):
+            slices.append((int(commit[a]), tid, TableRows(tid, version, rows.slice(a, b - a), rows, a)))
+    slices.sort(key=lambda s: s[:2])
     out: list[Transaction] = []
-    for commit_ts, _, _, piece in slices:
+    for commit_ts, _, piece in slices:
         if not out or out[-1].commit_ts != commit_ts:
             out.append(Transaction(commit_ts))
         out[-1].tables.append(piece)
@@ -139,18 +109,14 @@ def _partitions(run: ch.RunBatch, table_ids: set[int], spark_partitions: int) ->
 
 
 def _dml_stream(run: ch.RunBatch, table_ids: set[int]) -> Iterator[Transaction]:
-    from transform.spark import local_checkpoint
-
+    if not run.per_transaction:
+        raise ValueError("the ordered stream reads per-transaction frame records (run_drain(per_transaction=True))")
     frame = run.rows_of(table_ids)
     if frame is None:
         return
-    order = ["commit_ts", "table_id", "seq"]
+    order = ["commit_ts", "table_id"]
     partitions = _partitions(run, table_ids, int(frame.sparkSession.conf.get("spark.sql.shuffle.partitions") or 1))
-    pieces = frame.mapInArrow(split_by_transaction, PIECE_SCHEMA)
-    release: Callable[[], None] = lambda: None  # noqa: E731
-    if partitions > 1:   # the range partitioner samples its input first: split once, not twice
-        pieces, release = local_checkpoint(pieces)
-    bundles = (pieces.repartitionByRange(partitions, *order)
+    bundles = (frame.repartitionByRange(partitions, *order)
                .sortWithinPartitions(*order).mapInArrow(bundle_pieces, BUNDLE_SCHEMA))
     current: Transaction | None = None
     records: list[tuple[int, int, bytes]] = []
@@ -172,17 +138,14 @@ def _dml_stream(run: ch.RunBatch, table_ids: set[int]) -> Iterator[Transaction]:
                 yield current
             current = txn
 
-    try:
-        for rec in bundles.toLocalIterator(prefetchPartitions=True):
-            if number is not None and rec["bundle"] != number:
-                yield from merged(_unbundle(records))
-                records = []
-            number = rec["bundle"]
-            records.append((int(rec["table_id"]), int(rec["schema_version"]), bytes(rec["data"])))
-        if records:
+    for rec in bundles.toLocalIterator(prefetchPartitions=True):
+        if number is not None and rec["bundle"] != number:
             yield from merged(_unbundle(records))
-    finally:
-        release()
+            records = []
+        number = rec["bundle"]
+        records.append((int(rec["table_id"]), int(rec["schema_version"]), bytes(rec["data"])))
+    if records:
+        yield from merged(_unbundle(records))
     if current is not None:
         yield current
 

@@ -76,10 +76,12 @@ _OLD_ORDER = {DELETE: 0, UPDATE: 1, INSERT: 2}
 
 @dataclass(frozen=True)
 class DecodeContext:
-    """What every decode task needs: the schema history and the table filter."""
+    """What every decode task needs: the schema history and the table filter; ``per_transaction``:
+    one output record per transaction and table (for the ordered stream), else per decoded batch."""
 
     history: SchemaHistory
     filter: TableFilter
+    per_transaction: bool = False
 
 
 @dataclass
@@ -117,6 +119,11 @@ def segment_table(table: TableInfo, decoded: pa.RecordBatch, commit: np.ndarray,
         arrays.append(decoded.column(i))
         fields.append(schema.field(i).with_name(ch.BEFORE if name == BEFORE_COLUMN else name))
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def _rows_record(table_id: int, version: int, commit_ts: int, rows: pa.Table, nulled: int) -> RowsRecord:
+    return {"kind": "rows", "table_id": table_id, "schema_version": version, "commit_ts": commit_ts, "job_id": 0,
+            "rows": rows.num_rows, "nulled": nulled, "data": ch.write_segment(rows)}
 
 
 class _Decoder:
@@ -179,9 +186,13 @@ class _Decoder:
             seg = segment_table(table, decoded, commit, np.asarray(g.start, np.int64), np.asarray(g.seq, np.int32))
             if len(commit) > 1 and bool(np.any(commit[1:] < commit[:-1])):
                 seg = seg.sort_by(ch.ORDER)   # the task's transactions came in another order (start_ts)
-            yield {"kind": "rows", "table_id": table_id, "schema_version": version, "commit_ts": int(commit.min()),
-                   "job_id": 0, "rows": seg.num_rows, "nulled": int(decoded.schema.metadata[INVALID_TIMES_KEY]),
-                   "data": ch.write_segment(seg)}
+            nulled = int(decoded.schema.metadata[INVALID_TIMES_KEY])
+            if not self.ctx.per_transaction:
+                yield _rows_record(table_id, version, int(commit.min()), seg, nulled)
+                continue
+            commit = seg.column(ch.COMMIT_TS).to_numpy()
+            for i, (a, b) in enumerate(ch.transaction_runs(commit)):   # a transaction's rows are all in one flush
+                yield _rows_record(table_id, version, int(commit[a]), seg.slice(a, b - a), nulled if i == 0 else 0)
         self.groups.clear()
         self.pending = 0
 

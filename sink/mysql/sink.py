@@ -63,6 +63,7 @@ class MySQLSink(Sink):
     """Replicates into a MySQL-protocol database; the checkpoint lives there too."""
 
     kind = "mysql"
+    per_transaction = True
 
     def __init__(self, target: MySQLTarget, options: MySQLOptions | None = None) -> None:
         self.target = target

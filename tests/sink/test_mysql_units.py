@@ -1,5 +1,5 @@
 """Unit tests of the MySQL sink's pure parts: statements and keys, causality, DDL rewriting, the
-checkpoint JSON, DSNs, and the ordered stream's per-transaction cut."""
+checkpoint JSON, DSNs, and the ordered stream's bundles."""
 from __future__ import annotations
 
 import datetime as dt
@@ -8,6 +8,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -26,7 +27,6 @@ from transform import ordered
 from transform.codec import mysqltypes as mt
 from transform.codec.model import HistoryInfo, Job
 from transform.filters import TableFilter
-from transform.ordered import split_by_transaction
 
 
 def _target(pk: bool = True) -> TargetTable:
@@ -126,30 +126,25 @@ def test_dsn_parsing_keeps_the_password_out_of_errors() -> None:
     assert "secret" not in str(e.value) and "***" in str(e.value)
 
 
-def test_pieces_are_cut_per_transaction() -> None:
-    rows = pa.table({ch.OP: ["I", "I", "U", "D"], ch.COMMIT_TS: [5, 5, 9, 12],
-                     ch.SEQ: pa.array([0, 1, 0, 0], pa.int32()), "id": [1, 2, 1, 2]})
-    frame = pa.RecordBatch.from_pydict({"table_id": [3], "schema_version": [8], "commit_ts": [5], "rows": [4],
-                                        "data": [ch.write_segment(rows)]})
-    out = pa.Table.from_batches(list(split_by_transaction([frame])))
-    assert out.column("commit_ts").to_pylist() == [5, 9, 12] and out.column("seq").to_pylist() == [0, 0, 0]
-    assert [ch.read_segment(d).column("id").to_pylist() for d in out.column("data").to_pylist()] == [[1, 2], [1], [2]]
+def test_a_segment_is_cut_into_its_transactions() -> None:
+    assert ch.transaction_runs(np.array([5, 5, 9, 12, 12, 12])) == [(0, 2), (2, 3), (3, 6)]
+    assert ch.transaction_runs(np.array([7])) == [(0, 1)] and ch.transaction_runs(np.array([], np.int64)) == []
 
 
 def test_bundles_join_sorted_pieces_and_cut_back_into_transactions_in_commit_order(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    def seg(tid: int, commits: list[int]) -> pa.RecordBatch:
+    def pieces(tid: int, commits: list[int]) -> list[dict[str, Any]]:
+        """Per-transaction frame records of a table whose rows are ``tid * 100 + i``."""
         n = len(commits)
         rows = pa.table({ch.OP: ["I"] * n, ch.COMMIT_TS: commits, ch.SEQ: pa.array(range(n), pa.int32()),
                          "id": [tid * 100 + i for i in range(n)]})
-        return pa.RecordBatch.from_pydict({"table_id": [tid], "schema_version": [1], "commit_ts": [commits[0]],
-                                           "rows": [len(commits)], "data": [ch.write_segment(rows)]})
+        return [{"table_id": tid, "schema_version": 1, "commit_ts": commits[a], "rows": b - a,
+                 "data": ch.write_segment(rows.slice(a, b - a))} for a, b in ch.transaction_runs(np.array(commits))]
 
-    frames = (seg(3, [5, 5, 7, 9]), seg(2, [5, 7, 7, 8]))
-    pieces = pa.Table.from_batches([b for f in frames for b in split_by_transaction([f])])
-    pieces = pieces.sort_by([("commit_ts", "ascending"), ("table_id", "ascending"), ("seq", "ascending")])
+    records = sorted(pieces(3, [5, 5, 7, 9]) + pieces(2, [5, 7, 7, 8]), key=lambda r: (r["commit_ts"], r["table_id"]))
+    frame = pa.Table.from_pylist(records)
     monkeypatch.setattr(ordered, "BUNDLE_ROWS", 4)                   # bundles cut inside transactions 5 and 7
-    bundles = pa.Table.from_batches(list(ordered.bundle_pieces(pieces.to_batches(max_chunksize=2))))
+    bundles = pa.Table.from_batches(list(ordered.bundle_pieces(frame.to_batches(max_chunksize=2))))
     numbers = bundles.column("bundle").to_pylist()
     assert numbers == sorted(numbers) and len(set(numbers)) == 2
     txns: list[tuple[int, list[tuple[int, list[int]]]]] = []
