@@ -154,6 +154,7 @@ class Loader:
         self.pending: list[list[DML]] = [[] for _ in self.workers]
         self.pending_count = 0
         self.batch_limit = txn_batch * worker_count * 3 * (MERGE_FACTOR if merge else 1)
+        self.idle_batch = txn_batch * worker_count
         self.safe_mode = safe_mode
         self.flushes = 0
         self.before_flush = before_flush   # e.g. sync the relay log: nothing is applied before it is durable
@@ -176,10 +177,13 @@ class Loader:
         self.pending_count += 1
 
     @property
-    def full(self) -> bool:
-        """True when enough is pending to flush (``txn_batch × worker_count × 3`` DMLs, ``MERGE_FACTOR``
-        times that in merge mode)."""
-        return self.pending_count >= self.batch_limit
+    def ready(self) -> bool:
+        """True when the pending DMLs should be flushed: ``txn_batch × worker_count × 3`` of them
+        (``MERGE_FACTOR`` times that in merge mode), or a transaction per worker while the workers
+        are idle (TiDB Binlog flushes when its input runs dry; here, when its output does)."""
+        if self.pending_count >= self.batch_limit:
+            return True
+        return self.pending_count >= self.idle_batch and all(f.done() for f in self._inflight)
 
     def flush(self, wait: bool = True) -> None:
         """Hand every pending DML to the workers once the batch in flight is committed (``applied_ts``

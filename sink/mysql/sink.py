@@ -188,7 +188,7 @@ class MySQLSink(Sink):
                     loader.add(dml)
                     rows[dml.op] = rows.get(dml.op, 0) + 1
                 loader.end_txn(txn.commit_ts)
-                if loader.full:   # applied while the next batch is built; the checkpoint follows what is done
+                if loader.ready:   # applied while the next batch is built; the checkpoint follows what is done
                     loader.flush(wait=False)
                     if time.monotonic() - saved_at >= 1.0 and loader.applied_ts > floor:
                         save(loader.applied_ts)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -308,12 +309,23 @@ def test_the_loader_builds_the_next_batch_while_one_applies_and_never_lets_a_con
         loader.add(DML(t, "U", (1, "z", 0), (1, "a", 0), 20))   # the same key: next batch, not this one
         loader.end_txn(20)
         assert loader.applied_ts == 0 and log == []
+        for i in range(7):                             # a transaction per worker is pending (8 DMLs) ...
+            loader.add(DML(t, "I", (100 + i, "c", 0), None, 30))
+        loader.end_txn(30)
+        assert not loader.ready                        # ... but the workers are busy: keep building
         hold.set()
+        for _ in range(100):                           # once they are idle, what is pending goes
+            if loader.ready:
+                break
+            time.sleep(0.05)
+        assert loader.ready
         loader.flush()                                 # waits for the first batch, then applies the second
-        assert loader.applied_ts == 20 and loader.flushes == 2
-        inserted = [args[0] for sql, args in log if sql.startswith("INSERT")]
-        assert sorted(inserted) == [1, 2]
-        assert [i for i, (sql, _) in enumerate(log) if sql.startswith("UPDATE")] == [len(log) - 1]
+        assert loader.applied_ts == 30 and loader.flushes == 2
+        inserted = [a for sql, args in log if sql.startswith("INSERT") for a in args[::3]]
+        assert sorted(inserted) == [1, 2, *range(100, 107)]
+        update = [i for i, (sql, _) in enumerate(log) if sql.startswith("UPDATE")]
+        first = [i for i, (sql, args) in enumerate(log) if sql.startswith("INSERT") and {1, 2} & set(args[::3])]
+        assert len(update) == 1 and update[0] > max(first)   # the update of key 1 after its insert
     finally:
         hold.set()
         loader.close()
