@@ -9,11 +9,11 @@ driver is metadata: packed ``DataFile``s, paths of files it replaced, row counts
 
 - :func:`write_changelogs`: rows renamed into the table's final schema, written as data files of the
   changelog (partitioned by day of ``_tidb_commit_time``), with per-op counts for the report.
-- :func:`route_mirror` then :func:`merge_mirror`: the mirror merge. Rows are routed to the Iceberg
-  bucket of their key (an update that changes the key goes to the buckets of both keys), so every
-  change of a key meets in one task; that task reduces them to the net change per key
-  (``transform.reduce.net_change``), rewrites the bucket's existing files that hold touched keys
-  without them, and writes the surviving images.
+- :func:`route_mirrors` then :func:`merge_mirrors`: the mirror merge, of one table or of several in
+  one pass. Rows are routed to the (mirror, Iceberg bucket of their key) (an update that changes the
+  key goes to the buckets of both keys), so every change of a key meets in one task; that task
+  reduces them to the net change per key (``transform.reduce.net_change``), rewrites the bucket's
+  existing files that hold touched keys without them, and writes the surviving images.
 """
 from __future__ import annotations
 
@@ -44,8 +44,9 @@ WRITE_BATCH_ROWS = 262_144   # rows a task gathers before it writes them as file
 FILES_SCHEMA = pa.schema([("files", pa.binary()), ("removed", pa.binary()), ("op", pa.string()),
                           ("rows", pa.int64())])
 FILES_DDL = "files binary, removed binary, op string, rows long"
-CHANGELOG_FILES_DDL = FILES_DDL + ", table string"
+TABLE_FILES_DDL = FILES_DDL + ", table string"   # files of several tables: ``table`` names each one's
 ROUTED_DDL = "bucket int, data binary"
+MIRROR_ROUTED_DDL = "table string, bucket int, data binary"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -176,7 +177,7 @@ class _ChangelogFiles:
 
 def write_changelogs(jobs: Mapping[int, ChangelogJob], batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: write the task's rows as data files of their table id's changelog (one
-    job per table: one pass over the frame writes every table's changelog); ``CHANGELOG_FILES_SCHEMA``
+    job per table: one pass over the frame writes every table's changelog); ``TABLE_FILES_DDL``
     out, the changelog named in ``table``."""
     writers: dict[int, _ChangelogFiles] = {}
     by_job: dict[int, _ChangelogFiles] = {}
@@ -188,8 +189,11 @@ def write_changelogs(jobs: Mapping[int, ChangelogJob], batches: Iterable[pa.Reco
         w.add(table_id, version, data)
     for w in by_job.values():
         w.flush()
-        record = _files_record(w.files, counts=w.counts)
-        yield record.append_column("table", pa.array([w.job.table] * record.num_rows, pa.string()))
+        yield _named(_files_record(w.files, counts=w.counts), w.job.table)
+
+
+def _named(record: pa.RecordBatch, table: str) -> pa.RecordBatch:
+    return record.append_column("table", pa.array([table] * record.num_rows, pa.string()))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -214,6 +218,7 @@ class MirrorJob:
     old_map: dict[str, str]             # TiDB column id → the name it had before (renames by id)
     writer: FileWriter
     epoch_keys: dict[tuple[int, int], str] = field(default_factory=dict)   # (table id, version) → key names
+    table: str = ""                     # the mirror's name (a job of several mirrors tells them apart by it)
 
     def bucket_of(self, values: pa.Array | pa.ChunkedArray) -> pa.Array:
         """The Iceberg bucket of each key value (all 0 with one bucket)."""
@@ -224,40 +229,46 @@ class MirrorJob:
         return out
 
 
-def route_mirror(job: MirrorJob, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: the live table's rows, in the final schema, cut by key bucket
-    (``ROUTED_DDL`` out); an update whose key changed goes to the buckets of both keys."""
-    final = job.segments.final
-    schema = ks.changelog_schema(final)
-    first = job.keys[0]
-    out = []
+def route_mirrors(jobs: Mapping[int, MirrorJob], batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body: the rows of each job's live table id (``jobs`` by it), in its final
+    schema, cut by key bucket (``MIRROR_ROUTED_DDL`` out, the mirror named in ``table``); an update
+    whose key changed goes to the buckets of both keys. One pass over the frame routes every mirror."""
+    out: list[dict[str, object]] = []
     for table_id, version, data in _records(batches):
-        if table_id != job.live_id:
-            continue
-        rows = _after(job.segments.rows(table_id, version, data), job.after)
-        if not rows.num_rows:
-            continue
-        rows = ks.conform(ks.fill_missing(rows, final), schema)
-        if job.epochs:
-            keys = job.epoch_keys[(table_id, version)]
-            out.append({"bucket": 0, "data": ch.write_segment(
-                rows.append_column(KEY_EPOCH, pa.array([keys] * rows.num_rows, pa.string())))})
-            continue
-        after_bucket = job.bucket_of(rows.column(first))
-        targets = [after_bucket]
-        if job.buckets > 1 and first != ch.ROWID:   # the hidden row id never changes on update
-            before = pc.struct_field(rows.column(ch.BEFORE), first)
-            updated = pc.equal(rows.column(ch.OP), "U")
-            before_bucket = pc.if_else(updated, job.bucket_of(pc.fill_null(before, rows.column(first))),
-                                       after_bucket)
-            targets.append(before_bucket)
-        for b in sorted(set(pc.unique(pa.chunked_array(targets)).to_pylist())):
-            mask = pc.equal(targets[0], b)
-            for t in targets[1:]:
-                mask = pc.or_(mask, pc.equal(t, b))
-            out.append({"bucket": b, "data": ch.write_segment(rows.filter(mask))})
+        job = jobs.get(table_id)
+        if job is not None:
+            out.extend({"table": job.table, "bucket": b, "data": d} for b, d in _route(job, table_id, version, data))
     if out:
-        yield pa.RecordBatch.from_pylist(out, schema=pa.schema([("bucket", pa.int32()), ("data", pa.binary())]))
+        yield pa.RecordBatch.from_pylist(out, schema=_MIRROR_ROUTED)
+
+
+_MIRROR_ROUTED = pa.schema([("table", pa.string()), ("bucket", pa.int32()), ("data", pa.binary())])
+
+
+def _route(job: MirrorJob, table_id: int, version: int, data: bytes) -> Iterator[tuple[int, bytes]]:
+    """One record's rows after ``job.after`` in the final schema, per bucket they go to."""
+    final = job.segments.final
+    rows = _after(job.segments.rows(table_id, version, data), job.after)
+    if not rows.num_rows:
+        return
+    rows = ks.conform(ks.fill_missing(rows, final), ks.changelog_schema(final))
+    if job.epochs:
+        keys = job.epoch_keys[(table_id, version)]
+        yield 0, ch.write_segment(rows.append_column(KEY_EPOCH, pa.array([keys] * rows.num_rows, pa.string())))
+        return
+    first = job.keys[0]
+    after_bucket = job.bucket_of(rows.column(first))
+    targets = [after_bucket]
+    if job.buckets > 1 and first != ch.ROWID:   # the hidden row id never changes on update
+        before = pc.struct_field(rows.column(ch.BEFORE), first)
+        updated = pc.equal(rows.column(ch.OP), "U")
+        before_bucket = pc.if_else(updated, job.bucket_of(pc.fill_null(before, rows.column(first))), after_bucket)
+        targets.append(before_bucket)
+    for b in sorted(set(pc.unique(pa.chunked_array(targets)).to_pylist())):
+        mask = pc.equal(targets[0], b)
+        for t in targets[1:]:
+            mask = pc.or_(mask, pc.equal(t, b))
+        yield b, ch.write_segment(rows.filter(mask))
 
 
 def _read_existing(job: MirrorJob, files: list[DataFile]) -> Iterator[tuple[DataFile, pa.Table]]:
@@ -270,22 +281,25 @@ def _read_existing(job: MirrorJob, files: list[DataFile]) -> Iterator[tuple[Data
         yield f, ks.conform(ks.fill_missing(ks.rename_columns(rows, job.old_map, final), final), schema)
 
 
-def merge_mirror(job: MirrorJob, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: for each bucket of the task, the net change per key applied to the
-    bucket's files (``FILES_SCHEMA`` out: new files, and paths of the files they replace)."""
-    pieces: dict[int, list[pa.Table]] = defaultdict(list)
+def merge_mirrors(jobs: Mapping[str, MirrorJob], batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body over ``MIRROR_ROUTED_DDL`` records (``jobs`` by mirror name): for each
+    (mirror, bucket) of the task, the net change per key applied to the bucket's files
+    (``TABLE_FILES_DDL`` out: new files, and paths of the files they replace)."""
+    pieces: dict[tuple[str, int], list[pa.Table]] = defaultdict(list)
     for rb in batches:
-        for bucket, data in zip(rb.column(0).to_pylist(), rb.column(1).to_pylist()):
-            pieces[bucket].extend([ch.read_segment(data)] if data else [])
-    for bucket in sorted(pieces):
+        cols = rb.to_pydict()
+        for table, bucket, data in zip(cols["table"], cols["bucket"], cols["data"]):
+            pieces[(table, bucket)].extend([ch.read_segment(data)] if data else [])
+    for table, bucket in sorted(pieces):
+        job = jobs[table]
         files = unpack_files(job.existing.get(bucket))
-        parts = pieces[bucket]
+        parts = pieces[(table, bucket)]
         rows = pa.concat_tables(parts).sort_by(ch.ORDER) if parts else None
         if job.epochs:
             new, removed = _merge_epochs(job, rows, files)
         else:
             new, removed = _merge_bucket(job, bucket, rows, files)
-        yield _files_record(new, removed)
+        yield _named(_files_record(new, removed), table)
 
 
 def _merge_bucket(job: MirrorJob, bucket: int, rows: pa.Table | None, files: list[DataFile]

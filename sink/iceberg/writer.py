@@ -81,14 +81,32 @@ class _Group:
 
 
 @dataclass
+class _Written:
+    """What a table's write tasks returned: new files, paths of the files they replace, row changes
+    per op."""
+
+    files: list[DataFile] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
 class _Prepared:
-    """A changelog's files written ahead by the run's one changelog job, and what they assume."""
+    """A table's files written ahead by the run's one changelog or mirror job, and what they assume:
+    the transaction's schema, spec and start ts, and (mirrors) the snapshot whose ``files`` it merged."""
 
     schema: Schema
     spec_id: int
     since: int
+    snapshot: int | None = None
     files: list[DataFile] = field(default_factory=list)
-    counts: dict[str, int] = field(default_factory=dict)
+    written: _Written = field(default_factory=_Written)
+
+    def matches(self, tbl: Table, tx: Transaction, since: int) -> bool:
+        """True when ``tx`` on ``tbl`` is the transaction these files were written for."""
+        meta, snap = tx.table_metadata, tbl.current_snapshot()
+        return ((self.schema, self.spec_id, self.since, self.snapshot)
+                == (meta.schema(), meta.default_spec_id, since, snap.snapshot_id if snap else None))
 
 
 class IcebergSink(Sink):
@@ -200,7 +218,7 @@ class IcebergSink(Sink):
         for head, parts in lineages.items():
             named = next((p for p in parts if p.table_id == head), parts[0])
             groups.setdefault((named.db, named.name), _Group(named.db, named.name)).parts.extend(parts)
-        self._prepared = self._prepare_changelogs(run, groups)
+        self._prepared = {**self._prepare_changelogs(run, groups), **self._prepare_mirrors(run, groups)}
         try:
             return [self._write_group(run, g) for _, g in sorted(groups.items())]
         finally:
@@ -217,18 +235,17 @@ class IcebergSink(Sink):
         jobs: dict[int, tasks.ChangelogJob] = {}
         prepared: dict[str, _Prepared] = {}
         for (db, name), g in sorted(groups.items()):
-            live, events = g.live, g.events
-            if (len(g.parts) != 1 or live is None or live.final is None or not live.segments
-                    or any(e.job.type in (*_ENDING, RENAME_TABLE) for e in events)):
+            live = _single(g)
+            if live is None or live.final is None:
                 continue    # a lineage of several ids, a rename, a drop: the table's own job
             log_id = (db, name + CHANGELOG_SUFFIX)
-            version = max([s.schema_version for s in live.segments] + [e.job.binlog.schema_version for e in events])
-            log = self._load(log_id) or self._create(log_id, live.final, version, changelog=True)
+            log = self._load(log_id) or self._create(log_id, live.final, _version(g), changelog=True)
             skip, since = self._progress(log, run)
             if skip:
                 continue
             tx = log.transaction()
-            _evolve(tx, log, live.final, ks.CHANGELOG, events)
+            if not _staged(tx, log, live.final, ks.CHANGELOG, g.events):
+                continue
             meta = tx.table_metadata
             key = ".".join(log_id)
             jobs[live.table_id] = tasks.ChangelogJob(_segment_map(g, live.final), since,
@@ -237,12 +254,39 @@ class IcebergSink(Sink):
         frame = run.rows_of(set(jobs)) if len(jobs) > 1 else None
         if frame is None:
             return {}
-        written = frame.mapInArrow(partial(tasks.write_changelogs, jobs), tasks.CHANGELOG_FILES_DDL)
-        for r in written.toArrow().to_pylist():
-            p = prepared[r["table"]]
-            p.files.extend(tasks.unpack_files(r["files"]))
-            if r["op"]:
-                p.counts[r["op"]] = p.counts.get(r["op"], 0) + r["rows"]
+        for key, written in _collect(frame.mapInArrow(partial(tasks.write_changelogs, jobs),
+                                                      tasks.TABLE_FILES_DDL)).items():
+            prepared[key].written = written
+        return prepared
+
+    def _prepare_mirrors(self, run: ch.RunBatch, groups: dict[tuple[str, str], _Group]) -> dict[str, _Prepared]:
+        """The mirror merges of the same tables as :meth:`_prepare_changelogs` (and not truncated,
+        re-keyed or re-bucketed in the range), run as one Spark job: one pass over the run's frame
+        routes every table's rows, one shuffle merges every table's buckets. Each is merged against
+        the table's current snapshot and the metadata its commit will produce; :meth:`_merge_mirror`
+        takes the result when its transaction is that one (``_Prepared.matches``)."""
+        jobs: dict[str, tasks.MirrorJob] = {}
+        prepared: dict[str, _Prepared] = {}
+        for (db, name), g in sorted(groups.items()):
+            live = _single(g)
+            if live is None or live.final is None:
+                continue
+            mirror = self._load((db, name)) or self._create((db, name), live.final, _version(g), changelog=False)
+            skip, since = self._progress(mirror, run)
+            if skip or self._reset_ts(g, live, mirror) is not None or _moving_bucket(mirror, live.final):
+                continue
+            tx = mirror.transaction()
+            if not _staged(tx, mirror, live.final, ks.MIRROR, g.events):
+                continue
+            job, files = self._mirror_job(mirror, g, live, live.final, since, None, None, tx)
+            meta, snap = tx.table_metadata, mirror.current_snapshot()
+            jobs[job.table] = job
+            prepared[job.table] = _Prepared(meta.schema(), meta.default_spec_id, since,
+                                            snap.snapshot_id if snap else None, files)
+        if len(jobs) < 2:
+            return {}
+        for key, written in _run_mirrors(run, jobs).items():
+            prepared[key].written = written
         return prepared
 
     def _write_group(self, run: ch.RunBatch, g: _Group) -> TableReport:
@@ -377,18 +421,21 @@ class IcebergSink(Sink):
         """Executors write the group's changes after ``since`` as data files; they are appended in
         ``tx``. Returns the row changes per op."""
         meta = tx.table_metadata
-        ready = self._prepared.get(".".join(tbl.name()))
+        key = ".".join(tbl.name())
+        ready = self._prepared.get(key)
         if ready is not None and (ready.schema, ready.spec_id, ready.since) == (meta.schema(), meta.default_spec_id,
                                                                                  since):
-            files, counts = ready.files, ready.counts
+            written = ready.written
         else:
             frame = run.rows_of({tc.table_id for tc in g.parts})
             if frame is None:
                 return {}
-            job = tasks.ChangelogJob(_segment_map(g, final), since, tasks.FileWriter(meta, dict(tbl.io.properties)))
+            job = tasks.ChangelogJob(_segment_map(g, final), since, tasks.FileWriter(meta, dict(tbl.io.properties)),
+                                     key)
             jobs = {tc.table_id: job for tc in g.parts}
-            files, _, counts = _collect(frame.mapInArrow(partial(tasks.write_changelogs, jobs),
-                                                         tasks.CHANGELOG_FILES_DDL))
+            written = _collect(frame.mapInArrow(partial(tasks.write_changelogs, jobs),
+                                                tasks.TABLE_FILES_DDL)).get(key, _Written())
+        files, counts = written.files, written.counts
         if files:
             with tx.update_snapshot(snapshot_properties=run.markers()).fast_append() as append:
                 for f in files:
@@ -398,8 +445,35 @@ class IcebergSink(Sink):
     def _merge_mirror(self, tbl: Table, run: ch.RunBatch, g: _Group, live: ch.TableChanges, final: TableInfo,
                       since: int, reset: int | None, respec: int | None, tx: Transaction) -> None:
         """The live table's changes after ``since`` (and after a TRUNCATE at ``reset``) merged per key
-        into the mirror, on the executors (``tasks.route_mirror``/``merge_mirror``); the replaced files
-        go and the new ones come in ``tx``."""
+        into the mirror, on the executors (``tasks.route_mirrors``/``merge_mirrors``; prepared for
+        several tables at once by :meth:`_prepare_mirrors`); the replaced files go and the new ones
+        come in ``tx``."""
+        ready = self._prepared.get(".".join(tbl.name()))
+        if ready is not None and reset is None and not respec and ready.matches(tbl, tx, since):
+            files, written = ready.files, ready.written
+        else:
+            job, files = self._mirror_job(tbl, g, live, final, since, reset, respec, tx)
+            written = _run_mirrors(run, {job.table: job}).get(job.table, _Written())
+        new, replaced = written.files, set(written.removed)
+        gone = files if reset is not None else [f for f in files if f.file_path in replaced]
+        if not gone and not new:
+            return
+        snapshot = tx.update_snapshot(snapshot_properties=run.markers())
+        if gone:
+            with snapshot.overwrite() as overwrite:
+                for f in gone:
+                    overwrite.delete_data_file(f)
+                for f in new:
+                    overwrite.append_data_file(f)
+        else:
+            with snapshot.fast_append() as append:
+                for f in new:
+                    append.append_data_file(f)
+
+    def _mirror_job(self, tbl: Table, g: _Group, live: ch.TableChanges, final: TableInfo, since: int,
+                    reset: int | None, respec: int | None, tx: Transaction) -> tuple[tasks.MirrorJob, list[DataFile]]:
+        """The merge of ``live``'s changes after ``since`` into ``tbl`` as ``tx`` will leave it (a
+        bucket spec moved to the new first key column when ``respec``), and the table's files now."""
         keys = ks.key_columns(final)
         files = [t.file for t in tbl.scan().plan_files()] if tbl.current_snapshot() is not None else []
         segments = _segment_map(g, final)
@@ -429,36 +503,10 @@ class IcebergSink(Sink):
             keys=keys, buckets=buckets, bucket_type=bucket_type, epochs=epochs, backfill=backfill,
             existing={b: tasks.pack_files(fs) for b, fs in existing.items()}, old_metadata=tbl.metadata,
             old_map=ks.stored_columns(tbl.properties) if same_table else {},
-            writer=tasks.FileWriter(tx.table_metadata, dict(tbl.io.properties)), epoch_keys=epoch_keys)
-        pieces: list[DataFrame] = []
-        frame = run.rows_of({live.table_id})
-        if frame is not None:
-            pieces.append(frame.mapInArrow(partial(tasks.route_mirror, job), tasks.ROUTED_DDL))
-        if backfill or (epochs and existing):   # buckets whose files are rewritten without a change in them
-            pieces.append(_spark().createDataFrame([(b, b"") for b in existing], tasks.ROUTED_DDL))
-        new: list[DataFile] = []
-        replaced: set[str] = set()
-        if pieces:
-            routed = pieces[0] if len(pieces) == 1 else pieces[0].unionByName(pieces[1])
-            # a task merges whole buckets (several when the cluster has fewer task slots than buckets)
-            slots = max(1, min(buckets, _spark().sparkContext.defaultParallelism))
-            merged = routed.repartition(slots, "bucket").mapInArrow(partial(tasks.merge_mirror, job), tasks.FILES_DDL)
-            new, removed, _ = _collect(merged)
-            replaced = set(removed)
-        gone = files if reset is not None else [f for f in files if f.file_path in replaced]
-        if not gone and not new:
-            return
-        snapshot = tx.update_snapshot(snapshot_properties=run.markers())
-        if gone:
-            with snapshot.overwrite() as overwrite:
-                for f in gone:
-                    overwrite.delete_data_file(f)
-                for f in new:
-                    overwrite.append_data_file(f)
-        else:
-            with snapshot.fast_append() as append:
-                for f in new:
-                    append.append_data_file(f)
+            writer=tasks.FileWriter(tx.table_metadata, dict(tbl.io.properties)), epoch_keys=epoch_keys,
+            table=".".join(tbl.name()))
+        return job, files
+
 
 def _evolve(tx: Transaction, tbl: Table, info: TableInfo, kind: str, events: list[ch.DDLEvent]) -> None:
     """The schema evolution of ``tbl`` to ``info`` in ``tx``."""
@@ -543,17 +591,64 @@ def _bucket_spec(schema: Schema, column: str, buckets: int) -> PartitionSpec:
     return PartitionSpec(PartitionField(source.field_id, 1000, BucketTransform(buckets), f"{column}_bucket"))
 
 
-def _collect(frame: DataFrame) -> tuple[list[DataFile], list[str], dict[str, int]]:
-    """The new files, replaced file paths and row counts per op that write tasks returned."""
-    files: list[DataFile] = []
-    removed: list[str] = []
-    counts: dict[str, int] = {}
+def _collect(frame: DataFrame) -> dict[str, _Written]:
+    """What write tasks returned (``TABLE_FILES_DDL``), per table they name."""
+    out: dict[str, _Written] = {}
     for r in frame.toArrow().to_pylist():
-        files.extend(tasks.unpack_files(r["files"]))
-        removed.extend(tasks.unpack_paths(r["removed"]))
+        w = out.setdefault(r["table"], _Written())
+        w.files.extend(tasks.unpack_files(r["files"]))
+        w.removed.extend(tasks.unpack_paths(r["removed"]))
         if r["op"]:
-            counts[r["op"]] = counts.get(r["op"], 0) + r["rows"]
-    return files, removed, counts
+            w.counts[r["op"]] = w.counts.get(r["op"], 0) + r["rows"]
+    return out
+
+
+def _run_mirrors(run: ch.RunBatch, jobs: Mapping[str, tasks.MirrorJob]) -> dict[str, _Written]:
+    """Every job's merge in one Spark job (``jobs`` by mirror name): the run's rows routed per
+    (mirror, key bucket), each bucket merged by one task (a task takes several when the cluster has
+    fewer task slots than buckets)."""
+    pieces: list[DataFrame] = []
+    frame = run.rows_of({j.live_id for j in jobs.values()})
+    if frame is not None:
+        routes = {j.live_id: j for j in jobs.values()}
+        pieces.append(frame.mapInArrow(partial(tasks.route_mirrors, routes), tasks.MIRROR_ROUTED_DDL))
+    # buckets whose files are rewritten without a change in them
+    idle = [(name, b, b"") for name, j in jobs.items() if j.backfill or (j.epochs and j.existing) for b in j.existing]
+    if idle:
+        pieces.append(_spark().createDataFrame(idle, tasks.MIRROR_ROUTED_DDL))
+    if not pieces:
+        return {}
+    routed = pieces[0] if len(pieces) == 1 else pieces[0].unionByName(pieces[1])
+    slots = max(1, min(sum(j.buckets for j in jobs.values()), _spark().sparkContext.defaultParallelism))
+    merged = routed.repartition(slots, "table", "bucket").mapInArrow(partial(tasks.merge_mirrors, dict(jobs)),
+                                                                     tasks.TABLE_FILES_DDL)
+    return _collect(merged)
+
+
+def _staged(tx: Transaction, tbl: Table, info: TableInfo, kind: str, events: list[ch.DDLEvent]) -> bool:
+    """``_evolve`` in a transaction that is never committed; False when the evolution fails (the
+    table's own commit runs it again and reports the error in its turn, after the tables before it)."""
+    try:
+        _evolve(tx, tbl, info, kind, events)
+    except Exception:  # noqa: BLE001 (any error: this table is simply not prepared)
+        return False
+    return True
+
+
+def _single(g: _Group) -> ch.TableChanges | None:
+    """The group's one table id when it has row changes and is not renamed, truncated or dropped in
+    the range (what the run's one changelog job and one mirror job take), else None."""
+    live = g.live
+    if (len(g.parts) != 1 or live is None or live.final is None or not live.segments
+            or any(e.job.type in (*_ENDING, RENAME_TABLE) for e in g.events)):
+        return None
+    return live
+
+
+def _version(g: _Group) -> int:
+    """The newest schema version of the group's rows and DDL."""
+    versions = [s.schema_version for p in g.parts for s in p.segments] + [e.job.binlog.schema_version for e in g.events]
+    return max(versions, default=0)
 
 
 def _spark() -> SparkSession:

@@ -203,6 +203,38 @@ def test_seeded_workload_with_key_churn_and_ddl_drained_while_it_runs(env: Env) 
         assert_changelog_matches_mirror(cat, f"test.{t}")
 
 
+def test_every_mirror_of_a_run_merges_in_one_spark_job(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sink.iceberg import writer
+
+    calls: list[list[str]] = []
+    run_mirrors = writer._run_mirrors
+
+    def spy(run: object, jobs: dict[str, object]) -> object:
+        calls.append(sorted(jobs))
+        return run_mirrors(run, jobs)   # type: ignore[arg-type]
+
+    monkeypatch.setattr(writer, "_run_mirrors", spy)
+    env.sql("create table a (id int primary key, v varchar(10))")
+    env.sql("create table b (id bigint primary key, n int, u int unique)")
+    env.sql("create table c (k varchar(8), n int)")                     # keyed by the hidden row id
+    env.sql("insert into a values (1, 'x'), (2, 'y'); insert into b values (1, 10, 100), (2, 20, 200)")
+    env.sql("insert into c values ('p', 1), ('q', 2)")
+    r1 = env.drain()
+    assert calls == [["test.a", "test.b", "test.c"]]
+    env.verify(r1["to_ts"])
+    env.sql("update a set v = 'z' where id = 1; delete from b where id = 2; update b set id = 5 where id = 1")
+    env.sql("update c set n = 9 where k = 'q'; insert into a values (3, 'w')")
+    env.sql("alter table a add column note varchar(5) default 'd'")    # rewrites a's files (a default to fill)
+    r2 = env.drain()
+    assert calls[1:] == [["test.a", "test.b", "test.c"]]                  # existing files rewritten in one job too
+    env.verify(r2["to_ts"])
+    cat = env.catalog()
+    for t in ("b", "c"):                     # a: its old changelog rows lack the added column's default
+        assert_changelog_matches_mirror(cat, f"test.{t}")
+    assert sorted(read_table(cat, "test.b").column("id").to_pylist()) == [5]
+    assert read_table(cat, "test.a").column("note").to_pylist() == ["d"] * 3
+
+
 def test_a_run_with_only_a_ddl_still_verifies(env: Env) -> None:
     env.sql("create table o (id int primary key, v int)")
     env.sql("insert into o values (1, 1)")
