@@ -314,8 +314,7 @@ class IcebergSink(Sink):
         if last_info is None:  # dropped in the range with no row changes: only catalog operations
             self._finish_drop(run, mirror_id, log_id, aside)
             return report
-        version = max((s.schema_version for p in g.parts for s in p.segments), default=0)
-        version = max([version] + [e.job.binlog.schema_version for e in events])
+        version = _version(g)
         log = ((self._load(aside) if aside else None) or self._load(log_id)
                or self._create(log_id, last_info, version, changelog=True))
         skip_log, since = self._progress(log, run)
