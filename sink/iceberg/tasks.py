@@ -234,10 +234,16 @@ def route_mirrors(jobs: Mapping[int, MirrorJob], batches: Iterable[pa.RecordBatc
     schema, cut by key bucket (``MIRROR_ROUTED_DDL`` out, the mirror named in ``table``); an update
     whose key changed goes to the buckets of both keys. One pass over the frame routes every mirror."""
     out: list[dict[str, object]] = []
+    schemas: dict[str, pa.Schema] = {}
     for table_id, version, data in _records(batches):
         job = jobs.get(table_id)
-        if job is not None:
-            out.extend({"table": job.table, "bucket": b, "data": d} for b, d in _route(job, table_id, version, data))
+        if job is None:
+            continue
+        schema = schemas.get(job.table)
+        if schema is None:
+            schema = schemas[job.table] = ks.changelog_schema(job.segments.final)
+        out.extend({"table": job.table, "bucket": b, "data": d}
+                   for b, d in _route(job, schema, table_id, version, data))
     if out:
         yield pa.RecordBatch.from_pylist(out, schema=_MIRROR_ROUTED)
 
@@ -245,13 +251,13 @@ def route_mirrors(jobs: Mapping[int, MirrorJob], batches: Iterable[pa.RecordBatc
 _MIRROR_ROUTED = pa.schema([("table", pa.string()), ("bucket", pa.int32()), ("data", pa.binary())])
 
 
-def _route(job: MirrorJob, table_id: int, version: int, data: bytes) -> Iterator[tuple[int, bytes]]:
-    """One record's rows after ``job.after`` in the final schema, per bucket they go to."""
-    final = job.segments.final
+def _route(job: MirrorJob, schema: pa.Schema, table_id: int, version: int, data: bytes
+           ) -> Iterator[tuple[int, bytes]]:
+    """One record's rows after ``job.after`` in the final ``schema``, per bucket they go to."""
     rows = _after(job.segments.rows(table_id, version, data), job.after)
     if not rows.num_rows:
         return
-    rows = ks.conform(ks.fill_missing(rows, final), ks.changelog_schema(final))
+    rows = ks.conform(ks.fill_missing(rows, job.segments.final), schema)
     if job.epochs:
         keys = job.epoch_keys[(table_id, version)]
         yield 0, ch.write_segment(rows.append_column(KEY_EPOCH, pa.array([keys] * rows.num_rows, pa.string())))
