@@ -47,6 +47,7 @@ FILES_DDL = "files binary, removed binary, op string, rows long"
 TABLE_FILES_DDL = FILES_DDL + ", table string"   # files of several tables: ``table`` names each one's
 ROUTED_DDL = "bucket int, data binary"
 MIRROR_ROUTED_DDL = "table string, bucket int, data binary"
+_MIRROR_ROUTED = pa.schema([("table", pa.string()), ("bucket", pa.int32()), ("data", pa.binary())])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -246,9 +247,6 @@ def route_mirrors(jobs: Mapping[int, MirrorJob], batches: Iterable[pa.RecordBatc
                    for b, d in _route(job, schema, table_id, version, data))
     if out:
         yield pa.RecordBatch.from_pylist(out, schema=_MIRROR_ROUTED)
-
-
-_MIRROR_ROUTED = pa.schema([("table", pa.string()), ("bucket", pa.int32()), ("data", pa.binary())])
 
 
 def _route(job: MirrorJob, schema: pa.Schema, table_id: int, version: int, data: bytes

@@ -93,7 +93,8 @@ class _Written:
 @dataclass
 class _Prepared:
     """A table's files written ahead by the run's one changelog or mirror job, and what they assume:
-    the transaction's schema, spec and start ts, and (mirrors) the snapshot whose ``files`` it merged."""
+    the transaction's schema, spec and start ts, and the table's snapshot (for a mirror, the one whose
+    ``files`` it merged)."""
 
     schema: Schema
     spec_id: int
@@ -230,8 +231,8 @@ class IcebergSink(Sink):
         truncated or dropped in it, written by one Spark job:
         one pass over the run's frame instead of one per table. Each is written against the table
         metadata its commit will produce (the schema evolution staged in a transaction that is
-        never committed); :meth:`_append_changelog` takes them when its transaction's schema, spec
-        and start ts are those, and writes the table itself otherwise."""
+        never committed); :meth:`_append_changelog` takes them when its transaction is that one
+        (``_Prepared.matches``), and writes the table itself otherwise."""
         jobs: dict[int, tasks.ChangelogJob] = {}
         prepared: dict[str, _Prepared] = {}
         for (db, name), g in sorted(groups.items()):
@@ -246,12 +247,12 @@ class IcebergSink(Sink):
             tx = log.transaction()
             if not _staged(tx, log, live.final, ks.CHANGELOG, g.events):
                 continue
-            meta = tx.table_metadata
+            meta, snap = tx.table_metadata, log.current_snapshot()
             key = ".".join(log_id)
             jobs[live.table_id] = tasks.ChangelogJob(_segment_map(g, live.final), since,
                                                      tasks.FileWriter(meta, dict(log.io.properties)), key)
-            prepared[key] = _Prepared(meta.schema(), meta.default_spec_id, since)
-        frame = run.rows_of(set(jobs)) if len(jobs) > 1 else None
+            prepared[key] = _Prepared(meta.schema(), meta.default_spec_id, since, snap.snapshot_id if snap else None)
+        frame = run.rows_of(set(jobs)) if jobs else None
         if frame is None:
             return {}
         for key, written in _collect(frame.mapInArrow(partial(tasks.write_changelogs, jobs),
@@ -283,7 +284,7 @@ class IcebergSink(Sink):
             jobs[job.table] = job
             prepared[job.table] = _Prepared(meta.schema(), meta.default_spec_id, since,
                                             snap.snapshot_id if snap else None, files)
-        if len(jobs) < 2:
+        if not jobs:
             return {}
         for key, written in _run_mirrors(run, jobs).items():
             prepared[key].written = written
@@ -422,8 +423,7 @@ class IcebergSink(Sink):
         meta = tx.table_metadata
         key = ".".join(tbl.name())
         ready = self._prepared.get(key)
-        if ready is not None and (ready.schema, ready.spec_id, ready.since) == (meta.schema(), meta.default_spec_id,
-                                                                                 since):
+        if ready is not None and ready.matches(tbl, tx, since):
             written = ready.written
         else:
             frame = run.rows_of({tc.table_id for tc in g.parts})

@@ -31,6 +31,7 @@ class Drained:
     @property
     def to_ts(self) -> int:
         return int(self.report["to_ts"])
+
     def check(self, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
         """``binlake check --config drainer.toml ARGS…`` as a user runs it: (exit status, stdout, stderr)."""
         root = logging.getLogger()
