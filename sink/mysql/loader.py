@@ -100,16 +100,16 @@ class Worker:
                 statements += self.progress.record(chunk)
             self._run(statements)
 
-    def _run(self, statements: list[tuple[str, list[Any], DML]]) -> None:
+    def _run(self, statements: list[tuple[str, DML]]) -> None:
         """Execute ``statements`` as one downstream transaction, retrying transient errors."""
         for attempt in range(self.retries + 1):
-            sql, args, dml = "", list[Any](), statements[0][2]
+            sql, dml = "", statements[0][1]
             try:
                 if self.conn is None:
                     self.conn = self.connect()
                 with self.conn.cursor() as cur:
-                    for sql, args, dml in statements:  # noqa: B007 (dml: named on error)
-                        cur.execute(sql, args)
+                    for sql, dml in statements:  # noqa: B007 (dml: named on error)
+                        cur.execute(sql)
                 self.conn.commit()
                 return
             except pymysql.Error as e:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pymysql
 
-from sink.mysql.statements import DML, quote
+from sink.mysql.statements import DML, literal, quote
 from sink.mysql.target import MySQLTargetError
 
 Position = tuple[int, int]   # (commit_ts, seq)
@@ -60,15 +60,15 @@ class UnkeyedProgress:
             raise MySQLTargetError(f"cannot read the progress table {self.name}: {e}") from None
         return {str(t): (int(ts), int(seq)) for t, ts, seq in rows}
 
-    def record(self, dmls: Sequence[DML]) -> list[tuple[str, list[Any], DML]]:
+    def record(self, dmls: Sequence[DML]) -> list[tuple[str, DML]]:
         """The statements that record the last unkeyed DML of each table in ``dmls`` (none when
         there is no unkeyed DML); run them in the transaction that applies ``dmls``."""
         last: dict[str, DML] = {}
         for d in dmls:
             if d.seq:
                 last[d.table.qualified] = d
-        return [(f"REPLACE INTO {self.name} (clusterID, tableName, commitTS, seq) VALUES (%s, %s, %s, %s)",
-                 [self.cluster_id, table, d.commit_ts, d.seq], d) for table, d in last.items()]
+        return [(f"REPLACE INTO {self.name} (clusterID, tableName, commitTS, seq) VALUES "
+                 f"({self.cluster_id}, {literal(table)}, {d.commit_ts}, {d.seq})", d) for table, d in last.items()]
 
 
 def not_applied(dmls: Iterable[DML], applied: dict[str, Position]) -> list[DML]:

@@ -26,10 +26,13 @@ from pathlib import Path
 from typing import Any
 
 import crc32c
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from schemas import secondary_binlog_pb2 as sb
 from sink.errors import SinkError
 from sink.mysql.statements import DML, TargetTable
+from transform import changes as ch
 from transform.codec import mysqltypes as mt
 from transform.codec.model import ColumnInfo
 from transform.codec.values import json_value
@@ -79,9 +82,11 @@ def _column(value: Any, info: ColumnInfo | None) -> sb.Column:
     return sb.Column(string_value=str(value))
 
 
-def _value(col: sb.Column) -> Any:
+def _value(col: sb.Column, json: bool) -> Any:
     if col.is_null:
         return None
+    if json and col.HasField("bytes_value"):
+        return col.bytes_value.decode()
     for name in ("int64_value", "uint64_value", "double_value", "bytes_value", "string_value"):
         if col.HasField(name):
             return getattr(col, name)
@@ -93,10 +98,38 @@ def _int32(v: int) -> int:
     return (v + (1 << 31)) % (1 << 32) - (1 << 31)
 
 
-def encode_dml(commit_ts: int, pieces: list[tuple[TargetTable, list[DML]]]) -> sb.Binlog:
-    """One DML transaction as a secondary binlog (one ``Table`` per piece)."""
+_BIT_WRAP = 1 << 64
+
+
+def _python_values(column: pa.Array | pa.ChunkedArray, bit: bool) -> list[Any]:
+    """One decoded column's values as ``_column`` takes them: DATETIME/TIMESTAMP/DATE as their MySQL
+    text (TIMESTAMP in UTC, as ``transform.codec.values.json_value`` renders them), BIT(64) values
+    the decoder wrapped into a signed long unwrapped, the rest as Arrow gives them."""
+    if pa.types.is_timestamp(column.type):
+        text = column.cast(pa.timestamp("us")).cast(pa.string())
+        column = pc.replace_substring_regex(text, r"\.000000$", "")
+    elif pa.types.is_date32(column.type):
+        column = column.cast(pa.string())
+    values: list[Any] = column.to_pylist()
+    if bit:
+        values = [v + _BIT_WRAP if isinstance(v, int) and v < 0 else v for v in values]
+    return values
+
+
+def _rows(target: TargetTable, rows: pa.Table, column: str | None = None) -> list[tuple[Any, ...]]:
+    """The piece's rows (or, with ``column``, the rows in that struct column) as Python values."""
+    source: Any = rows
+    if column is not None:
+        chunks = rows.column(column).chunks
+        source = pa.concat_arrays(chunks) if chunks else pa.array([], rows.schema.field(column).type)
+    get = source.field if column is not None else source.column
+    return list(zip(*(_python_values(get(n), i in target.bit_columns) for i, n in enumerate(target.columns))))
+
+
+def encode_dml(commit_ts: int, pieces: list[tuple[TargetTable, pa.Table]]) -> sb.Binlog:
+    """One DML transaction as a secondary binlog (one ``Table`` per piece of decoded rows)."""
     out = sb.Binlog(type=sb.DML, commit_ts=commit_ts)
-    for target, dmls in pieces:
+    for target, rows in pieces:
         infos: list[ColumnInfo | None] = list(target.infos) or [None] * len(target.columns)
         primary = {target.columns[i] for name, cols in target.keys if name == "PRIMARY" for i in cols}
         table = out.dml_data.tables.add(schema_name=target.db, table_name=target.name)
@@ -107,11 +140,14 @@ def encode_dml(commit_ts: int, pieces: list[tuple[TargetTable, list[DML]]]) -> s
                                   decimal=_int32(info.type.decimal) if info else 0)
         for key, cols in target.keys:
             table.unique_keys.add(name=key, column_names=[target.columns[i] for i in cols])
-        for dml in dmls:
-            m = table.mutations.add(type=_OPS[dml.op])
-            m.row.columns.extend(_column(v, i) for v, i in zip(dml.values, infos))
-            if dml.old is not None:
-                m.change_row.columns.extend(_column(v, i) for v, i in zip(dml.old, infos))
+        ops = rows.column(ch.OP).to_pylist()
+        news = _rows(target, rows)
+        olds = _rows(target, rows, ch.BEFORE) if "U" in ops and ch.BEFORE in rows.column_names else []
+        for r, op in enumerate(ops):
+            m = table.mutations.add(type=_OPS[op])
+            m.row.columns.extend(_column(v, i) for v, i in zip(news[r], infos))
+            if op == "U" and olds:
+                m.change_row.columns.extend(_column(v, i) for v, i in zip(olds[r], infos))
     return out
 
 
@@ -122,17 +158,19 @@ def encode_ddl(commit_ts: int, db: str | None, table: str, query: str) -> sb.Bin
 
 
 def decode_dml(binlog: sb.Binlog) -> Iterator[DML]:
-    """The DMLs of a secondary DML binlog, in order (values as the relay holds them)."""
+    """The DMLs of a secondary DML binlog, in order (values as the relay holds them; JSON as text,
+    which a MySQL JSON column takes, where a binary string is refused)."""
     for table in binlog.dml_data.tables:
         names = tuple(c.name for c in table.column_info)
+        json = [c.mysql_type == "json" for c in table.column_info]
         pos = {n: i for i, n in enumerate(names)}
         keys = tuple((k.name, tuple(pos[c] for c in k.column_names)) for k in table.unique_keys
                      if all(c in pos for c in k.column_names))
         target = TargetTable(table.schema_name, table.table_name, names, keys)
         for m in table.mutations:
-            values = tuple(_value(c) for c in m.row.columns)
-            old = tuple(_value(c) for c in m.change_row.columns) if m.HasField("change_row") else None
-            yield DML(target, _LETTERS[m.type], values, old, binlog.commit_ts)
+            values = [_value(c, j) for c, j in zip(m.row.columns, json)]
+            old = [_value(c, j) for c, j in zip(m.change_row.columns, json)] if m.HasField("change_row") else None
+            yield DML.of(target, _LETTERS[m.type], values, old, binlog.commit_ts)
 
 
 # ---------------------------------------------------------------------------------------------

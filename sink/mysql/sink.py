@@ -107,10 +107,15 @@ class MySQLSink(Sink):
         workers of a flush touch disjoint keys (causality), and REPEATABLE READ's gap locks made
         parallel multi-row REPLACE/DELETE … IN wait on each other and deadlock (retried, but slow).
         TiDB keeps its own default (READ COMMITTED needs its pessimistic mode), and so does a server
-        that writes a statement-based binary log (InnoDB refuses READ COMMITTED there)."""
+        that writes a statement-based binary log (InnoDB refuses READ COMMITTED there). Its session
+        runs without ``NO_BACKSLASH_ESCAPES``, as the statements' literals expect."""
         conn = self.target.connect()
-        if not self.options.tidb:
-            with conn.cursor() as cur:
+        with conn.cursor() as cur:
+            cur.execute("SELECT @@SESSION.sql_mode")
+            modes = str(cur.fetchone()[0]).split(",")
+            if "NO_BACKSLASH_ESCAPES" in modes:   # the statements' literals use backslash escapes
+                cur.execute("SET SESSION sql_mode = %s", (",".join(m for m in modes if m != "NO_BACKSLASH_ESCAPES"),))
+            if not self.options.tidb:
                 cur.execute("SELECT @@log_bin, @@binlog_format")
                 log_bin, binlog_format = cur.fetchone()
                 if not log_bin or str(binlog_format).upper() != "STATEMENT":
@@ -179,10 +184,10 @@ class MySQLSink(Sink):
                     loader.end_txn(txn.commit_ts)
                     save(txn.commit_ts)
                     continue
-                pieces = [(targets[(p.table_id, p.schema_version)], dmls_of(p)) for p in txn.tables]
                 if relay is not None:
-                    relay.append(encode_dml(txn.commit_ts, pieces))
-                for dml in self._fresh(d for _, dmls in pieces for d in dmls):
+                    relay.append(encode_dml(txn.commit_ts, [(targets[(p.table_id, p.schema_version)], p.rows)
+                                                            for p in txn.tables]))
+                for dml in self._fresh(d for p in txn.tables for d in dmls_of(p)):
                     name = f"{dml.table.db}.{dml.table.name}"
                     rows = reports.setdefault(name, TableReport(name)).rows
                     loader.add(dml)

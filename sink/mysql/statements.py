@@ -13,17 +13,24 @@ the commit_ts it belongs to, and its causality keys. :func:`statements` renders 
   each table's unkeyed DMLs got (``seq``, :func:`number_unkeyed`) in the transaction that applies
   them and skips those on a replay (``sink.mysql.progress``).
 
-Only public, non-generated columns are written. Values are bound as parameters in the forms MySQL
-takes (:func:`_pylist`): temporal values as text (the session time zone is UTC, so TIMESTAMPs are
-UTC), BIT(64) values the decoder wrapped into a signed long are unwrapped.
+Only public, non-generated columns are written. A DML holds its values as SQL literals, rendered
+from the decoded Arrow columns by Arrow's kernels (:func:`row_changes`) — per value in Python,
+binding parameters cost more than applying the rows: numbers as their digits (BIT(64) values the
+decoder wrapped into a signed long unwrapped, FLOAT widened to the double it is, so nothing rounds
+twice), temporal values as their MySQL text (``YYYY-MM-DD HH:MM:SS[.ffffff]``; the session time
+zone is UTC, so TIMESTAMPs are UTC), text quoted with backslash escapes (the sink's sessions run
+without ``NO_BACKSLASH_ESCAPES``), binary strings as ``X'hex'``, NULL as ``NULL``. Two equal values of
+one column always render the same, so keys compare as their literals.
 """
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from functools import cached_property
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -31,14 +38,33 @@ from transform import changes as ch
 from transform.codec import mysqltypes as mt
 from transform.codec.model import ColumnInfo, TableInfo
 
-_BIT_WRAP = 1 << 64
+NULL = "NULL"
 MAX_STATEMENT_BYTES = 4 << 20   # a merged REPLACE stops adding rows here (max_allowed_packet: 16 MiB on MariaDB)
-_WIDE = frozenset({mt.Family.STRING, mt.Family.JSON, mt.Family.GEOMETRY})
+_HEX_DIGITS = np.frombuffer(b"".join(b"%02X" % i for i in range(256)), np.uint8).reshape(256, 2)
 
 
 def quote(name: str) -> str:
     """A MySQL identifier in backquotes."""
     return "`" + name.replace("`", "``") + "`"
+
+
+def literal(value: Any) -> str:
+    """One Python value as the SQL literal :func:`row_changes` renders for it (relay-log values, the
+    progress table's)."""
+    if value is None:
+        return NULL
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    if isinstance(value, (bytes, bytearray)):
+        return f"X'{bytes(value).hex().upper()}'"
+    text = str(value).replace("\\", "\\\\").replace("'", "\\'").replace("\0", "\\0")
+    return f"'{text}'"
 
 
 @dataclass(frozen=True)
@@ -64,19 +90,6 @@ class TargetTable:
         """True when the table has a primary key (NOT NULL: every row is keyed by it)."""
         return any(name == "PRIMARY" for name, _ in self.keys)
 
-    @cached_property
-    def wide_columns(self) -> tuple[int, ...]:
-        """Positions of the columns whose values can be large (strings, blobs, JSON; every column of a
-        table read back from the relay log, whose types are not known)."""
-        if not self.infos:
-            return tuple(range(len(self.columns)))
-        return tuple(i for i, c in enumerate(self.infos) if c.family in _WIDE)
-
-    def row_bytes(self, row: Sequence[Any]) -> int:
-        """About how many bytes ``row`` takes in a statement (8 per narrow value)."""
-        wide = sum(len(v) for i in self.wide_columns if isinstance(v := row[i], (str, bytes)))
-        return wide + 8 * len(self.columns)
-
     @classmethod
     def of(cls, db: str, table: TableInfo) -> TargetTable:
         """The downstream view of ``table`` (public, non-generated columns; public unique indexes)."""
@@ -100,15 +113,22 @@ class TargetTable:
 @dataclass
 class DML:
     """One row change to apply: ``op`` is ``I``, ``U`` or ``D``; ``values`` the new row (the deleted
-    row for ``D``), ``old`` the row before an update; ``seq`` the DML's place among the unkeyed DMLs of
-    its table in its transaction (1, 2, …; 0 for a keyed DML)."""
+    row for ``D``) as SQL literals, ``old`` the row before an update; ``seq`` the DML's place among the
+    unkeyed DMLs of its table in its transaction (1, 2, …; 0 for a keyed DML)."""
 
     table: TargetTable
     op: str
-    values: tuple[Any, ...]
-    old: tuple[Any, ...] | None
+    values: tuple[str, ...]
+    old: tuple[str, ...] | None
     commit_ts: int
     seq: int = 0
+
+    @classmethod
+    def of(cls, table: TargetTable, op: str, values: Sequence[Any], old: Sequence[Any] | None,
+           commit_ts: int) -> DML:
+        """A DML of Python values (rendered by :func:`literal`)."""
+        return cls(table, op, tuple(map(literal, values)), None if old is None else tuple(map(literal, old)),
+                   commit_ts)
 
     @property
     def unkeyed(self) -> bool:
@@ -117,7 +137,7 @@ class DML:
         if self.table.has_primary:
             return False
         rows = [self.values] if self.old is None else [self.values, self.old]
-        return not all(any(all(row[i] is not None for i in cols) for _, cols in self.table.keys) for row in rows)
+        return not all(any(all(row[i] != NULL for i in cols) for _, cols in self.table.keys) for row in rows)
 
     def causality_keys(self) -> list[str]:
         """The keys two DMLs conflict on: every unique key with all values non-NULL, of the new and the
@@ -132,9 +152,9 @@ class DML:
             found = len(out)
             for name, cols in self.table.keys:
                 vals = [row[i] for i in cols]
-                if any(v is None for v in vals):
+                if NULL in vals:
                     continue
-                out.append(f"{name}({','.join(repr(v) for v in vals)}){self.table.qualified}")
+                out.append(f"{name}({','.join(vals)}){self.table.qualified}")
             unkeyed = unkeyed or len(out) == found
         if unkeyed:
             out.append(f"table{self.table.qualified}")
@@ -152,38 +172,37 @@ def number_unkeyed(dmls: Iterable[DML]) -> list[DML]:
     return out
 
 
-def _where(table: TargetTable, row: Sequence[Any]) -> tuple[str, list[Any]]:
+def _where(table: TargetTable, row: Sequence[str]) -> str:
     for _, cols in table.keys:
-        if all(row[i] is not None for i in cols):
-            return " AND ".join(f"{quote(table.columns[i])} = %s" for i in cols), [row[i] for i in cols]
-    parts, args = [], []
-    for c, v in zip(table.columns, row):
-        if v is None:
-            parts.append(f"{quote(c)} IS NULL")
-        else:
-            parts.append(f"{quote(c)} = %s")
-            args.append(v)
-    return " AND ".join(parts), args
+        if all(row[i] != NULL for i in cols):
+            return " AND ".join(f"{quote(table.columns[i])} = {row[i]}" for i in cols)
+    return " AND ".join(f"{quote(c)} IS NULL" if v == NULL else f"{quote(c)} = {v}"
+                        for c, v in zip(table.columns, row))
 
 
-def statements(dml: DML, safe_mode: bool) -> list[tuple[str, list[Any]]]:
-    """The SQL (with ``%s`` parameters) that applies ``dml``."""
+def _row(values: Sequence[str]) -> str:
+    return "(" + ", ".join(values) + ")"
+
+
+def _columns(table: TargetTable) -> str:
+    return ", ".join(quote(c) for c in table.columns)
+
+
+def statements(dml: DML, safe_mode: bool) -> list[str]:
+    """The SQL that applies ``dml``."""
     t = dml.table
-    cols = ", ".join(quote(c) for c in t.columns)
-    marks = ", ".join(["%s"] * len(t.columns))
     if dml.op == "I":
         verb = "REPLACE" if safe_mode else "INSERT"
-        return [(f"{verb} INTO {t.qualified} ({cols}) VALUES ({marks})", list(dml.values))]
+        return [f"{verb} INTO {t.qualified} ({_columns(t)}) VALUES {_row(dml.values)}"]
     if dml.op == "D":
-        where, args = _where(t, dml.values)
-        return [(f"DELETE FROM {t.qualified} WHERE {where} LIMIT 1", args)]
+        return [f"DELETE FROM {t.qualified} WHERE {_where(t, dml.values)} LIMIT 1"]
     assert dml.old is not None, "an update carries its old row"
-    where, args = _where(t, dml.old)
+    where = _where(t, dml.old)
     if safe_mode:
-        return [(f"DELETE FROM {t.qualified} WHERE {where} LIMIT 1", args),
-                (f"REPLACE INTO {t.qualified} ({cols}) VALUES ({marks})", list(dml.values))]
-    sets = ", ".join(f"{quote(c)} = %s" for c in t.columns)
-    return [(f"UPDATE {t.qualified} SET {sets} WHERE {where} LIMIT 1", [*dml.values, *args])]
+        return [f"DELETE FROM {t.qualified} WHERE {where} LIMIT 1",
+                f"REPLACE INTO {t.qualified} ({_columns(t)}) VALUES {_row(dml.values)}"]
+    sets = ", ".join(f"{quote(c)} = {v}" for c, v in zip(t.columns, dml.values))
+    return [f"UPDATE {t.qualified} SET {sets} WHERE {where} LIMIT 1"]
 
 
 def _same_kind(a: DML, b: DML) -> bool:
@@ -194,12 +213,12 @@ def _same_kind(a: DML, b: DML) -> bool:
 def _delete_key(dml: DML) -> int | None:
     """The position of the single-column unique key a DELETE of ``dml`` matches on, or None."""
     for _, cols in dml.table.keys:
-        if all(dml.values[i] is not None for i in cols):
+        if all(dml.values[i] != NULL for i in cols):
             return cols[0] if len(cols) == 1 else None
     return None
 
 
-def batched(dmls: Sequence[DML], safe_mode: bool) -> Iterator[tuple[str, list[Any], DML]]:
+def batched(dmls: Sequence[DML], safe_mode: bool) -> Iterator[tuple[str, DML]]:
     """The statements that apply ``dmls`` in order, each with the last DML it covers. A run of
     consecutive INSERTs into one table becomes one multi-row INSERT (REPLACE in safe mode), a run of
     consecutive DELETEs by the same single-column unique key one ``DELETE … WHERE key IN (…)``: the
@@ -215,21 +234,19 @@ def batched(dmls: Sequence[DML], safe_mode: bool) -> Iterator[tuple[str, list[An
             while j < len(dmls) and _same_kind(first, dmls[j]) and _delete_key(dmls[j]) == key:
                 j += 1
         run = dmls[i:j]
+        t = first.table
         if len(run) == 1:
-            for sql, args in statements(first, safe_mode):
-                yield sql, args, first
+            for sql in statements(first, safe_mode):
+                yield sql, first
         elif first.op == "I":
-            t = first.table
             verb = "REPLACE" if safe_mode else "INSERT"
-            row = "(" + ", ".join(["%s"] * len(t.columns)) + ")"
-            cols = ", ".join(quote(c) for c in t.columns)
-            yield (f"{verb} INTO {t.qualified} ({cols}) VALUES {', '.join([row] * len(run))}",
-                   [v for d in run for v in d.values], run[-1])
+            yield (f"{verb} INTO {t.qualified} ({_columns(t)}) VALUES {', '.join(_row(d.values) for d in run)}",
+                   run[-1])
         else:
-            t, key = first.table, _delete_key(first)
+            key = _delete_key(first)
             assert key is not None
-            yield (f"DELETE FROM {t.qualified} WHERE {quote(t.columns[key])} IN ({', '.join(['%s'] * len(run))})",
-                   [d.values[key] for d in run], run[-1])
+            yield (f"DELETE FROM {t.qualified} WHERE {quote(t.columns[key])} IN "
+                   f"({', '.join(d.values[key] for d in run)})", run[-1])
         i = j
 
 
@@ -237,7 +254,7 @@ def _pk(table: TargetTable) -> tuple[int, ...] | None:
     return next((cols for name, cols in table.keys if name == "PRIMARY"), None)
 
 
-def merged(dmls: Sequence[DML], rows_per_statement: int) -> tuple[list[tuple[str, list[Any], DML]], list[DML]]:
+def merged(dmls: Sequence[DML], rows_per_statement: int) -> tuple[list[tuple[str, DML]], list[DML]]:
     """TiDB Binlog's merge mode (``[syncer.to] merge``): the DMLs of tables with a primary key collapse
     to their net change per key — a key whose last change deletes it (or moves it away) is deleted,
     every other key gets its final row — applied as ``DELETE … WHERE pk IN (…)`` first, then
@@ -248,8 +265,8 @@ def merged(dmls: Sequence[DML], rows_per_statement: int) -> tuple[list[tuple[str
     REPLACE removes any row that holds a final row's primary or unique key values, so a unique value
     that moved between rows of the batch ends where the last change put it. Between flushes the
     downstream passes through states the upstream never had; it equals the upstream at each flush."""
-    # per table: primary key values -> the final row, or None when the key ends deleted
-    finals: dict[str, tuple[TargetTable, dict[tuple[Any, ...], tuple[Any, ...] | None]]] = {}
+    # per table: primary key literals -> the final row, or None when the key ends deleted
+    finals: dict[str, tuple[TargetTable, dict[tuple[str, ...], tuple[str, ...] | None]]] = {}
     rest: list[DML] = []
     for d in dmls:
         pk = _pk(d.table)
@@ -267,73 +284,98 @@ def merged(dmls: Sequence[DML], rows_per_statement: int) -> tuple[list[tuple[str
         key = tuple(d.values[i] for i in pk)
         final.pop(key, None)                      # re-inserted keys go to the end, in change order
         final[key] = None if d.op == "D" else d.values
-    out: list[tuple[str, list[Any], DML]] = []
+    out: list[tuple[str, DML]] = []
     last = dmls[-1] if dmls else None
     for table, final in finals.values():
         pk = _pk(table)
         assert pk is not None and last is not None
         gone = [k for k, row in final.items() if row is None]
-        kept = [row for row in final.values() if row is not None]
+        kept = [_row(row) for row in final.values() if row is not None]
         n = max(1, rows_per_statement)
         for i in range(0, len(gone), n):
             keys = gone[i:i + n]
             if len(pk) == 1:
-                cond = f"{quote(table.columns[pk[0]])} IN ({', '.join(['%s'] * len(keys))})"
-                args = [k[0] for k in keys]
+                cond = f"{quote(table.columns[pk[0]])} IN ({', '.join(k[0] for k in keys)})"
             else:
-                one = "(" + " AND ".join(f"{quote(table.columns[c])} = %s" for c in pk) + ")"
-                cond = " OR ".join([one] * len(keys))
-                args = [v for k in keys for v in k]
-            out.append((f"DELETE FROM {table.qualified} WHERE {cond}", args, last))
-        cols = ", ".join(quote(c) for c in table.columns)
-        row_marks = "(" + ", ".join(["%s"] * len(table.columns)) + ")"
-        for rows in _chunks(table, kept, n):
-            out.append((f"REPLACE INTO {table.qualified} ({cols}) VALUES {', '.join([row_marks] * len(rows))}",
-                        [v for r in rows for v in r], last))
+                names = [quote(table.columns[c]) for c in pk]
+                cond = " OR ".join("(" + " AND ".join(f"{c} = {v}" for c, v in zip(names, k)) + ")" for k in keys)
+            out.append((f"DELETE FROM {table.qualified} WHERE {cond}", last))
+        for rows in _chunks(kept, n):
+            out.append((f"REPLACE INTO {table.qualified} ({_columns(table)}) VALUES {', '.join(rows)}", last))
     return out, rest
 
 
-def _chunks(table: TargetTable, rows: list[tuple[Any, ...]], n: int) -> Iterator[list[tuple[Any, ...]]]:
-    """``rows`` in runs of at most ``n`` rows and about ``MAX_STATEMENT_BYTES`` (at least one row)."""
-    run: list[tuple[Any, ...]] = []
+def _chunks(rows: list[str], n: int) -> Iterator[list[str]]:
+    """``rows`` (rendered) in runs of at most ``n`` rows and about ``MAX_STATEMENT_BYTES`` (at least one)."""
+    run: list[str] = []
     size = 0
     for row in rows:
-        size += table.row_bytes(row)
+        size += len(row) + 2
         if run and (len(run) == n or size > MAX_STATEMENT_BYTES):
             yield run
-            run, size = [], table.row_bytes(row)
+            run, size = [], len(row) + 2
         run.append(row)
     if run:
         yield run
 
 
-def _pylist(column: pa.Array | pa.ChunkedArray, bit: bool) -> list[Any]:
-    """One column's values in the forms the statements bind: DATETIME/TIMESTAMP/DATE as their MySQL
-    text (``YYYY-MM-DD HH:MM:SS[.ffffff]``, TIMESTAMP in UTC; rendered by Arrow, as
-    ``transform.codec.values.json_value`` renders them), BIT(64) values the decoder wrapped into a
-    signed long unwrapped, the rest as Python values."""
-    if pa.types.is_timestamp(column.type):
-        text = column.cast(pa.timestamp("us")).cast(pa.string())
-        column = pc.replace_substring_regex(text, r"\.000000$", "")
-    elif pa.types.is_date32(column.type):
-        column = column.cast(pa.string())
-    values: list[Any] = column.to_pylist()
+# ---------------------------------------------------------------------------------------------
+# Arrow columns -> SQL literals
+
+def _quoted(text: pa.Array) -> pa.Array:
+    r"""Text values as quoted string literals, with backslash escapes (``\\``, ``\'``, ``\0``)."""
+    for raw, escaped in (("\\", "\\\\"), ("'", "\\'"), ("\0", "\\0")):
+        text = pc.replace_substring(text, raw, escaped)
+    return pc.binary_join_element_wise("'", text, "'", "")
+
+
+def _hex(data: pa.Array) -> pa.Array:
+    """Binary values as ``X'…'`` literals (upper-case hex; nulls stay null)."""
+    data = data.cast(pa.large_binary())
+    _, offset_buffer, buffer = data.buffers()
+    offsets = np.frombuffer(offset_buffer, np.int64)[data.offset:data.offset + len(data) + 1]
+    raw = np.frombuffer(buffer, np.uint8)[offsets[0]:offsets[-1]] if buffer is not None else np.empty(0, np.uint8)
+    digits = _HEX_DIGITS[raw].tobytes()
+    text = pa.Array.from_buffers(pa.large_string(), len(data),
+                                 [None, pa.py_buffer((offsets - offsets[0]) * 2), pa.py_buffer(digits)])
+    text = pc.binary_join_element_wise(pa.scalar("X'", pa.large_string()), text,
+                                       pa.scalar("'", pa.large_string()), pa.scalar("", pa.large_string()))
+    return pc.if_else(data.is_null(), pa.scalar(None, pa.large_string()), text)
+
+
+def _literals(column: pa.Array | pa.ChunkedArray, bit: bool) -> list[str]:
+    """One decoded column's values as SQL literals (module docstring), rendered by Arrow."""
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    t = arr.type
     if bit:
-        values = [v + _BIT_WRAP if isinstance(v, int) and v < 0 else v for v in values]
+        text = arr.cast(pa.uint64(), safe=False).cast(pa.string())
+    elif pa.types.is_timestamp(t):
+        text = pc.replace_substring_regex(arr.cast(pa.timestamp("us")).cast(pa.string()), r"\.000000$", "")
+        text = _quoted(text)
+    elif pa.types.is_floating(t):
+        text = arr.cast(pa.float64()).cast(pa.string())
+    elif pa.types.is_integer(t) or pa.types.is_decimal(t):
+        text = arr.cast(pa.string())
+    elif pa.types.is_date(t) or pa.types.is_string(t) or pa.types.is_large_string(t):
+        text = _quoted(arr.cast(pa.string()))
+    elif pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        text = _hex(arr)
+    else:
+        return [literal(v) for v in arr.to_pylist()]
+    values: list[str] = text.fill_null(NULL).to_pylist()
     return values
 
 
 def row_changes(table: TargetTable, rows: pa.Table) -> Iterator[DML]:
     """The DMLs of a decoded piece (``transform.changes`` columns) in its row order."""
-    names = list(table.columns)
     bits = table.bit_columns
-    cols = [_pylist(rows.column(n), i in bits) for i, n in enumerate(names)]
+    cols = [_literals(rows.column(n), i in bits) for i, n in enumerate(table.columns)]
     ops = rows.column(ch.OP).to_pylist()
     commits = rows.column(ch.COMMIT_TS).to_pylist()
     before = rows.column(ch.BEFORE) if ch.BEFORE in rows.column_names else None
-    olds: list[tuple[Any, ...]] | None = None
+    olds: list[tuple[str, ...]] | None = None
     if before is not None and "U" in ops:
         flat = pa.concat_arrays(before.chunks) if before.num_chunks else pa.array([], before.type)
-        olds = list(zip(*(_pylist(flat.field(n), i in bits) for i, n in enumerate(names))))
+        olds = list(zip(*(_literals(flat.field(n), i in bits) for i, n in enumerate(table.columns))))
     for r, (op, values) in enumerate(zip(ops, zip(*cols))):
         yield DML(table, op, values, olds[r] if op == "U" and olds is not None else None, commits[r])
