@@ -90,6 +90,26 @@ class TargetTable:
         """True when the table has a primary key (NOT NULL: every row is keyed by it)."""
         return any(name == "PRIMARY" for name, _ in self.keys)
 
+    @cached_property
+    def indexed(self) -> tuple[int, ...]:
+        """Positions of the columns a DML holds one by one (``DML.values``): the unique keys' when the
+        table has a primary key (a row is always matched by a key), else every column (a row whose
+        unique keys all hold a NULL is matched by all its columns)."""
+        if not self.has_primary:
+            return tuple(range(len(self.columns)))
+        return tuple(sorted({i for _, cols in self.keys for i in cols}))
+
+    @cached_property
+    def value_keys(self) -> tuple[tuple[str, tuple[int, ...]], ...]:
+        """``keys`` with positions into ``DML.values``."""
+        pos = {c: j for j, c in enumerate(self.indexed)}
+        return tuple((name, tuple(pos[i] for i in cols)) for name, cols in self.keys)
+
+    @cached_property
+    def column_list(self) -> str:
+        """`` (`a`, `b`, …)`` of an INSERT."""
+        return "(" + ", ".join(quote(c) for c in self.columns) + ")"
+
     @classmethod
     def of(cls, db: str, table: TableInfo) -> TargetTable:
         """The downstream view of ``table`` (public, non-generated columns; public unique indexes)."""
@@ -112,23 +132,29 @@ class TargetTable:
 
 @dataclass
 class DML:
-    """One row change to apply: ``op`` is ``I``, ``U`` or ``D``; ``values`` the new row (the deleted
-    row for ``D``) as SQL literals, ``old`` the row before an update; ``seq`` the DML's place among the
-    unkeyed DMLs of its table in its transaction (1, 2, …; 0 for a keyed DML)."""
+    """One row change to apply: ``op`` is ``I``, ``U`` or ``D``; ``row`` the new row (the deleted row
+    for ``D``) as ``(v1, v2, …)`` of SQL literals; ``values`` its ``table.indexed`` columns' literals,
+    ``old`` those of the row before an update, ``sets`` an update's ``SET`` list; ``seq`` the DML's place
+    among the unkeyed DMLs of its table in its transaction (1, 2, …; 0 for a keyed DML)."""
 
     table: TargetTable
     op: str
+    row: str
     values: tuple[str, ...]
     old: tuple[str, ...] | None
     commit_ts: int
+    sets: str = ""
     seq: int = 0
 
     @classmethod
     def of(cls, table: TargetTable, op: str, values: Sequence[Any], old: Sequence[Any] | None,
            commit_ts: int) -> DML:
-        """A DML of Python values (rendered by :func:`literal`)."""
-        return cls(table, op, tuple(map(literal, values)), None if old is None else tuple(map(literal, old)),
-                   commit_ts)
+        """A DML of Python values, every column's (rendered by :func:`literal`)."""
+        new = [literal(v) for v in values]
+        before = None if old is None else [literal(v) for v in old]
+        sets = ", ".join(f"{quote(c)} = {v}" for c, v in zip(table.columns, new)) if op == "U" else ""
+        return cls(table, op, _row(new), tuple(new[i] for i in table.indexed),
+                   None if before is None else tuple(before[i] for i in table.indexed), commit_ts, sets)
 
     @property
     def unkeyed(self) -> bool:
@@ -137,7 +163,7 @@ class DML:
         if self.table.has_primary:
             return False
         rows = [self.values] if self.old is None else [self.values, self.old]
-        return not all(any(all(row[i] != NULL for i in cols) for _, cols in self.table.keys) for row in rows)
+        return not all(any(all(row[i] != NULL for i in cols) for _, cols in self.table.value_keys) for row in rows)
 
     def causality_keys(self) -> list[str]:
         """The keys two DMLs conflict on: every unique key with all values non-NULL, of the new and the
@@ -150,7 +176,7 @@ class DML:
         rows = [self.values] if self.old is None else [self.values, self.old]
         for row in rows:
             found = len(out)
-            for name, cols in self.table.keys:
+            for name, cols in self.table.value_keys:
                 vals = [row[i] for i in cols]
                 if NULL in vals:
                     continue
@@ -172,20 +198,19 @@ def number_unkeyed(dmls: Iterable[DML]) -> list[DML]:
     return out
 
 
-def _where(table: TargetTable, row: Sequence[str]) -> str:
-    for _, cols in table.keys:
-        if all(row[i] != NULL for i in cols):
-            return " AND ".join(f"{quote(table.columns[i])} = {row[i]}" for i in cols)
+def _where(table: TargetTable, values: Sequence[str]) -> str:
+    """The condition matching a row by its first unique key without a NULL, else by every column
+    (``values``: the row's ``table.indexed`` literals, which are then every column's)."""
+    for _, cols in table.value_keys:
+        if all(values[i] != NULL for i in cols):
+            return " AND ".join(f"{quote(table.columns[table.indexed[i]])} = {values[i]}" for i in cols)
+    assert len(values) == len(table.columns), "a row of a table with a primary key always has its key"
     return " AND ".join(f"{quote(c)} IS NULL" if v == NULL else f"{quote(c)} = {v}"
-                        for c, v in zip(table.columns, row))
+                        for c, v in zip(table.columns, values))
 
 
 def _row(values: Sequence[str]) -> str:
     return "(" + ", ".join(values) + ")"
-
-
-def _columns(table: TargetTable) -> str:
-    return ", ".join(quote(c) for c in table.columns)
 
 
 def statements(dml: DML, safe_mode: bool) -> list[str]:
@@ -193,16 +218,15 @@ def statements(dml: DML, safe_mode: bool) -> list[str]:
     t = dml.table
     if dml.op == "I":
         verb = "REPLACE" if safe_mode else "INSERT"
-        return [f"{verb} INTO {t.qualified} ({_columns(t)}) VALUES {_row(dml.values)}"]
+        return [f"{verb} INTO {t.qualified} {t.column_list} VALUES {dml.row}"]
     if dml.op == "D":
         return [f"DELETE FROM {t.qualified} WHERE {_where(t, dml.values)} LIMIT 1"]
     assert dml.old is not None, "an update carries its old row"
     where = _where(t, dml.old)
     if safe_mode:
         return [f"DELETE FROM {t.qualified} WHERE {where} LIMIT 1",
-                f"REPLACE INTO {t.qualified} ({_columns(t)}) VALUES {_row(dml.values)}"]
-    sets = ", ".join(f"{quote(c)} = {v}" for c, v in zip(t.columns, dml.values))
-    return [f"UPDATE {t.qualified} SET {sets} WHERE {where} LIMIT 1"]
+                f"REPLACE INTO {t.qualified} {t.column_list} VALUES {dml.row}"]
+    return [f"UPDATE {t.qualified} SET {dml.sets} WHERE {where} LIMIT 1"]
 
 
 def _same_kind(a: DML, b: DML) -> bool:
@@ -211,8 +235,8 @@ def _same_kind(a: DML, b: DML) -> bool:
 
 
 def _delete_key(dml: DML) -> int | None:
-    """The position of the single-column unique key a DELETE of ``dml`` matches on, or None."""
-    for _, cols in dml.table.keys:
+    """The position (in ``values``) of the single-column unique key a DELETE of ``dml`` matches on, or None."""
+    for _, cols in dml.table.value_keys:
         if all(dml.values[i] != NULL for i in cols):
             return cols[0] if len(cols) == 1 else None
     return None
@@ -240,18 +264,18 @@ def batched(dmls: Sequence[DML], safe_mode: bool) -> Iterator[tuple[str, DML]]:
                 yield sql, first
         elif first.op == "I":
             verb = "REPLACE" if safe_mode else "INSERT"
-            yield (f"{verb} INTO {t.qualified} ({_columns(t)}) VALUES {', '.join(_row(d.values) for d in run)}",
-                   run[-1])
+            yield f"{verb} INTO {t.qualified} {t.column_list} VALUES {', '.join(d.row for d in run)}", run[-1]
         else:
             key = _delete_key(first)
             assert key is not None
-            yield (f"DELETE FROM {t.qualified} WHERE {quote(t.columns[key])} IN "
+            yield (f"DELETE FROM {t.qualified} WHERE {quote(t.columns[t.indexed[key]])} IN "
                    f"({', '.join(d.values[key] for d in run)})", run[-1])
         i = j
 
 
 def _pk(table: TargetTable) -> tuple[int, ...] | None:
-    return next((cols for name, cols in table.keys if name == "PRIMARY"), None)
+    """The primary key's positions in ``DML.values``."""
+    return next((cols for name, cols in table.value_keys if name == "PRIMARY"), None)
 
 
 def merged(dmls: Sequence[DML], rows_per_statement: int) -> tuple[list[tuple[str, DML]], list[DML]]:
@@ -266,7 +290,7 @@ def merged(dmls: Sequence[DML], rows_per_statement: int) -> tuple[list[tuple[str
     that moved between rows of the batch ends where the last change put it. Between flushes the
     downstream passes through states the upstream never had; it equals the upstream at each flush."""
     # per table: primary key literals -> the final row, or None when the key ends deleted
-    finals: dict[str, tuple[TargetTable, dict[tuple[str, ...], tuple[str, ...] | None]]] = {}
+    finals: dict[str, tuple[TargetTable, dict[tuple[str, ...], str | None]]] = {}
     rest: list[DML] = []
     for d in dmls:
         pk = _pk(d.table)
@@ -283,25 +307,25 @@ def merged(dmls: Sequence[DML], rows_per_statement: int) -> tuple[list[tuple[str
                 final[old_key] = None
         key = tuple(d.values[i] for i in pk)
         final.pop(key, None)                      # re-inserted keys go to the end, in change order
-        final[key] = None if d.op == "D" else d.values
+        final[key] = None if d.op == "D" else d.row
     out: list[tuple[str, DML]] = []
     last = dmls[-1] if dmls else None
     for table, final in finals.values():
         pk = _pk(table)
         assert pk is not None and last is not None
         gone = [k for k, row in final.items() if row is None]
-        kept = [_row(row) for row in final.values() if row is not None]
+        kept = [row for row in final.values() if row is not None]
         n = max(1, rows_per_statement)
+        names = [quote(table.columns[table.indexed[c]]) for c in pk]
         for i in range(0, len(gone), n):
             keys = gone[i:i + n]
             if len(pk) == 1:
-                cond = f"{quote(table.columns[pk[0]])} IN ({', '.join(k[0] for k in keys)})"
+                cond = f"{names[0]} IN ({', '.join(k[0] for k in keys)})"
             else:
-                names = [quote(table.columns[c]) for c in pk]
                 cond = " OR ".join("(" + " AND ".join(f"{c} = {v}" for c, v in zip(names, k)) + ")" for k in keys)
             out.append((f"DELETE FROM {table.qualified} WHERE {cond}", last))
         for rows in _chunks(kept, n):
-            out.append((f"REPLACE INTO {table.qualified} ({_columns(table)}) VALUES {', '.join(rows)}", last))
+            out.append((f"REPLACE INTO {table.qualified} {table.column_list} VALUES {', '.join(rows)}", last))
     return out, rest
 
 
@@ -343,8 +367,8 @@ def _hex(data: pa.Array) -> pa.Array:
     return pc.if_else(data.is_null(), pa.scalar(None, pa.large_string()), text)
 
 
-def _literals(column: pa.Array | pa.ChunkedArray, bit: bool) -> list[str]:
-    """One decoded column's values as SQL literals (module docstring), rendered by Arrow."""
+def _rendered(column: pa.Array | pa.ChunkedArray, bit: bool) -> pa.Array:
+    """One decoded column's values as SQL literals (module docstring; a string array without nulls)."""
     arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     t = arr.type
     if bit:
@@ -359,23 +383,40 @@ def _literals(column: pa.Array | pa.ChunkedArray, bit: bool) -> list[str]:
     elif pa.types.is_date(t) or pa.types.is_string(t) or pa.types.is_large_string(t):
         text = _quoted(arr.cast(pa.string()))
     elif pa.types.is_binary(t) or pa.types.is_large_binary(t):
-        text = _hex(arr)
+        text = _hex(arr).cast(pa.string())
     else:
-        return [literal(v) for v in arr.to_pylist()]
-    values: list[str] = text.fill_null(NULL).to_pylist()
+        return pa.array([literal(v) for v in arr.to_pylist()], pa.string())
+    return text.fill_null(NULL)
+
+
+def _joined(parts: Sequence[pa.Array], separator: str, head: str = "", tail: str = "") -> list[str]:
+    """Row by row: ``head`` + the parts' values joined by ``separator`` + ``tail``."""
+    joined = pc.binary_join_element_wise(*parts, separator) if len(parts) > 1 else parts[0]
+    if head or tail:
+        joined = pc.binary_join_element_wise(head, joined, tail, "")
+    values: list[str] = joined.to_pylist()
     return values
 
 
 def row_changes(table: TargetTable, rows: pa.Table) -> Iterator[DML]:
-    """The DMLs of a decoded piece (``transform.changes`` columns) in its row order."""
+    """The DMLs of a decoded piece (``transform.changes`` columns) in its row order. The rows are
+    rendered by Arrow; Python gets one string per row and one per ``table.indexed`` column."""
     bits = table.bit_columns
-    cols = [_literals(rows.column(n), i in bits) for i, n in enumerate(table.columns)]
+    new = [_rendered(rows.column(n), i in bits) for i, n in enumerate(table.columns)]
+    rendered = _joined(new, ", ", "(", ")")
+    values = list(zip(*(new[i].to_pylist() for i in table.indexed)))
     ops = rows.column(ch.OP).to_pylist()
     commits = rows.column(ch.COMMIT_TS).to_pylist()
-    before = rows.column(ch.BEFORE) if ch.BEFORE in rows.column_names else None
-    olds: list[tuple[str, ...]] | None = None
-    if before is not None and "U" in ops:
-        flat = pa.concat_arrays(before.chunks) if before.num_chunks else pa.array([], before.type)
-        olds = list(zip(*(_literals(flat.field(n), i in bits) for i, n in enumerate(table.columns))))
-    for r, (op, values) in enumerate(zip(ops, zip(*cols))):
-        yield DML(table, op, values, olds[r] if op == "U" and olds is not None else None, commits[r])
+    olds: dict[int, tuple[str, ...]] = {}
+    sets: dict[int, str] = {}
+    if ch.BEFORE in rows.column_names and "U" in ops:
+        updates = pa.array([r for r, op in enumerate(ops) if op == "U"], pa.int64())
+        chunks = rows.column(ch.BEFORE).chunks
+        before = pa.concat_arrays(chunks).take(updates)
+        old = zip(*(_rendered(before.field(table.columns[i]), i in bits).to_pylist() for i in table.indexed))
+        assignments = [pc.binary_join_element_wise(f"{quote(c)} = ", v.take(updates), "")
+                       for c, v in zip(table.columns, new)]
+        olds = dict(zip(updates.to_pylist(), old))
+        sets = dict(zip(updates.to_pylist(), _joined(assignments, ", ")))
+    for r, (op, row, vals) in enumerate(zip(ops, rendered, values)):
+        yield DML(table, op, row, vals, olds.get(r) if op == "U" else None, commits[r], sets.get(r, ""))

@@ -19,7 +19,7 @@ from sink.mysql.ddl import for_mysql, plan_ddl, with_charset
 from sink.mysql.loader import Causality
 from sink.mysql.progress import UnkeyedProgress, not_applied
 from sink.mysql.relay import RelayLog, RelayLogError, decode_dml, encode_ddl, encode_dml
-from sink.mysql.statements import DML, TargetTable, batched, merged, number_unkeyed, statements
+from sink.mysql.statements import DML, TargetTable, batched, merged, number_unkeyed, row_changes, statements
 from sink.mysql.target import MySQLTarget, MySQLTargetError
 from sink.mysql.verify import _same
 from tests.codec.tables import PK, col, table
@@ -48,6 +48,34 @@ def test_statements_use_the_key_and_safe_mode_makes_them_idempotent() -> None:
                                      "REPLACE INTO `d`.`t` (`id`, `v`, `b`) VALUES (2, 'b', 5)"]
     keyless = DML.of(_target(pk=False), "D", (1, None, 5), None, 12)
     assert statements(keyless, False) == ["DELETE FROM `d`.`t` WHERE `id` = 1 AND `v` IS NULL AND `b` = 5 LIMIT 1"]
+
+
+def test_row_changes_render_rows_keys_and_updates_with_arrow() -> None:
+    t = TargetTable.of("d", table(7, "t", [
+        col(1, "id", mt.TYPE_LONG, flag=PK), col(2, "v", mt.TYPE_VARCHAR), col(3, "b", mt.TYPE_BIT, flen=64),
+        col(4, "raw", mt.TYPE_VARCHAR, charset="binary"), col(5, "f", mt.TYPE_FLOAT),
+        col(6, "at", mt.TYPE_DATETIME, decimal=6)], pk_is_handle=True))
+    at = pa.array([dt.datetime(2024, 1, 2, 3, 4, 5), dt.datetime(2024, 1, 2, 3, 4, 5, 60), None], pa.timestamp("us"))
+    before = pa.struct([("id", pa.int32()), ("v", pa.string()), ("b", pa.int64()), ("raw", pa.binary()),
+                        ("f", pa.float32()), ("at", pa.timestamp("us"))])
+    rows = pa.table({"id": pa.array([1, 2, 3], pa.int32()), "v": ["it's", "a\\b\0", None],
+                     "b": pa.array([-1, 5, None], pa.int64()), "raw": pa.array([b"\x00\xff'", b"", None], pa.binary()),
+                     "f": pa.array([0.1, None, -2.5], pa.float32()), "at": at, ch.OP: ["I", "U", "D"],
+                     ch.COMMIT_TS: [5, 6, 6],
+                     ch.BEFORE: pa.array([None, {"id": 9, "v": "x", "b": 0, "raw": b"", "f": 0.0, "at": None}, None],
+                                         before)})
+    ins, upd, dele = row_changes(t, rows)
+    assert ins.row == ("(1, 'it\\'s', 18446744073709551615, X'00FF27', 0.10000000149011612, "
+                       "'2024-01-02 03:04:05')")            # BIT(64) unwrapped, FLOAT as the double it is
+    assert (ins.values, ins.old, ins.sets, ins.commit_ts) == (("1",), None, "", 5)
+    assert upd.row == "(2, 'a\\\\b\\0', 5, X'', NULL, '2024-01-02 03:04:05.000060')"
+    assert (upd.values, upd.old) == (("2",), ("9",))
+    assert upd.sets == ("`id` = 2, `v` = 'a\\\\b\\0', `b` = 5, `raw` = X'', `f` = NULL, "
+                        "`at` = '2024-01-02 03:04:05.000060'")
+    assert statements(upd, False) == [f"UPDATE `d`.`t` SET {upd.sets} WHERE `id` = 9 LIMIT 1"]
+    assert dele.row == "(3, NULL, NULL, NULL, -2.5, NULL)" and statements(dele, False) == [
+        "DELETE FROM `d`.`t` WHERE `id` = 3 LIMIT 1"]
+    assert upd.causality_keys() == ["PRIMARY(2)`d`.`t`", "PRIMARY(9)`d`.`t`"]
 
 
 def test_causality_keys_conflicts_and_groups() -> None:
@@ -181,10 +209,11 @@ def test_relay_records_round_trip_rotate_and_purge(tmp_path: Path) -> None:
     assert list(table_msg.mutations[0].row.columns[1:4]) == [sb.Column(uint64_value=2), sb.Column(uint64_value=5),
                                                              sb.Column(bytes_value=b"\x00\x05")]
     back = list(decode_dml(sb.Binlog.FromString(binlog.SerializeToString())))
-    assert back[0].values == ("18446744073709551615", "2", "5", "X'0005'", """'{"k": 1}'""", "1.5",
-                              "'2024-01-02 03:04:05'", "'1.20'")   # JSON back as text, for MySQL's JSON type
-    assert back[1].op == "U" and back[1].values[1] == "NULL"
-    assert back[1].old is not None and (back[1].old[0], back[1].old[3]) == ("1", "X'0001'")   # BIT as bytes
+    assert back[0].row == ("""(18446744073709551615, 2, 5, X'0005', '{"k": 1}', 1.5, '2024-01-02 03:04:05', """
+                           """'1.20')""")                   # JSON back as text, for MySQL's JSON type
+    assert back[0].values == ("18446744073709551615",)      # a table with a primary key: only its key one by one
+    assert back[1].op == "U" and back[1].old == ("1",) and back[1].row.startswith("(1, NULL, 0, X'0000', NULL")
+    assert back[1].sets.startswith("`id` = 1, `e` = NULL, `s` = 0, `b` = X'0000'")  # SET as its bitmask
     assert back[0].causality_keys() == ["PRIMARY(18446744073709551615)`d`.`t`"]
 
     relay = RelayLog(tmp_path / "relay", max_file_size=16)           # one record per file
