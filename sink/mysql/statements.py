@@ -17,7 +17,7 @@ Only public, non-generated columns are written. A DML holds its values as SQL li
 from the decoded Arrow columns by Arrow's kernels (:func:`row_changes`) — per value in Python,
 binding parameters cost more than applying the rows: numbers as their digits (BIT(64) values the
 decoder wrapped into a signed long unwrapped, FLOAT widened to the double it is, so nothing rounds
-twice), temporal values as their MySQL text (``YYYY-MM-DD HH:MM:SS[.ffffff]``; the session time
+twice), temporal values as their MySQL text (``YYYY-MM-DD HH:MM:SS.ffffff``; the session time
 zone is UTC, so TIMESTAMPs are UTC), text quoted with backslash escapes (the sink's sessions run
 without ``NO_BACKSLASH_ESCAPES``), binary strings as ``X'hex'``, NULL as ``NULL``. Two equal values of
 one column always render the same, so keys compare as their literals.
@@ -373,14 +373,15 @@ def _rendered(column: pa.Array | pa.ChunkedArray, bit: bool) -> pa.Array:
     t = arr.type
     if bit:
         text = arr.cast(pa.uint64(), safe=False).cast(pa.string())
-    elif pa.types.is_timestamp(t):
-        text = pc.replace_substring_regex(arr.cast(pa.timestamp("us")).cast(pa.string()), r"\.000000$", "")
-        text = _quoted(text)
+    elif pa.types.is_timestamp(t) or pa.types.is_date(t):   # digits, dashes, colons: nothing to escape
+        if pa.types.is_timestamp(t):
+            arr = arr.cast(pa.timestamp("us"))
+        text = pc.binary_join_element_wise("'", arr.cast(pa.string()), "'", "")
     elif pa.types.is_floating(t):
         text = arr.cast(pa.float64()).cast(pa.string())
     elif pa.types.is_integer(t) or pa.types.is_decimal(t):
         text = arr.cast(pa.string())
-    elif pa.types.is_date(t) or pa.types.is_string(t) or pa.types.is_large_string(t):
+    elif pa.types.is_string(t) or pa.types.is_large_string(t):
         text = _quoted(arr.cast(pa.string()))
     elif pa.types.is_binary(t) or pa.types.is_large_binary(t):
         text = _hex(arr).cast(pa.string())

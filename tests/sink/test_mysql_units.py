@@ -66,7 +66,7 @@ def test_row_changes_render_rows_keys_and_updates_with_arrow() -> None:
                                          before)})
     ins, upd, dele = row_changes(t, rows)
     assert ins.row == ("(1, 'it\\'s', 18446744073709551615, X'00FF27', 0.10000000149011612, "
-                       "'2024-01-02 03:04:05')")            # BIT(64) unwrapped, FLOAT as the double it is
+                       "'2024-01-02 03:04:05.000000')")     # BIT(64) unwrapped, FLOAT as the double it is
     assert (ins.values, ins.old, ins.sets, ins.commit_ts) == (("1",), None, "", 5)
     assert upd.row == "(2, 'a\\\\b\\0', 5, X'', NULL, '2024-01-02 03:04:05.000060')"
     assert (upd.values, upd.old) == (("2",), ("9",))
