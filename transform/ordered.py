@@ -14,8 +14,9 @@ jobs of the range (driver metadata) are merged in at their commit_ts: a DDL is i
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 import pyarrow as pa
 
@@ -39,6 +40,27 @@ class TableRows:
     rows: pa.Table
     source: pa.Table | None = None
     offset: int = 0
+
+
+T = TypeVar("T")
+
+
+class PerBundle(Generic[T]):
+    """``convert(table_id, schema_version, rows)`` (one item per row, in order) of pieces' rows,
+    computed once per bundle: a piece cut from a bundle gets its slice of the bundle's items."""
+
+    def __init__(self, convert: Callable[[int, int, pa.Table], list[T]]) -> None:
+        self.convert = convert
+        self.cache: dict[tuple[int, int], tuple[pa.Table, list[T]]] = {}
+
+    def __call__(self, piece: TableRows) -> list[T]:
+        if piece.source is None:
+            return self.convert(piece.table_id, piece.schema_version, piece.rows)
+        key = (piece.table_id, piece.schema_version)
+        hit = self.cache.get(key)
+        if hit is None or hit[0] is not piece.source:
+            hit = self.cache[key] = (piece.source, self.convert(*key, piece.source))
+        return hit[1][piece.offset:piece.offset + piece.rows.num_rows]
 
 
 @dataclass

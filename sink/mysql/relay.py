@@ -116,18 +116,27 @@ def _python_values(column: pa.Array | pa.ChunkedArray, bit: bool) -> list[Any]:
     return values
 
 
-def _rows(target: TargetTable, rows: pa.Table, column: str | None = None) -> list[tuple[Any, ...]]:
-    """The piece's rows (or, with ``column``, the rows in that struct column) as Python values."""
-    source: Any = rows
-    if column is not None:
-        chunks = rows.column(column).chunks
-        source = pa.concat_arrays(chunks) if chunks else pa.array([], rows.schema.field(column).type)
-    get = source.field if column is not None else source.column
-    return list(zip(*(_python_values(get(n), i in target.bit_columns) for i, n in enumerate(target.columns))))
+RelayRow = tuple[str, tuple[Any, ...], tuple[Any, ...] | None]   # op, new values, old values of an update
 
 
-def encode_dml(commit_ts: int, pieces: list[tuple[TargetTable, pa.Table]]) -> sb.Binlog:
-    """One DML transaction as a secondary binlog (one ``Table`` per piece of decoded rows)."""
+def _values(target: TargetTable, source: Any) -> list[tuple[Any, ...]]:
+    return list(zip(*(_python_values(source(n), i in target.bit_columns) for i, n in enumerate(target.columns))))
+
+
+def python_rows(target: TargetTable, rows: pa.Table) -> list[RelayRow]:
+    """A decoded piece's row changes as the Python values the relay log encodes, in order."""
+    ops = rows.column(ch.OP).to_pylist()
+    news = _values(target, rows.column)
+    olds: list[tuple[Any, ...]] = []
+    if "U" in ops and ch.BEFORE in rows.column_names:
+        chunks = rows.column(ch.BEFORE).chunks
+        before = pa.concat_arrays(chunks) if chunks else pa.array([], rows.schema.field(ch.BEFORE).type)
+        olds = _values(target, before.field)
+    return [(op, new, olds[r] if op == "U" and olds else None) for r, (op, new) in enumerate(zip(ops, news))]
+
+
+def encode_dml(commit_ts: int, pieces: list[tuple[TargetTable, list[RelayRow]]]) -> sb.Binlog:
+    """One DML transaction as a secondary binlog (one ``Table`` per piece of :func:`python_rows`)."""
     out = sb.Binlog(type=sb.DML, commit_ts=commit_ts)
     for target, rows in pieces:
         infos: list[ColumnInfo | None] = list(target.infos) or [None] * len(target.columns)
@@ -140,14 +149,11 @@ def encode_dml(commit_ts: int, pieces: list[tuple[TargetTable, pa.Table]]) -> sb
                                   decimal=_int32(info.type.decimal) if info else 0)
         for key, cols in target.keys:
             table.unique_keys.add(name=key, column_names=[target.columns[i] for i in cols])
-        ops = rows.column(ch.OP).to_pylist()
-        news = _rows(target, rows)
-        olds = _rows(target, rows, ch.BEFORE) if "U" in ops and ch.BEFORE in rows.column_names else []
-        for r, op in enumerate(ops):
+        for op, new, old in rows:
             m = table.mutations.add(type=_OPS[op])
-            m.row.columns.extend(_column(v, i) for v, i in zip(news[r], infos))
-            if op == "U" and olds:
-                m.change_row.columns.extend(_column(v, i) for v, i in zip(olds[r], infos))
+            m.row.columns.extend(_column(v, i) for v, i in zip(new, infos))
+            if old is not None:
+                m.change_row.columns.extend(_column(v, i) for v, i in zip(old, infos))
     return out
 
 

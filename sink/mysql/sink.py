@@ -23,7 +23,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa
 import pymysql
 
 from schemas import secondary_binlog_pb2 as sb
@@ -33,12 +32,12 @@ from sink.mysql.checkpoint import Checkpoint, CheckpointTable
 from sink.mysql.ddl import IGNORED_ERRORS, plan_ddl
 from sink.mysql.loader import ApplyError, Loader
 from sink.mysql.progress import Position, UnkeyedProgress, not_applied
-from sink.mysql.relay import DEFAULT_MAX_FILE_SIZE, RelayLog, decode_dml, encode_ddl, encode_dml
+from sink.mysql.relay import DEFAULT_MAX_FILE_SIZE, RelayLog, decode_dml, encode_ddl, encode_dml, python_rows
 from sink.mysql.statements import DML, TargetTable, number_unkeyed, quote, row_changes
 from sink.mysql.target import MySQLTarget
 from transform import changes as ch
 from transform.filters import TableFilter
-from transform.ordered import TableRows, ordered_transactions
+from transform.ordered import PerBundle, ordered_transactions
 
 log = logging.getLogger(__name__)
 
@@ -171,17 +170,8 @@ class MySQLSink(Sink):
         loader = self._loader(safe, relay)
         saved_at = time.monotonic()
 
-        bundles: dict[tuple[int, int], tuple[pa.Table, list[DML]]] = {}
-
-        def dmls_of(piece: TableRows) -> list[DML]:
-            """The piece's DMLs; a bundle's rows of a table are converted once, for all its pieces."""
-            key = (piece.table_id, piece.schema_version)
-            if piece.source is None:
-                return list(row_changes(targets[key], piece.rows))
-            hit = bundles.get(key)
-            if hit is None or hit[0] is not piece.source:
-                hit = bundles[key] = (piece.source, list(row_changes(targets[key], piece.source)))
-            return hit[1][piece.offset:piece.offset + piece.rows.num_rows]
+        dmls_of = PerBundle(lambda tid, version, rows: list(row_changes(targets[(tid, version)], rows)))
+        relay_rows_of = PerBundle(lambda tid, version, rows: python_rows(targets[(tid, version)], rows))
 
         def save(applied: int) -> None:
             nonlocal saved_at
@@ -203,8 +193,8 @@ class MySQLSink(Sink):
                         save(txn.commit_ts)
                         continue
                     if relay is not None:
-                        relay.append(encode_dml(txn.commit_ts, [(targets[(p.table_id, p.schema_version)], p.rows)
-                                                                for p in txn.tables]))
+                        relay.append(encode_dml(txn.commit_ts, [(targets[(p.table_id, p.schema_version)],
+                                                                 relay_rows_of(p)) for p in txn.tables]))
                     for dml in self._fresh(d for p in txn.tables for d in dmls_of(p)):
                         name = f"{dml.table.db}.{dml.table.name}"
                         rows = reports.setdefault(name, TableReport(name)).rows

@@ -18,7 +18,7 @@ from sink.mysql.checkpoint import Checkpoint, CheckpointFormatError
 from sink.mysql.ddl import for_mysql, plan_ddl, with_charset
 from sink.mysql.loader import Causality
 from sink.mysql.progress import UnkeyedProgress, not_applied
-from sink.mysql.relay import RelayLog, RelayLogError, decode_dml, encode_ddl, encode_dml
+from sink.mysql.relay import RelayLog, RelayLogError, decode_dml, encode_ddl, encode_dml, python_rows
 from sink.mysql.statements import DML, TargetTable, batched, merged, number_unkeyed, row_changes, statements
 from sink.mysql.target import MySQLTarget, MySQLTargetError
 from sink.mysql.verify import _same
@@ -187,6 +187,22 @@ def test_bundles_join_sorted_pieces_and_cut_back_into_transactions_in_commit_ord
                     (9, [(3, [303])])]
 
 
+def test_a_bundle_is_converted_once_for_all_its_pieces() -> None:
+    calls: list[int] = []
+
+    def convert(tid: int, version: int, rows: pa.Table) -> list[int]:
+        calls.append(rows.num_rows)
+        return [tid * 100 + v for v in rows.column("v").to_pylist()]
+
+    of = ordered.PerBundle(convert)
+    bundle = pa.table({"v": list(range(6))})
+    pieces = [ordered.TableRows(3, 1, bundle.slice(a, n), bundle, a) for a, n in ((0, 2), (2, 3), (5, 1))]
+    assert [of(p) for p in pieces] == [[300, 301], [302, 303, 304], [305]] and calls == [6]
+    assert of(ordered.TableRows(3, 1, bundle.slice(1, 2))) == [301, 302] and calls == [6, 2]   # a joined piece
+    other = pa.table({"v": [7]})
+    assert of(ordered.TableRows(3, 1, other, other, 0)) == [307] and calls == [6, 2, 1]        # the next bundle
+
+
 def test_relay_records_round_trip_rotate_and_purge(tmp_path: Path) -> None:
     t = TargetTable.of("d", table(7, "t", [
         col(1, "id", mt.TYPE_LONGLONG, flag=PK | mt.UNSIGNED_FLAG), col(2, "e", mt.TYPE_ENUM, elems=["a", "b"]),
@@ -201,7 +217,7 @@ def test_relay_records_round_trip_rotate_and_purge(tmp_path: Path) -> None:
         "dec": pa.array([Decimal("1.20"), None], pa.decimal128(10, 2)),
         ch.OP: ["I", "U"], ch.COMMIT_TS: [9, 9],
         ch.BEFORE: pa.array([None, {n: 1 for n in t.columns}], before)})
-    binlog = encode_dml(9, [(t, rows)])
+    binlog = encode_dml(9, [(t, python_rows(t, rows))])
     table_msg = binlog.dml_data.tables[0]
     assert [c.mysql_type for c in table_msg.column_info] == ["bigint", "enum", "set", "bit", "json", "double",
                                                              "datetime", "decimal"]
