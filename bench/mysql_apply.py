@@ -46,6 +46,7 @@ of the workload's tables and ``bench.lag`` against the emulator's snapshot at th
     .venv/bin/python bench/mysql_apply.py --keyed-only --follow-seconds 0   # the apply without `metrics`
     .venv/bin/python bench/mysql_apply.py --small                # 5,000 row changes, 10 s of follow load
     .venv/bin/python bench/mysql_apply.py --merge                # the same with TiDB Binlog's merge mode
+    .venv/bin/python bench/mysql_apply.py --relay                # the timed apply also writes the relay log
 """
 from __future__ import annotations
 
@@ -132,10 +133,15 @@ def drain_mysql(env: Env, dsn: str, maria_pid: int, work: Path, to_ts: int, args
     log = work / "apply.log"
     cmd = [sys.executable, "-m", "binlake.cli", "drain", *_upstream_args(env), *_sink_args(dsn, args),
            "--to-ts", str(to_ts), "--report", str(report)]
+    toml = []
     if len(tables) < len(TABLES):   # TiDB Binlog's [syncer] ignore-table for the others
-        conf = work / "apply-drainer.toml"
         ignored = ", ".join(f'{{db-name = "{DB}", tbl-name = "{t}"}}' for t in TABLES if t not in tables)
-        conf.write_text(f"[syncer]\nignore-table = [{ignored}]\n")
+        toml.append(f"[syncer]\nignore-table = [{ignored}]\n")
+    if args.relay:
+        toml.append(f'[syncer.relay]\nlog-dir = "{work / "relay"}"\n')
+    if toml:
+        conf = work / "apply-drainer.toml"
+        conf.write_text("".join(toml))
         cmd += ["--config", str(conf)]
     if profile is not None:
         spy = Path(sys.executable).with_name("py-spy")
@@ -498,6 +504,8 @@ def main(argv: list[str] | None = None) -> int:
                          f"table) through [syncer] ignore-table; figures, checks and baseline over the other 3 tables")
     ap.add_argument("--merge", action="store_true",
                     help="drain with --merge (TiDB Binlog's merge mode: net change per primary key per flush)")
+    ap.add_argument("--relay", action="store_true",
+                    help="the timed apply writes the relay log ([syncer.relay] log-dir in the work dir)")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--keep", action="store_true", help="keep the work dir (pumps, logs, reports)")
     ap.add_argument("--profile", type=Path, help="py-spy the timed drain's process tree into this directory")
@@ -572,6 +580,12 @@ def main(argv: list[str] | None = None) -> int:
                   f"{' / '.join(f'{t:.2f}' for t in base_times)} s, median {base_s:.2f} s = {rate_base:,.0f} rows/s")
             print(f"    check: report rows per op, checkpoint consistent at to_ts, no safe mode, downstream row "
                   f"counts and {compared} sampled rows match the generated changes")
+            if args.relay:
+                kept = sorted((work / "relay").glob("binlog-*"))
+                if not kept:
+                    raise BenchError("--relay: the run left no relay-log file (the newest one stays)")
+                print(f"    relay log: {len(kept)} file(s) of {sum(f.stat().st_size for f in kept) / 2**20:.1f} MiB "
+                      f"kept after the run (applied files are purged, the newest stays)")
 
             lag = None
             if follow_seconds > 0:
@@ -598,7 +612,7 @@ def main(argv: list[str] | None = None) -> int:
             ratio_total, ratio_sink = rate_total / rate_base, rate_sink / rate_base
             print(f"\nSUMMARY mysql_apply ({rows:,} row changes on {len(scope)} tables, "
                   f"worker-count {args.worker_count}, txn-batch {args.txn_batch}, safe mode off"
-                  f"{', merge mode' if args.merge else ''}):")
+                  f"{', merge mode' if args.merge else ''}{', relay log' if args.relay else ''}):")
             print(f"  sink {rate_total:,.0f} row changes/s over the whole run ({total:.1f} s), {rate_sink:,.0f}/s "
                   f"over its sink stage ({sink:.1f} s); baseline multi-row INSERT {rate_base:,.0f} rows/s "
                   f"({base_rows:,} rows, {base_s:.2f} s)")

@@ -52,10 +52,17 @@ class RelayLogError(SinkError):
 # ---------------------------------------------------------------------------------------------
 # values
 
-def _column(value: Any, info: ColumnInfo | None) -> sb.Column:
+_Spec = tuple[ColumnInfo | None, mt.Family | None, bool]   # a column's info, its family, unsigned
+
+
+def _spec(info: ColumnInfo | None) -> _Spec:
+    return (info, info.family, info.unsigned) if info is not None else (None, None, False)
+
+
+def _column(value: Any, spec: _Spec) -> sb.Column:
     if value is None:
         return sb.Column(is_null=True)
-    family = info.family if info is not None else None
+    info, family, unsigned = spec
     if family is mt.Family.ENUM and isinstance(value, str) and info is not None:
         elems = [e.lower() for e in info.type.elems]
         return sb.Column(uint64_value=elems.index(value.lower()) + 1 if value.lower() in elems else 0)
@@ -70,7 +77,7 @@ def _column(value: Any, info: ColumnInfo | None) -> sb.Column:
     if isinstance(value, bool):
         return sb.Column(int64_value=int(value))
     if isinstance(value, int):
-        return sb.Column(uint64_value=value) if info is not None and info.unsigned else sb.Column(int64_value=value)
+        return sb.Column(uint64_value=value) if unsigned else sb.Column(int64_value=value)
     if isinstance(value, float):
         return sb.Column(double_value=value)
     if isinstance(value, Decimal) and info is not None and family is mt.Family.INT:
@@ -149,11 +156,12 @@ def encode_dml(commit_ts: int, pieces: list[tuple[TargetTable, list[RelayRow]]])
                                   decimal=_int32(info.type.decimal) if info else 0)
         for key, cols in target.keys:
             table.unique_keys.add(name=key, column_names=[target.columns[i] for i in cols])
+        specs = [_spec(info) for info in infos]
         for op, new, old in rows:
             m = table.mutations.add(type=_OPS[op])
-            m.row.columns.extend(_column(v, i) for v, i in zip(new, infos))
+            m.row.columns.extend(_column(v, spec) for v, spec in zip(new, specs))
             if old is not None:
-                m.change_row.columns.extend(_column(v, i) for v, i in zip(old, infos))
+                m.change_row.columns.extend(_column(v, spec) for v, spec in zip(old, specs))
     return out
 
 
