@@ -127,15 +127,18 @@ class MySQLSink(Sink):
         runs without ``NO_BACKSLASH_ESCAPES``, as the statements' literals expect."""
         conn = self.target.connect()
         with conn.cursor() as cur:
-            cur.execute("SELECT @@SESSION.sql_mode")
-            modes = str(cur.fetchone()[0]).split(",")
+            if self.options.tidb:
+                cur.execute("SELECT @@SESSION.sql_mode")
+                sql_mode, read_committed = cur.fetchone()[0], False
+            else:
+                cur.execute("SELECT @@SESSION.sql_mode, @@log_bin, @@binlog_format")
+                sql_mode, log_bin, binlog_format = cur.fetchone()
+                read_committed = not log_bin or str(binlog_format).upper() != "STATEMENT"
+            modes = str(sql_mode).split(",")
             if "NO_BACKSLASH_ESCAPES" in modes:   # the statements' literals use backslash escapes
                 cur.execute("SET SESSION sql_mode = %s", (",".join(m for m in modes if m != "NO_BACKSLASH_ESCAPES"),))
-            if not self.options.tidb:
-                cur.execute("SELECT @@log_bin, @@binlog_format")
-                log_bin, binlog_format = cur.fetchone()
-                if not log_bin or str(binlog_format).upper() != "STATEMENT":
-                    cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+            if read_committed:
+                cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
         return conn
 
     def _loader(self, safe: bool, relay: RelayLog | None) -> Loader:

@@ -14,8 +14,8 @@ the commit_ts it belongs to, and its causality keys. :func:`statements` renders 
   them and skips those on a replay (``sink.mysql.progress``).
 
 Only public, non-generated columns are written. A DML holds its values as SQL literals, rendered
-from the decoded Arrow columns by Arrow's kernels (:func:`row_changes`) — per value in Python,
-binding parameters cost more than applying the rows: numbers as their digits (BIT(64) values the
+from the decoded Arrow columns by Arrow's kernels (:func:`row_changes`; binding parameters per value
+in Python cost more than applying the rows): numbers as their digits (BIT(64) values the
 decoder wrapped into a signed long unwrapped, FLOAT widened to the double it is, so nothing rounds
 twice), temporal values as their MySQL text (``YYYY-MM-DD HH:MM:SS.ffffff``; the session time
 zone is UTC, so TIMESTAMPs are UTC), text quoted with backslash escapes (the sink's sessions run
@@ -49,8 +49,8 @@ def quote(name: str) -> str:
 
 
 def literal(value: Any) -> str:
-    """One Python value as the SQL literal :func:`row_changes` renders for it (relay-log values, the
-    progress table's)."""
+    """One Python value as an SQL literal, by the rules :func:`row_changes` follows (relay-log values,
+    the progress table's; text as the relay log holds it, e.g. a DECIMAL as a quoted string)."""
     if value is None:
         return NULL
     if isinstance(value, bool):
