@@ -202,7 +202,11 @@ def test_probe_brings_back_a_pump_retired_by_errors(pumps: Start, tso: LocalTSO,
         for s in [*written, *again]:
             c.write_binlog(commit(s, ts()))
         assert c.commit_give_ups == 0
+    # lookups read the index, which a pump writes after it acknowledged the binlog (durable in its
+    # value log): wait for it, as the other tests wait for the watermark
+    wait_until(lambda: len(stored_prewrites(p2, tso.cluster_id, again)) == 1, "pump-2 to index its prewrite")
     assert len(stored_prewrites(p2, tso.cluster_id, again)) == 1
+    wait_until(lambda: stored_prewrites(p1, tso.cluster_id, written) == set(written), "pump-1 to index its prewrites")
     assert stored_prewrites(p1, tso.cluster_id, written) == set(written)
 
 
