@@ -3,16 +3,20 @@ MySQL and MariaDB.
 
 TiDB writes its own options in ``/*T![feature] … */`` comments, which MySQL and MariaDB ignore as
 plain comments; what TiDB may write outside comments is removed here: ``AUTO_RANDOM(…)``,
-``CLUSTERED``/``NONCLUSTERED`` after a primary key, ``SHARD_ROW_ID_BITS``, ``PRE_SPLIT_REGIONS``,
-``AUTO_ID_CACHE``, ``PLACEMENT POLICY`` and ``TTL`` table options. CREATE TABLE and CREATE
-DATABASE that state no charset get the upstream's (TiDB defaults to utf8mb4/utf8mb4_bin; MySQL and
-MariaDB would use their own server default). A downstream TiDB (``db-type =
-"tidb"``) gets the query unchanged. Errors saying the object already exists or is already gone are
-ignored, as TiDB Binlog's loader does, so a DDL replayed after a crash does not stop the run.
+``CLUSTERED``/``NONCLUSTERED`` after a primary key, the ``SHARD_ROW_ID_BITS``, ``PRE_SPLIT_REGIONS``,
+``AUTO_ID_CACHE``, ``AUTO_RANDOM_BASE``, ``PLACEMENT POLICY`` and ``TTL``/``TTL_ENABLE``/
+``TTL_JOB_INTERVAL`` table options. Comments, string literals and quoted identifiers are never
+rewritten. CREATE TABLE and CREATE DATABASE that state no charset get the upstream's (TiDB defaults
+to utf8mb4/utf8mb4_bin; MySQL and MariaDB would use their own server default), placed among the
+table options: before a ``PARTITION BY`` clause and before trailing comments; ``CREATE TABLE … LIKE``
+gets none (it copies its source). A downstream TiDB (``db-type = "tidb"``) gets the query unchanged.
+Errors saying the object already exists or is already gone are ignored, as TiDB Binlog's loader
+does, so a DDL replayed after a crash does not stop the run.
 """
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from transform.codec.model import Job
@@ -23,26 +27,45 @@ from transform.history import CREATE_SCHEMA, CREATE_TABLE, CREATE_TABLES, DROP_S
 # table, duplicate column or key name, can't drop a column or key that is not there
 IGNORED_ERRORS = frozenset({1007, 1008, 1050, 1051, 1060, 1061, 1091})
 
+# comments (block, "-- ", "#") and quoted text (strings, backquoted identifiers); masked before rewriting
+_OPAQUE = re.compile(r"/\*.*?(?:\*/|$)|--(?:[ \t][^\n]*|$)|#[^\n]*"
+                     r"|'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\"|`(?:[^`]|``)*`", re.S)
+_COMMENT, _QUOTED = "\x01", "\x02"          # a masked piece is <mark><index><mark>
+_PIECE = re.compile(r"([\x01\x02])(\d+)\1")
+_LIT = r"\x02\d+\x02"                       # a masked string literal in a pattern
+_SEP = r"(?:\s*,)?"                         # table options may be separated by commas
+
 _TIDB_ONLY = [
-    re.compile(r"\bAUTO_RANDOM\s*(\(\s*\d+\s*(,\s*\d+\s*)?\))?", re.I),
+    re.compile(r"\bAUTO_RANDOM\b\s*(\(\s*\d+\s*(,\s*\d+\s*)?\))?", re.I),
     re.compile(r"\b(NON)?CLUSTERED\b", re.I),
-    re.compile(r"\b(SHARD_ROW_ID_BITS|PRE_SPLIT_REGIONS|AUTO_ID_CACHE)\s*=?\s*\d+", re.I),
-    re.compile(r"\bPLACEMENT\s+POLICY\s*=?\s*(`[^`]*`|\w+)", re.I),
-    re.compile(r"\bTTL\s*=\s*`?\w+`?\s*\+\s*INTERVAL\s+\S+\s+\w+(\s+TTL_ENABLE\s*=\s*'\w+')?", re.I),
+    re.compile(r",?\s*\b(SHARD_ROW_ID_BITS|PRE_SPLIT_REGIONS|AUTO_ID_CACHE|AUTO_RANDOM_BASE)\s*=?\s*\d+" + _SEP,
+               re.I),
+    re.compile(rf"\bPLACEMENT\s+POLICY\s*=?\s*({_LIT}|\w+)", re.I),
+    re.compile(rf",?\s*\bTTL\s*=\s*({_LIT}|\w+)\s*\+\s*INTERVAL\s+({_LIT}|[\w.]+)\s+\w+" + _SEP, re.I),
+    re.compile(rf",?\s*\b(TTL_ENABLE|TTL_JOB_INTERVAL)\s*=\s*{_LIT}" + _SEP, re.I),
 ]
+
+
+def _mask(query: str) -> tuple[str, Callable[[str], str]]:
+    """``query`` with every comment and quoted text replaced by a placeholder, and the function
+    that puts them back: rewrites then never touch what is inside them."""
+    pieces: list[str] = []
+
+    def hide(m: re.Match[str]) -> str:
+        pieces.append(m.group())
+        mark = _COMMENT if m.group().startswith(("/*", "--", "#")) else _QUOTED
+        return f"{mark}{len(pieces) - 1}{mark}"
+
+    masked = _OPAQUE.sub(hide, query)
+    return masked, lambda text: _PIECE.sub(lambda m: pieces[int(m.group(2))], text)
 
 
 def for_mysql(query: str) -> str:
     """``query`` without the TiDB-only syntax MySQL and MariaDB reject (comments are left as they are)."""
-    out = []
-    for part in re.split(r"(/\*.*?\*/|'(?:[^'\\]|\\.)*')", query, flags=re.S):
-        if part.startswith(("/*", "'")):
-            out.append(part)
-            continue
-        for pattern in _TIDB_ONLY:
-            part = pattern.sub("", part)
-        out.append(part)
-    return "".join(out).strip().rstrip(";")
+    masked, restore = _mask(query)
+    for pattern in _TIDB_ONLY:
+        masked = pattern.sub("", masked)
+    return restore(masked).strip().rstrip(";")
 
 
 @dataclass(frozen=True)
@@ -57,16 +80,51 @@ class DDLStatement:
 
 
 _CHARSET = re.compile(r"\b(CHARSET|CHARACTER\s+SET|COLLATE)\b", re.I)
+_CREATE_TABLE = re.compile(r"\s*CREATE\s+(TEMPORARY\s+)?TABLE\b", re.I)
+_PARTITION_BY = re.compile(r"\bPARTITION\s+BY\b", re.I)
+_LIKE = re.compile(r"\s*\(?\s*LIKE\b", re.I)
+
+
+def _options_span(masked: str) -> tuple[int, int] | None:
+    """Where the table (or database) options of a masked CREATE statement are: after a table's
+    column list, up to its partition clause; None for ``CREATE TABLE … LIKE``."""
+    start = 0
+    if _CREATE_TABLE.match(masked):
+        open_at = masked.find("(")
+        if open_at < 0 or _LIKE.match(masked, open_at) or re.search(r"\bLIKE\b", masked[:open_at], re.I):
+            return None
+        depth = 0
+        for i in range(open_at, len(masked)):
+            depth += {"(": 1, ")": -1}.get(masked[i], 0)
+            if depth == 0:
+                start = i + 1
+                break
+        else:
+            return None
+    partition = _PARTITION_BY.search(masked, start)
+    return start, partition.start() if partition else len(masked)
 
 
 def with_charset(query: str, charset: str, collate: str) -> str:
-    """``query`` (CREATE TABLE/DATABASE) with the upstream's default charset and collation appended
-    when it states none: MySQL and MariaDB would otherwise pick their own server default (often
-    latin1, or a case-insensitive collation that makes case-differing unique keys collide)."""
-    tail = query[query.rfind(")") + 1:] if ")" in query else query
-    if not charset or _CHARSET.search(tail):
+    """``query`` (CREATE TABLE/DATABASE) with the upstream's default charset and collation among its
+    options when it states none: MySQL and MariaDB would otherwise pick their own server default
+    (often latin1, or a case-insensitive collation that makes case-differing unique keys collide).
+    The clause goes after the last option, before a ``PARTITION BY`` clause and trailing comments; a
+    charset stated in a MySQL executable comment (``/*!40101 … */``) counts as stated."""
+    masked, restore = _mask(query)
+    span = _options_span(masked)
+    if not charset or span is None:
         return query
-    return f"{query} DEFAULT CHARACTER SET {charset}" + (f" COLLATE {collate}" if collate else "")
+    start, end = span
+    options = masked[start:end]
+    executable = " ".join(p for p in re.findall(r"\x01\d+\x01", options) if restore(p).startswith("/*!"))
+    if _CHARSET.search(options) or _CHARSET.search(restore(executable)):
+        return query
+    # after the last option: trailing whitespace and comments stay after the clause
+    at = start + len(re.sub(r"(\s|\x01\d+\x01)*$", "", options))
+    clause = f" DEFAULT CHARACTER SET {charset}" + (f" COLLATE {collate}" if collate else "")
+    sep = " " if at < len(masked) and not masked[at].isspace() else ""
+    return restore(masked[:at] + clause + sep + masked[at:])
 
 
 def plan_ddl(job: Job, table_filter: TableFilter, tidb: bool) -> DDLStatement:
