@@ -101,11 +101,16 @@ class PumpService(pump_pb2_grpc.PumpServicer):
 
         try:
             items = self.pump.storage.pull_commits(request.startFrom.offset, stopped)
-            async for entry, payload in _drain(items, self.io):
-                yield pump_pb2.PullBinlogResp(entity=pump_pb2.Entity(
-                    payload=payload, meta=pump_pb2.Meta(startTs=entry.start_ts, commitTs=entry.commit_ts)))
+            async for _entry, payload in _drain(items, self.io):
+                yield _pull_answer(payload)
         finally:
             cancelled = True
+
+
+def _pull_answer(payload: bytes) -> pump_pb2.PullBinlogResp:
+    """A ``PullBinlogResp`` byte-equal to TiDB's pump: only ``entity.payload`` is filled, and the empty
+    ``pos`` and ``meta`` are present (gogoproto writes non-nullable messages even when empty)."""
+    return pump_pb2.PullBinlogResp(entity=pump_pb2.Entity(pos=pump_pb2.Pos(), payload=payload, meta=pump_pb2.Meta()))
 
 
 class ScanService(binlake_pb2_grpc.PumpScanServicer):

@@ -580,9 +580,12 @@ class Storage:
     def pull_commits(self, last: int, stopped: Callable[[], bool]) -> Iterator[tuple[Entry, bytes]]:
         """Yield commit binlogs after commit ts ``last`` up to the watermark, forever until ``stopped``.
 
-        Each commit payload has its prewrite's ``prewrite_value``, ``ddl_query``, ``ddl_job_id`` and
-        ``ddl_schema_state`` copied in (gogoproto bytes); fake binlogs pass unchanged; a commit whose
-        prewrite is not on this pump is skipped with a warning (TiDB's behaviour).
+        Each commit payload is the stored commit with its prewrite's ``prewrite_value`` put in, in
+        gogoproto bytes, as TiDB's pump sends it: a prewrite without one (a DDL's) leaves the commit
+        without one too, not an empty one. The prewrite's ``ddl_query``, ``ddl_job_id`` and
+        ``ddl_schema_state`` are copied as well: TiDB's commit binlog already carries the same values,
+        a commit the pump wrote itself (a resolved lost commit) does not. Fake binlogs pass unchanged;
+        a commit whose prewrite is not on this pump is skipped with a warning (TiDB's behaviour).
         """
         if last < self.gc_ts:
             log.error("pull from %d is below gc ts %d: binlogs may have been purged", last, self.gc_ts)
@@ -612,7 +615,10 @@ class Storage:
             return None
         commit = bl.parse(self.vlog.read(entry.pointer))
         prewrite = bl.parse(self.vlog.read(pre.pointer))
-        commit.prewrite_value = prewrite.prewrite_value
+        if prewrite.HasField("prewrite_value"):
+            commit.prewrite_value = prewrite.prewrite_value
+        else:
+            commit.ClearField("prewrite_value")
         if prewrite.HasField("ddl_query"):
             commit.ddl_query = prewrite.ddl_query
         commit.ddl_job_id = prewrite.ddl_job_id
