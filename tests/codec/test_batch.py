@@ -160,3 +160,21 @@ def test_int_pk_handle_outside_the_column_is_refused(tp: int, flag: int, handle:
     with pytest.raises(CodecError):
         decode_batch(t, ["insert", "insert"], [good, payload])
     assert decode_batch(t, ["insert"], [good]).column("id").to_pylist() == [1]
+
+
+def test_an_update_written_before_a_column_was_added_gets_its_default_in_both_images() -> None:
+    """A row of a transaction begun before ADD COLUMN, committed after it and decoded with the table
+    that has the column, lacks it in both images: TiDB Binlog fills both with the column's original
+    default, as decode_row does."""
+    old = table(30, "t", [col(1, "id", mt.TYPE_LONG, flag=PK), col(2, "v", mt.TYPE_LONG)], pk_is_handle=True)
+    new = table(30, "t", [col(1, "id", mt.TYPE_LONG, flag=PK), col(2, "v", mt.TYPE_LONG),
+                          col(3, "d", mt.TYPE_VARCHAR, flen=8, origin_default="dflt", default="dflt")],
+                pk_is_handle=True)
+    payloads = [encode_row(old, "update", {"id": 1, "v": 1}, {"id": 1, "v": 2}),
+                encode_row(old, "insert", None, {"id": 2, "v": 5})]
+    kinds = ["update", "insert"]
+    got = decode_batch(new, kinds, payloads)
+    assert got.column(BEFORE_COLUMN).to_pylist()[0] == {"id": 1, "v": 1, "d": "dflt"}
+    assert got.column("d").to_pylist() == ["dflt", "dflt"]
+    assert {k: got.column(k).to_pylist() for k in expected_columns(new, kinds, payloads)} == \
+        expected_columns(new, kinds, payloads)

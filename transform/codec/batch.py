@@ -736,7 +736,18 @@ def _decode_chunk(table: TableInfo, kinds: Sequence[str], payloads: Sequence[byt
                 bad[rows[sel][badv]] = True
                 b0 = out.add(arr)
                 out.idx[rows[sel]] = b0 + np.arange(sel.size)
-            # missing columns: fill (image 0 only; before-images of updates are complete)
+            # missing columns: fill; an update lacking a column lacks it in both images (a row written
+            # before the column was added), and both get the fill, as decode_row gives them
+            if image == 1:
+                miss = is_upd.copy()
+                miss[rows] = False
+                if miss.any():
+                    if isinstance(plan.missing(ci), InvalidTime):
+                        invalid_fill_cols.append(miss)
+                    fill = arrow_value(c, types[ci], plan.missing(ci))
+                    if fill is not None:
+                        b0 = out.add(pa.array([fill], types[ci]))
+                        out.idx[miss] = b0
             if image == 0:
                 miss = np.ones(n, dtype=bool)
                 miss[rows] = False
