@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from binlake.drain_config import DrainerConfig
 from binlake.metrics import DrainerMetrics
+from binlake.presence import approximate_ts
 from ingest.config import ConfigError
 from ingest.errors import TSOError
 from ingest.registry import load_registry
@@ -56,13 +57,15 @@ def register_drainer(options: DrainerConfig, checkpoint: int) -> None:
 
     Pumps then wait for it before going offline (TiDB's waitSafeToOffline: every drainer that is
     not offline must pass the pump's last ts), so a pump cannot leave with binlogs the next run
-    has not drained. Paused, because between runs nobody answers ``Cistern/Notify``.
+    has not drained. Paused, because between runs nobody answers ``Cistern/Notify``. ``updateTS``
+    is a TSO, as TiDB Binlog writes it (``binlake.presence``).
     """
+    update_ts = approximate_ts(options)
     registry = load_registry(options.registry, security=options.security)
     try:
         registry.put_node(DRAINER, NodeStatus(node_id=options.node_id, host=f"batch:{options.syncer.db_type}",
                                               state=PAUSED, is_alive=False, max_commit_ts=checkpoint,
-                                              update_ts=int(time.time() * 1000)))
+                                              update_ts=update_ts))
     finally:
         registry.close()
 

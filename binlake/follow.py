@@ -7,7 +7,9 @@ the registry as an *online* drainer the way TiDB's drainer is (reference §4.14)
   (TiDB's keys: ``PumpPos``, ``Synced``, ``LastTS``, ``TsMap``), ``GET /metrics`` (Prometheus,
   TiDB Binlog's drainer names), ``PUT /state/<node-id>/pause|close``.
 - The registry entry is rewritten every second with ``maxCommitTS`` = the checkpoint, so a pump
-  taken offline waits for this drainer to pass its last binlog, as with TiDB's.
+  taken offline waits for this drainer to pass its last binlog, as with TiDB's. The first entry
+  already holds the sink's saved checkpoint (TiDB's drainer registers its checkpoint at start), and
+  ``updateTS`` is a TSO (``binlake.presence``).
 - SIGTERM (or ``pause``) finishes the current range, writes its checkpoint, leaves the entry
   ``paused`` and exits 0; ``close`` leaves it ``offline``.
 """
@@ -24,9 +26,10 @@ from typing import Any, TextIO
 import grpc
 from prometheus_client import generate_latest
 
-from binlake.drain import run_drain_command
+from binlake.drain import cluster_id_of, open_sink, run_drain_command
 from binlake.drain_config import DrainerConfig
 from binlake.metrics import DrainerMetrics
+from binlake.presence import UpdateClock
 from ingest.config import ConfigError
 from ingest.httpserver import GuardedHandler, SecureHTTPServer, make_server, serve_in_thread
 from ingest.registry import load_registry
@@ -72,18 +75,45 @@ class Follower:
         self.httpd: SecureHTTPServer | None = None
         self.advertise = ""
         self.status_addr = ""
+        self.clock: UpdateClock | None = None
 
     # ---- presence --------------------------------------------------------------------------
 
     def _register(self, state: str) -> None:
+        if self.clock is None:
+            self.clock = UpdateClock.start(self.options)
         registry = load_registry(self.options.registry, security=self.options.security)
         try:
             registry.put_node(DRAINER, NodeStatus(
                 node_id=self.options.node_id, host=self.advertise, state=state, is_alive=state == ONLINE,
                 labels={STATUS_ADDR_LABEL: self.status_addr}, max_commit_ts=self.checkpoint,
-                update_ts=int(time.time() * 1000)))
+                update_ts=self.clock.now()))
         finally:
             registry.close()
+
+    def saved_checkpoint(self) -> int:
+        """The checkpoint to register before the first range ends: the sink's saved one, else
+        ``initial-commit-ts`` for a sink never written. When the sink cannot be read, what this node
+        registered last (0 when nothing): never more than the sink holds, so no pump leaves early."""
+        o = self.options
+        try:
+            sink = open_sink(o)
+            try:
+                sink.check_cluster(cluster_id_of(o))
+                saved = sink.checkpoint()
+            finally:
+                sink.close()
+            return saved if saved is not None else o.initial_commit_ts
+        except Exception as e:  # noqa: BLE001 (the first run reports the sink's problem; register what is known)
+            registry = load_registry(o.registry, security=o.security)
+            try:
+                previous = registry.get_node(DRAINER, o.node_id)
+            finally:
+                registry.close()
+            known = previous.max_commit_ts if previous is not None else 0
+            print(f"binlake drain --follow: cannot read the sink's checkpoint ({e}); registering {known}",
+                  file=self.out, flush=True)
+            return known
 
     def _heartbeat(self) -> None:
         while not self.stop.wait(1.0):
@@ -130,6 +160,8 @@ class Follower:
 
     def run(self) -> int:
         """Follow until stopped; 0 on a clean stop."""
+        self.checkpoint = self.saved_checkpoint()
+        self.metrics.observe_checkpoint(self.checkpoint)
         self._start_servers()
         scheme = self.httpd.scheme if self.httpd else "http"
         print(f"binlake drain --follow: Cistern on {self.advertise}, status on {scheme}://{self.status_addr}, "

@@ -53,13 +53,18 @@ def list_nodes(registry: Registry, kind: str, show_offline: bool = False) -> lis
 
 
 def format_update_time(update_ts: int, tz: tzinfo | None = None) -> str:
-    """Render a TSO's physical part as ``YYYY-MM-DD HH:MM:SS`` in ``tz`` (local time if None); 0 → ``-``."""
+    """Render a TSO as binlogctl does (``TSOToRoughTime``): its physical part cut to the second, in
+    ``tz`` (local time if None), as ``YYYY-MM-DD HH:MM:SS -0700 MST``; 0 → ``-``."""
     if update_ts <= 0:
         return "-"
-    moment = datetime.fromtimestamp(physical_ms(update_ts) / 1000.0, tz=tz)
+    moment = datetime.fromtimestamp(physical_ms(update_ts) // 1000, tz=tz)
     if tz is None:
         moment = moment.astimezone()
-    return moment.strftime("%Y-%m-%d %H:%M:%S %z").strip()
+    offset = moment.strftime("%z")
+    name = moment.tzname() or ""
+    if not name or name.startswith(("UTC+", "UTC-")):   # a zone without a name: Go prints the offset
+        name = offset
+    return f"{moment.strftime('%Y-%m-%d %H:%M:%S')} {offset} {name}".strip()
 
 
 def format_nodes(nodes: list[NodeStatus], tz: tzinfo | None = None) -> str:

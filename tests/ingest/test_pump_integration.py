@@ -404,6 +404,7 @@ def test_etcd_registry(pumps: Start, tso: Any, etcd_server: Any) -> None:
     status = json.loads(out.splitlines()[1])
     assert list(status) == ["nodeId", "host", "state", "isAlive", "score", "label", "maxCommitTS", "updateTS"]
     assert (status["nodeId"], status["host"], status["state"]) == ("pump-e", p.addr, "online")
+    assert abs((status["updateTS"] >> 18) - time.time() * 1000) < 10_000   # a TSO, as TiDB's pump writes
     listing = _ctl(etcd_server.uri, "pumps")
     assert listing.returncode == 0 and "pump-e" in listing.stdout
 

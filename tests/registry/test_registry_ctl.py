@@ -5,7 +5,7 @@ import json
 import threading
 import urllib.parse
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -107,8 +107,11 @@ def test_format_nodes_table_with_update_time_from_tso() -> None:
              NodeStatus(node_id="p2", host="h:1", state=PAUSED)]
     lines = ctl.format_nodes(nodes, tz=UTC).splitlines()
     assert lines[0].split() == ["NodeID", "Addr", "State", "MaxCommitTS", "UpdateTime"]
-    assert lines[1].split() == ["pump-1", "127.0.0.1:8250", "online", str(ts), "2024-01-02", "03:04:05", "+0000"]
+    assert lines[1].split() == ["pump-1", "127.0.0.1:8250", "online", str(ts), "2024-01-02", "03:04:05", "+0000",
+                                "UTC"]
     assert lines[2].split() == ["p2", "h:1", "paused", "0", "-"]
+    # Go prints a zone without a name as its offset, twice
+    assert ctl.format_update_time(ts, timezone(timedelta(hours=8))) == "2024-01-02 11:04:05 +0800 +0800"
     # columns line up: every row's Addr starts where the header's does
     col = lines[0].index("Addr")
     assert lines[1][col:].startswith("127.0.0.1:8250") and lines[2][col:].startswith("h:1")

@@ -1,0 +1,126 @@
+"""The drainer's registry entry as TiDB Binlog writes it: ``updateTS`` a TSO (PD's when at hand, else
+the clock's), rendered by ``binlake ctl`` as a time of today, and follow mode registering the sink's
+saved checkpoint from its first entry on, in the file registry and in etcd."""
+from __future__ import annotations
+
+import io
+import json
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import binlake.follow
+from binlake.drain import register_drainer
+from binlake.drain_config import DrainerConfig
+from binlake.follow import Follower
+from ingest import ctl
+from ingest.config import load_config
+from ingest.registry import load_registry
+from ingest.registry.base import DRAINER, ONLINE, PAUSED, NodeStatus
+from ingest.tso import physical_ms
+from sink.parquet import CHECKPOINT_FILE, FORMAT_VERSION
+from tests.servers import EtcdServer
+
+CLUSTER = 7
+
+
+@pytest.fixture(params=["file", "etcd"])
+def registry_at(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A registry URI of each backend (etcd emptied first)."""
+    if request.param == "file":
+        yield f"file://{tmp_path / 'registry.json'}"
+        return
+    etcd: EtcdServer = request.getfixturevalue("etcd_server")
+    reg = load_registry(etcd.uri)
+    for key in reg.get_prefix(""):
+        reg.delete(key)
+    reg.close()
+    yield etcd.uri
+
+
+def drainer_options(registry: str, tmp_path: Path, **extra: Any) -> DrainerConfig:
+    """A Parquet-sink drainer on ``registry`` whose cluster id is configured (no PD needed)."""
+    return load_config(DrainerConfig, None, {
+        "registry": registry, "node-id": "drainer-t", "cluster-id": CLUSTER, "syncer.db-type": "parquet",
+        "parquet.dir": str(tmp_path / "cdc"), "data-dir": str(tmp_path / "data"), "addr": "127.0.0.1:0",
+        "status-addr": "127.0.0.1:0", **extra})
+
+
+def entry(registry: str) -> NodeStatus:
+    reg = load_registry(registry)
+    try:
+        node = reg.get_node(DRAINER, "drainer-t")
+    finally:
+        reg.close()
+    assert node is not None
+    return node
+
+
+def assert_tso_of_now(update_ts: int) -> None:
+    """``update_ts`` is a TSO whose physical part is the current time, not a Unix-ms value."""
+    assert abs(physical_ms(update_ts) - time.time() * 1000) < 10_000, update_ts
+    assert time.strftime("%Y-%m-%d") in ctl.format_update_time(update_ts)
+
+
+def save_parquet_checkpoint(tmp_path: Path, to_ts: int | str) -> None:
+    root = tmp_path / "cdc"
+    root.mkdir(parents=True, exist_ok=True)
+    text = to_ts if isinstance(to_ts, str) else json.dumps(
+        {"format": FORMAT_VERSION, "to_ts": to_ts, "from_ts": 0, "batch_id": "b1", "cluster_id": CLUSTER})
+    (root / CHECKPOINT_FILE).write_text(text)
+
+
+def test_a_batch_run_registers_a_tso(registry_at: str, tmp_path: Path) -> None:
+    register_drainer(drainer_options(registry_at, tmp_path), 445566778899)
+    node = entry(registry_at)
+    assert (node.state, node.max_commit_ts) == (PAUSED, 445566778899)
+    assert_tso_of_now(node.update_ts)
+    listing = ctl.format_nodes([node])
+    assert "1970-01-01" not in listing and time.strftime("%Y-%m-%d") in listing
+
+
+def test_a_batch_run_takes_update_ts_from_pd(tmp_path: Path, tso: Any, ts: Callable[[], int]) -> None:
+    registry = f"file://{tmp_path / 'registry.json'}"
+    before = ts()
+    register_drainer(drainer_options(registry, tmp_path, **{"pd-urls": tso.url, "cluster-id": 0}), 1)
+    after = ts()
+    assert before < entry(registry).update_ts < after
+
+
+def _follow_once(options: DrainerConfig, registry: str, monkeypatch: pytest.MonkeyPatch) -> NodeStatus:
+    """Run the follower for one (stubbed) range; return the entry the range saw when it started."""
+    seen: list[NodeStatus] = []
+    follower = Follower(options, interval=0.1, out=io.StringIO())
+
+    def one_range(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        seen.append(entry(registry))
+        follower.stop.set()
+        return {"tables": [], "checkpoint_after": None}
+
+    monkeypatch.setattr(binlake.follow, "run_drain_command", one_range)
+    assert follower.run() == 0
+    return seen[0]
+
+
+def test_follow_registers_the_saved_checkpoint_at_start(registry_at: str, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    options = drainer_options(registry_at, tmp_path)
+    save_parquet_checkpoint(tmp_path, 445566778899)
+    first = _follow_once(options, registry_at, monkeypatch)
+    assert (first.state, first.max_commit_ts) == (ONLINE, 445566778899)   # before the first range ends
+    assert_tso_of_now(first.update_ts)
+    last = entry(registry_at)
+    assert (last.state, last.max_commit_ts) == (PAUSED, 445566778899)
+    assert_tso_of_now(last.update_ts)
+
+
+def test_follow_keeps_the_registered_checkpoint_when_the_sink_cannot_be_read(
+        registry_at: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    options = drainer_options(registry_at, tmp_path)
+    register_drainer(options, 445566778800)                  # what the last batch run registered
+    save_parquet_checkpoint(tmp_path, "not json")
+    first = _follow_once(options, registry_at, monkeypatch)
+    assert (first.state, first.max_commit_ts) == (ONLINE, 445566778800)
