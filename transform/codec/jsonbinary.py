@@ -12,8 +12,10 @@ from __future__ import annotations
 import base64
 import json
 import math
+import re
 import struct
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -150,9 +152,7 @@ class _Reader:
         if tc == DURATION:
             if off + 12 > end:
                 raise JSONBinaryError("JSON duration runs outside its buffer", off)
-            ns = _I64.unpack_from(buf, off)[0]
-            fsp = _U32.unpack_from(buf, off + 8)[0]
-            return _duration_text(ns, min(fsp, 6))
+            return _duration_text(_I64.unpack_from(buf, off)[0])
         raise JSONBinaryError(f"unknown JSON type code 0x{tc:02X}", off)
 
     def container(self, tc: int, off: int, end: int, depth: int) -> Any:
@@ -216,6 +216,8 @@ def _literal(v: int, off: int) -> Any:
 
 
 def _core_time_text(ct: int, date_only: bool) -> str:
+    """A JSON date ``YYYY-MM-DD``, or a JSON datetime/timestamp ``YYYY-MM-DD HH:MM:SS.ffffff``
+    (TiDB prints times inside JSON with all 6 fractional digits, whatever their fsp)."""
     year = ct >> 50
     month = (ct >> 46) & 0xF
     day = (ct >> 41) & 0x1F
@@ -225,20 +227,17 @@ def _core_time_text(ct: int, date_only: bool) -> str:
     minute = (ct >> 30) & 0x3F
     second = (ct >> 24) & 0x3F
     micro = (ct >> 4) & 0xFFFFF
-    text = f"{year:04d}-{month:02d}-{day:02d} {hour:02d}:{minute:02d}:{second:02d}"
-    return text + (f".{micro:06d}" if micro else "")
+    return f"{year:04d}-{month:02d}-{day:02d} {hour:02d}:{minute:02d}:{second:02d}.{micro:06d}"
 
 
-def _duration_text(ns: int, fsp: int) -> str:
+def _duration_text(ns: int) -> str:
+    """A JSON duration ``[-]HH:MM:SS.ffffff``: always 6 fractional digits (the stored fsp is not
+    used), microseconds truncated, hours not capped."""
     sign = "-" if ns < 0 else ""
-    ns = abs(ns)
-    secs, frac = divmod(ns, 1_000_000_000)
+    secs, frac = divmod(abs(ns), 1_000_000_000)
     h, rem = divmod(secs, 3600)
     m, s = divmod(rem, 60)
-    text = f"{sign}{h:02d}:{m:02d}:{s:02d}"
-    if fsp:
-        text += "." + f"{frac:09d}"[:fsp]
-    return text
+    return f"{sign}{h:02d}:{m:02d}:{s:02d}.{frac // 1000:06d}"
 
 
 def decode_value(typecode: int, buf: bytes, off: int = 0, end: int | None = None) -> Any:
@@ -274,12 +273,62 @@ def to_text(typecode: int, buf: bytes, off: int = 0, end: int | None = None) -> 
 
 
 def dumps(obj: Any) -> str:
-    """JSON text of a decoded value (UTF-8 kept as is, TiDB-style separators)."""
-    return json.dumps(obj, ensure_ascii=False, allow_nan=False)
+    """TiDB's JSON text of a decoded value (see :func:`to_text`): ``", "`` / ``": "`` separators,
+    dict keys in the dict's order, floats by :func:`float_text`, strings by :func:`quote`.
+    Raises :class:`CodecError` for a non-finite float or a value JSON cannot hold."""
+    if obj is None:
+        return "null"
+    if obj is True:
+        return "true"
+    if obj is False:
+        return "false"
+    if isinstance(obj, str):
+        return quote(obj)
+    if isinstance(obj, int):
+        return str(int(obj))
+    if isinstance(obj, float):
+        return float_text(obj)
+    if isinstance(obj, (list, tuple)):
+        return "[" + ", ".join(dumps(v) for v in obj) + "]"
+    if isinstance(obj, dict):
+        return "{" + ", ".join(quote(str(k)) + ": " + dumps(v) for k, v in obj.items()) + "}"
+    raise CodecError(f"cannot render {type(obj).__name__} as JSON")
+
+
+def float_text(f: float) -> str:
+    """A JSON double as TiDB prints it (Go's ``encoding/json`` rule): the shortest digits that read
+    back as ``f``; positional when ``1e-6 <= |f| < 1e21`` or ``f`` is zero, with no ``.0`` for a
+    whole number (``10000000000``, ``-2``, ``-0``); otherwise ``d[.ddd]e±X`` with no leading zero
+    in the exponent (``1e-7``, ``1.5e+21``). Raises :class:`CodecError` for NaN and infinities."""
+    r = _float_repr(f)  # Python's repr has the same shortest digits, in another layout
+    if "e" not in r:
+        if r[-2:] == ".0":
+            return r[:-2]
+        if r in ("inf", "-inf", "nan"):
+            raise CodecError(f"JSON cannot hold the float {r}")
+        return r
+    a = abs(f)
+    if a < 1e-6 or a >= 1e21:
+        mant, _, exp = r.partition("e")
+        return mant + "e" + exp[0] + exp[1:].lstrip("0")
+    return format(Decimal(r).normalize(), "f")  # 1e-06 ... 1e+20 as Python writes them: positional
+
+
+def quote(s: str) -> str:
+    """A JSON string as TiDB quotes it: ``\\"``, ``\\\\``, ``\\n``, ``\\r``, ``\\t``; every other
+    control character as ``\\u00xx`` (``\\b`` and ``\\f`` too); U+2028 and U+2029 as ``\\u2028`` /
+    ``\\u2029``; everything else, ``<``, ``>``, ``&`` and DEL included, as is."""
+    if _RARE_ESCAPES.search(s) is None:
+        return _encode_basestring(s)
+    return '"' + s.translate(_ESCAPES) + '"'
 
 
 _LITERAL_TEXT = {LIT_NULL: "null", LIT_TRUE: "true", LIT_FALSE: "false"}
-_quote = json.encoder.encode_basestring
+_encode_basestring = json.encoder.encode_basestring  # agrees with TiDB but for the characters below
+_RARE_ESCAPES = re.compile("[\b\f\u2028\u2029]")
+_ESCAPES = {c: f"\\u{c:04x}" for c in range(0x20)}
+_ESCAPES.update({ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t", ord('"'): '\\"', ord("\\"): "\\\\",
+                 0x2028: "\\u2028", 0x2029: "\\u2029"})
 _float_repr = float.__repr__
 _KEY_STRUCTS: dict[int, struct.Struct] = {}
 _VALUE_STRUCTS: dict[int, struct.Struct] = {}
@@ -305,7 +354,7 @@ def _text(buf: bytes, tc: int, off: int, end: int, depth: int, budget: list[int]
         if p + ln > end:
             raise JSONBinaryError("JSON string runs outside its buffer", off)
         try:
-            return _quote(buf[p:p + ln].decode("utf-8"))
+            return quote(buf[p:p + ln].decode("utf-8"))
         except UnicodeDecodeError as e:
             raise JSONBinaryError("JSON string is not valid UTF-8", p + e.start) from None
     if tc == OBJECT or tc == ARRAY:
@@ -331,7 +380,7 @@ def _text(buf: bytes, tc: int, off: int, end: int, depth: int, budget: list[int]
                     ln = buf[vpos]
                     if ln < 0x80 and vpos + 1 + ln <= cend:
                         try:
-                            t = _quote(buf[vpos + 1:vpos + 1 + ln].decode("utf-8"))
+                            t = quote(buf[vpos + 1:vpos + 1 + ln].decode("utf-8"))
                         except UnicodeDecodeError as e:
                             raise JSONBinaryError("JSON string is not valid UTF-8", vpos + 1 + e.start) from None
                     else:
@@ -352,7 +401,7 @@ def _text(buf: bytes, tc: int, off: int, end: int, depth: int, budget: list[int]
             if koff + klen > size:
                 raise JSONBinaryError("JSON key outside its container", off + HEADER + i * KEY_ENTRY)
             try:
-                out.append(_quote(buf[off + koff:off + koff + klen].decode("utf-8")) + ": " + items[i])
+                out.append(quote(buf[off + koff:off + koff + klen].decode("utf-8")) + ": " + items[i])
             except UnicodeDecodeError as e:
                 raise JSONBinaryError("JSON key is not valid UTF-8", off + koff + e.start) from None
             i += 1
@@ -367,7 +416,7 @@ def _text(buf: bytes, tc: int, off: int, end: int, depth: int, budget: list[int]
         f = _F64.unpack_from(buf, off)[0]
         if not math.isfinite(f):
             raise JSONBinaryError("JSON float is not finite", off)
-        return _float_repr(f)
+        return float_text(f)
     if tc == LITERAL:
         if off + 1 > end:
             raise JSONBinaryError("JSON literal runs outside its buffer", off)
@@ -753,6 +802,11 @@ def _layout(raw: bytes, buf: np.ndarray, levels: list[_Level], slow: np.ndarray,
         vals = buf[si]
         out[di] = vals
         esc = (vals < 0x20) | (vals == 0x22) | (vals == 0x5C)
+        lead = np.flatnonzero(vals == 0xE2)  # U+2028 / U+2029 (E2 80 A8 / E2 80 A9) are escaped too
+        if lead.size:
+            at = si[lead]
+            last = buf.shape[0] - 1
+            esc[lead] |= (buf[np.minimum(at + 1, last)] == 0x80) & ((buf[np.minimum(at + 2, last)] | 1) == 0xA9)
         if esc.any():  # strings that need escaping: the scalar renderer quotes them
             redo[np.repeat(doc, ln)[esc]] = True
     if pool_copies:
