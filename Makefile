@@ -11,12 +11,17 @@ APT_PACKAGES := etcd-server etcd-client mariadb-server mariadb-client postgresql
 # present when every package above is installed (PostgreSQL's server binaries live off PATH)
 HAVE_SYSTEM_DEPS := command -v etcd && command -v mariadbd && ls /usr/lib/postgresql/*/bin/postgres
 PYTEST_ARGS ?=
+# Real TiDB components for the test suite, built with Go from the Go module proxy (tests/peers/go.mod
+# pins the tidb that TiDB Binlog v8.3.0 uses) into a git-ignored folder; a built binary is kept.
+PEERS := .peers
+GO_ENV := GOTOOLCHAIN=go1.21.13 CGO_ENABLED=0 GOFLAGS='-mod=mod -buildvcs=false'
+PEER_BINS := $(PEERS)/tidb-server $(PEERS)/pdetcd $(PEERS)/pdts
 
 export SPARK_LOCAL_IP := 127.0.0.1
 export GX_ANALYTICS_ENABLED := false
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo demo-mysql test lint deps airflow-env system-deps proto bench clean
+.PHONY: demo demo-mysql test lint deps airflow-env system-deps peers proto bench clean
 
 # Python environment: pinned by pyproject.toml, transitively frozen by constraints.txt.
 $(STAMP): pyproject.toml constraints.txt
@@ -46,6 +51,15 @@ system-deps:
 			--no-install-recommends $(APT_PACKAGES) || { $(HAVE_SYSTEM_DEPS); } >/dev/null 2>&1; }; \
 	fi
 
+# tidb-server (the first build takes 15-25 min on 2 cores, then seconds) and the PD + etcd test peer.
+$(PEERS)/tidb-server: tests/peers/go.mod
+	cd tests/peers && $(GO_ENV) go build -o ../../$@ github.com/pingcap/tidb/tidb-server
+
+$(PEERS)/%: tests/peers/%/main.go tests/peers/go.mod
+	cd tests/peers && $(GO_ENV) go build -o ../../$@ ./$*
+
+peers: $(PEER_BINS)
+
 # Regenerate schemas/*_pb2*.py from the .proto files (tests/test_schemas.py checks they are current).
 proto: deps
 	$(BIN)/python -m schemas.generate
@@ -55,8 +69,9 @@ lint: deps
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-# Lint and types, then the whole suite; servers (etcd, pumps, TSO) are started and stopped by the tests.
-test: lint system-deps airflow-env
+# Lint and types, then the whole suite; servers (etcd, pumps, TSO, tidb-server) are started and
+# stopped by the tests.
+test: lint system-deps airflow-env peers
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # The demo also replicates into a local MariaDB when mariadbd is installed; demo-mysql installs it first.
@@ -76,4 +91,4 @@ bench: deps
 	$(BIN)/python bench/pump_write.py
 
 clean:
-	rm -rf $(VENV) $(AIRFLOW_VENV) demo .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(AIRFLOW_VENV) $(PEERS) demo .pytest_cache .mypy_cache .ruff_cache

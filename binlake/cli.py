@@ -243,7 +243,7 @@ def _run_demo(args: argparse.Namespace) -> int:
 
 
 _DRAIN_FLAGS = [("--registry", "registry", str, "file://PATH or etcd://HOST:PORT (where the pumps register)"),
-                ("--pd-urls", "pd-urls", str, "PD URLs (the cluster id comes from PD's TSO answer)"),
+                ("--pd-urls", "pd-urls", str, "PD URLs (the cluster id comes from PD)"),
                 ("--cluster-id", "cluster-id", int, "cluster id (instead of asking PD)"),
                 ("--upstream-status-url", "upstream.status-url", str, "TiDB status API (DDL history)"),
                 ("--upstream-dsn", "upstream.dsn", str,

@@ -39,15 +39,14 @@ class ConsoleProgress:
 
 
 def cluster_id_of(options: DrainerConfig) -> int:
-    """The configured cluster id, else the one in PD's TSO response header."""
+    """The configured cluster id, else the one PD's ``GetMembers`` answer carries."""
     if options.cluster_id:
         return options.cluster_id
     if not options.pd_urls:
-        raise ConfigError("give --cluster-id or --pd-urls (the cluster id comes from PD's TSO answer)")
+        raise ConfigError("give --cluster-id or --pd-urls (the cluster id comes from PD)")
     client = TSOClient(options.pd_urls, credentials=options.security.pd_credentials(options.pd_urls))
     try:
-        client.get_ts()
-        return client.cluster_id
+        return client.learn_cluster_id()
     finally:
         client.close()
 

@@ -24,15 +24,17 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12schemas/pdpb.proto\x12\x04pdpb\"6\n\rRequestHeader\x12\x12\n\ncluster_id\x18\x01 \x01(\x04\x12\x11\n\tsender_id\x18\x02 \x01(\x04\"7\n\x05\x45rror\x12\x1d\n\x04type\x18\x01 \x01(\x0e\x32\x0f.pdpb.ErrorType\x12\x0f\n\x07message\x18\x02 \x01(\t\"@\n\x0eResponseHeader\x12\x12\n\ncluster_id\x18\x01 \x01(\x04\x12\x1a\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x0b.pdpb.Error\"U\n\nTsoRequest\x12#\n\x06header\x18\x01 \x01(\x0b\x32\x13.pdpb.RequestHeader\x12\r\n\x05\x63ount\x18\x02 \x01(\r\x12\x13\n\x0b\x64\x63_location\x18\x03 \x01(\t\"C\n\tTimestamp\x12\x10\n\x08physical\x18\x01 \x01(\x03\x12\x0f\n\x07logical\x18\x02 \x01(\x03\x12\x13\n\x0bsuffix_bits\x18\x03 \x01(\r\"f\n\x0bTsoResponse\x12$\n\x06header\x18\x01 \x01(\x0b\x32\x14.pdpb.ResponseHeader\x12\r\n\x05\x63ount\x18\x02 \x01(\r\x12\"\n\ttimestamp\x18\x03 \x01(\x0b\x32\x0f.pdpb.Timestamp*6\n\tErrorType\x12\x06\n\x02OK\x10\x00\x12\x0b\n\x07UNKNOWN\x10\x01\x12\x14\n\x10NOT_BOOTSTRAPPED\x10\x02\x32\x36\n\x02PD\x12\x30\n\x03Tso\x12\x10.pdpb.TsoRequest\x1a\x11.pdpb.TsoResponse\"\x00(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12schemas/pdpb.proto\x12\x04pdpb\"6\n\rRequestHeader\x12\x12\n\ncluster_id\x18\x01 \x01(\x04\x12\x11\n\tsender_id\x18\x02 \x01(\x04\"7\n\x05\x45rror\x12\x1d\n\x04type\x18\x01 \x01(\x0e\x32\x0f.pdpb.ErrorType\x12\x0f\n\x07message\x18\x02 \x01(\t\"@\n\x0eResponseHeader\x12\x12\n\ncluster_id\x18\x01 \x01(\x04\x12\x1a\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x0b.pdpb.Error\"U\n\nTsoRequest\x12#\n\x06header\x18\x01 \x01(\x0b\x32\x13.pdpb.RequestHeader\x12\r\n\x05\x63ount\x18\x02 \x01(\r\x12\x13\n\x0b\x64\x63_location\x18\x03 \x01(\t\"C\n\tTimestamp\x12\x10\n\x08physical\x18\x01 \x01(\x03\x12\x0f\n\x07logical\x18\x02 \x01(\x03\x12\x13\n\x0bsuffix_bits\x18\x03 \x01(\r\"f\n\x0bTsoResponse\x12$\n\x06header\x18\x01 \x01(\x0b\x32\x14.pdpb.ResponseHeader\x12\r\n\x05\x63ount\x18\x02 \x01(\r\x12\"\n\ttimestamp\x18\x03 \x01(\x0b\x32\x0f.pdpb.Timestamp\"\xbe\x01\n\x06Member\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tmember_id\x18\x02 \x01(\x04\x12\x11\n\tpeer_urls\x18\x03 \x03(\t\x12\x13\n\x0b\x63lient_urls\x18\x04 \x03(\t\x12\x17\n\x0fleader_priority\x18\x05 \x01(\x05\x12\x13\n\x0b\x64\x65ploy_path\x18\x06 \x01(\t\x12\x16\n\x0e\x62inary_version\x18\x07 \x01(\t\x12\x10\n\x08git_hash\x18\x08 \x01(\t\x12\x13\n\x0b\x64\x63_location\x18\t \x01(\t\"8\n\x11GetMembersRequest\x12#\n\x06header\x18\x01 \x01(\x0b\x32\x13.pdpb.RequestHeader\"\xb6\x02\n\x12GetMembersResponse\x12$\n\x06header\x18\x01 \x01(\x0b\x32\x14.pdpb.ResponseHeader\x12\x1d\n\x07members\x18\x02 \x03(\x0b\x32\x0c.pdpb.Member\x12\x1c\n\x06leader\x18\x03 \x01(\x0b\x32\x0c.pdpb.Member\x12!\n\x0b\x65tcd_leader\x18\x04 \x01(\x0b\x32\x0c.pdpb.Member\x12P\n\x15tso_allocator_leaders\x18\x05 \x03(\x0b\x32\x31.pdpb.GetMembersResponse.TsoAllocatorLeadersEntry\x1aH\n\x18TsoAllocatorLeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x1b\n\x05value\x18\x02 \x01(\x0b\x32\x0c.pdpb.Member:\x02\x38\x01*6\n\tErrorType\x12\x06\n\x02OK\x10\x00\x12\x0b\n\x07UNKNOWN\x10\x01\x12\x14\n\x10NOT_BOOTSTRAPPED\x10\x02\x32y\n\x02PD\x12\x41\n\nGetMembers\x12\x17.pdpb.GetMembersRequest\x1a\x18.pdpb.GetMembersResponse\"\x00\x12\x30\n\x03Tso\x12\x10.pdpb.TsoRequest\x1a\x11.pdpb.TsoResponse\"\x00(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'schemas.pdpb_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_ERRORTYPE']._serialized_start=467
-  _globals['_ERRORTYPE']._serialized_end=521
+  _globals['_GETMEMBERSRESPONSE_TSOALLOCATORLEADERSENTRY']._loaded_options = None
+  _globals['_GETMEMBERSRESPONSE_TSOALLOCATORLEADERSENTRY']._serialized_options = b'8\001'
+  _globals['_ERRORTYPE']._serialized_start=1031
+  _globals['_ERRORTYPE']._serialized_end=1085
   _globals['_REQUESTHEADER']._serialized_start=28
   _globals['_REQUESTHEADER']._serialized_end=82
   _globals['_ERROR']._serialized_start=84
@@ -45,6 +47,14 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TIMESTAMP']._serialized_end=361
   _globals['_TSORESPONSE']._serialized_start=363
   _globals['_TSORESPONSE']._serialized_end=465
-  _globals['_PD']._serialized_start=523
-  _globals['_PD']._serialized_end=577
+  _globals['_MEMBER']._serialized_start=468
+  _globals['_MEMBER']._serialized_end=658
+  _globals['_GETMEMBERSREQUEST']._serialized_start=660
+  _globals['_GETMEMBERSREQUEST']._serialized_end=716
+  _globals['_GETMEMBERSRESPONSE']._serialized_start=719
+  _globals['_GETMEMBERSRESPONSE']._serialized_end=1029
+  _globals['_GETMEMBERSRESPONSE_TSOALLOCATORLEADERSENTRY']._serialized_start=957
+  _globals['_GETMEMBERSRESPONSE_TSOALLOCATORLEADERSENTRY']._serialized_end=1029
+  _globals['_PD']._serialized_start=1087
+  _globals['_PD']._serialized_end=1208
 # @@protoc_insertion_point(module_scope)

@@ -34,6 +34,11 @@ class PDStub:
         Args:
             channel: A grpc.Channel.
         """
+        self.GetMembers = channel.unary_unary(
+                '/pdpb.PD/GetMembers',
+                request_serializer=schemas_dot_pdpb__pb2.GetMembersRequest.SerializeToString,
+                response_deserializer=schemas_dot_pdpb__pb2.GetMembersResponse.FromString,
+                _registered_method=True)
         self.Tso = channel.stream_stream(
                 '/pdpb.PD/Tso',
                 request_serializer=schemas_dot_pdpb__pb2.TsoRequest.SerializeToString,
@@ -44,6 +49,12 @@ class PDStub:
 class PDServicer:
     """Missing associated documentation comment in .proto file."""
 
+    def GetMembers(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Tso(self, request_iterator, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -53,6 +64,11 @@ class PDServicer:
 
 def add_PDServicer_to_server(servicer, server):
     rpc_method_handlers = {
+            'GetMembers': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetMembers,
+                    request_deserializer=schemas_dot_pdpb__pb2.GetMembersRequest.FromString,
+                    response_serializer=schemas_dot_pdpb__pb2.GetMembersResponse.SerializeToString,
+            ),
             'Tso': grpc.stream_stream_rpc_method_handler(
                     servicer.Tso,
                     request_deserializer=schemas_dot_pdpb__pb2.TsoRequest.FromString,
@@ -68,6 +84,33 @@ def add_PDServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class PD:
     """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def GetMembers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pdpb.PD/GetMembers',
+            schemas_dot_pdpb__pb2.GetMembersRequest.SerializeToString,
+            schemas_dot_pdpb__pb2.GetMembersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
 
     @staticmethod
     def Tso(request_iterator,

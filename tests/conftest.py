@@ -55,6 +55,16 @@ def moto_s3() -> Iterator[MotoS3]:
         yield server
 
 
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local Spark for every drain of the session."""
+    from transform.spark import spark_session
+
+    session = spark_session("local[2]")
+    yield session
+    session.stop()
+
+
 @pytest.fixture(scope="module")
 def tso() -> Iterator[LocalTSO]:
     """One TSO per test module."""

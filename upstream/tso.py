@@ -1,4 +1,5 @@
-"""A PD-compatible timestamp oracle: ``/pdpb.PD/Tso`` answering strictly increasing TSOs."""
+"""A PD-compatible timestamp oracle: ``/pdpb.PD/Tso`` answering strictly increasing TSOs, and
+``/pdpb.PD/GetMembers`` (one member, the leader), which PD's own client calls first."""
 from __future__ import annotations
 
 import threading
@@ -44,17 +45,32 @@ class TimestampOracle:
 
 
 class TSOService(pdpb_pb2_grpc.PDServicer):
-    """The Tso stream; every response header carries ``cluster_id``."""
+    """``GetMembers`` and the ``Tso`` stream, as a single-member PD; every header carries ``cluster_id``.
 
-    def __init__(self, cluster_id: int, oracle: TimestampOracle | None = None) -> None:
+    As PD does, a TSO request must name the cluster: cluster id 0 is refused ("mismatch cluster id"),
+    so clients learn the id from ``GetMembers`` first. ``client_url`` is what ``GetMembers`` names as
+    the member's and the leader's address (a Go PD client dials the leader's first client url).
+    """
+
+    MEMBER_ID = 1
+
+    def __init__(self, cluster_id: int, oracle: TimestampOracle | None = None, client_url: str = "") -> None:
         self.cluster_id = cluster_id
         self.oracle = oracle or TimestampOracle()
+        self.client_url = client_url
+
+    def GetMembers(self, request: pdpb_pb2.GetMembersRequest,
+                   context: grpc.ServicerContext) -> pdpb_pb2.GetMembersResponse:
+        member = pdpb_pb2.Member(name="binlake-upstream", member_id=self.MEMBER_ID,
+                                 client_urls=[self.client_url], peer_urls=[self.client_url])
+        return pdpb_pb2.GetMembersResponse(header=pdpb_pb2.ResponseHeader(cluster_id=self.cluster_id),
+                                           members=[member], leader=member, etcd_leader=member)
 
     def Tso(self, request_iterator: Iterator[pdpb_pb2.TsoRequest],
             context: grpc.ServicerContext) -> Iterator[pdpb_pb2.TsoResponse]:
         for req in request_iterator:
             header = pdpb_pb2.ResponseHeader(cluster_id=self.cluster_id)
-            if req.header.cluster_id not in (0, self.cluster_id):
+            if req.header.cluster_id != self.cluster_id:
                 header.error.type = pdpb_pb2.UNKNOWN
                 header.error.message = (f"mismatch cluster id, need {self.cluster_id} "
                                         f"but got {req.header.cluster_id}")
@@ -73,9 +89,14 @@ def serve_tso(addr: str, cluster_id: int, oracle: TimestampOracle | None = None,
 
     Pass ``oracle`` to share one timestamp source with in-process users (the upstream emulator)."""
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="tso"))
-    pdpb_pb2_grpc.add_PDServicer_to_server(TSOService(cluster_id, oracle), server)
+    service = TSOService(cluster_id, oracle)
+    pdpb_pb2_grpc.add_PDServicer_to_server(service, server)
     port = server.add_secure_port(addr, credentials) if credentials else server.add_insecure_port(addr)
     if port == 0:
         raise OSError(f"cannot listen on {addr}")
+    host = addr.rsplit(":", 1)[0].strip("[]")
+    if host in ("", "0.0.0.0", "::"):
+        host = "127.0.0.1"
+    service.client_url = f"{'https' if credentials else 'http'}://{host}:{port}"
     server.start()
     return server, port

@@ -23,7 +23,7 @@ class PumpConfig(TomlModel):
     pd_urls: UrlList = Field(default="http://127.0.0.1:2379", alias="pd-urls")
     registry: Str = "file://registry.json"                         # binlake: file://PATH or etcd://HOST:PORT
     node_id: Str = Field(default="", alias="node-id")
-    cluster_id: Int = Field(default=0, alias="cluster-id", ge=0)           # binlake: 0 = from PD's TSO header
+    cluster_id: Int = Field(default=0, alias="cluster-id", ge=0)           # binlake: 0 = from PD (GetMembers)
     heartbeat_interval: Seconds = Field(default=2.0, alias="heartbeat-interval")
     gen_binlog_interval: Seconds = Field(default=3.0, alias="gen-binlog-interval")
     gc_retention: GCRetention = Field(default=7 * 86400.0, alias="gc")       # days or a duration; seconds here

@@ -23,16 +23,6 @@ CLIENT_OPTIONS = {"check_interval": 0.5, "watch_interval": 0.3, "commit_retry_in
                   "retry_interval": 0.05, "write_timeout": 3.0}
 
 
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    """One local Spark for every drain of the session."""
-    from transform.spark import spark_session
-
-    session = spark_session("local[2]")
-    yield session
-    session.stop()
-
-
 @dataclass
 class Env:
     """A cluster, its pumps and a drainer configuration over one tmp dir."""

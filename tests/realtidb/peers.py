@@ -1,0 +1,198 @@
+"""Real TiDB peers for tests: the Go binaries `make peers` builds into ``.peers/`` (tidb-server from
+TiDB's Go module, ``pdetcd`` the PD + etcd stand-in, ``pdts`` PD's own Go client), built on first use
+when a test runs without the Makefile, and started on loopback with free ports."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+import pymysql
+
+from binlake.local import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+PEERS = ROOT / ".peers"
+
+
+def peer(name: str) -> Path:
+    """The path of a built peer binary, running `make` for it first when it is missing."""
+    path = PEERS / name
+    if not path.exists():
+        subprocess.run(["make", "-s", f".peers/{name}"], cwd=ROOT, check=True)
+    return path
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+class PDEtcd:
+    """``pdetcd``: etcd's KV/Watch API and PD's GetMembers/Tso on one loopback address."""
+
+    def __init__(self, root: Path, cluster_id: int = 6_900_000_000_000_000_001) -> None:
+        self.root = root
+        self.cluster_id = cluster_id
+        self.addr = f"127.0.0.1:{free_port()}"
+        self.log = root / "pdetcd.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """``http://host:port``: what TiDB's ``-path``, pd-urls and the etcd registry point at."""
+        return f"http://{self.addr}"
+
+    def __enter__(self) -> PDEtcd:
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                [str(peer("pdetcd")), "-addr", self.addr, "-peer-addr", f"127.0.0.1:{free_port()}",
+                 "-data-dir", str(self.root / "pdetcd.data"), "-cluster-id", str(self.cluster_id)],
+                stdout=subprocess.PIPE, stderr=log, start_new_session=True)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline().decode()
+        if not line.startswith("ready"):
+            self.__exit__(None, None, None)
+            raise RuntimeError(f"pdetcd did not start: {line!r}\n{_tail(self.log)}")
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+TIDB_CONFIG = """\
+[binlog]
+enable = true
+ignore-error = false
+write-timeout = "15s"
+{socket}
+[log]
+level = "warn"
+[performance]
+run-auto-analyze = false
+[status]
+report-status = true
+"""
+
+
+@dataclass
+class TiDBServer:
+    """A real ``tidb-server`` on unistore with binlog on, writing to the pumps registered in ``pd``'s etcd.
+
+    TiDB refuses to start while no pump is registered, so start the pumps first.
+    """
+
+    root: Path
+    pd_url: str
+    binlog_socket: str = ""
+    port: int = field(default_factory=free_port)
+    status_port: int = field(default_factory=free_port)
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def log(self) -> Path:
+        """tidb-server's log file."""
+        return self.root / "tidb.log"
+
+    @property
+    def dsn(self) -> str:
+        """``mysql://root@127.0.0.1:PORT``: what ``verify --upstream-dsn`` reads."""
+        return f"mysql://root@127.0.0.1:{self.port}"
+
+    @property
+    def status_url(self) -> str:
+        """TiDB's status API (``/ddl/history``, ``/schema``, ``/mvcc/hex``)."""
+        return f"http://127.0.0.1:{self.status_port}"
+
+    def __enter__(self) -> TiDBServer:
+        self.root.mkdir(parents=True, exist_ok=True)
+        config = self.root / "tidb.toml"
+        socket = f'binlog-socket = "{self.binlog_socket}"' if self.binlog_socket else ""
+        config.write_text(TIDB_CONFIG.format(socket=socket))
+        host_port = self.pd_url.split("://", 1)[-1]
+        # unistore keeps its data in a temporary dir of its own; ``-path`` is where the binlog client
+        # finds PD and etcd
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                [str(peer("tidb-server")), "-config", str(config), "-store", "unistore", "-path", host_port,
+                 "-host", "127.0.0.1", "-P", str(self.port), "-status-host", "127.0.0.1",
+                 "-status", str(self.status_port), "-socket", "", "-log-file", str(self.log)],
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=self.root,
+                env={**os.environ, "TMPDIR": str(self.root)})
+        self._wait_ready(120)
+        # unistore runs no GC worker: snapshot reads (verify's @@tidb_snapshot) need a safe point row
+        self.execute("INSERT IGNORE INTO mysql.tidb VALUES ('tikv_gc_safe_point', '20000101-00:00:00.000 +0000', '')")
+        return self
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"tidb-server exited with {self.proc.returncode}:\n{_tail(self.log)}")
+            try:
+                self.connect().close()
+                return
+            except pymysql.err.OperationalError:
+                time.sleep(0.3)
+        raise RuntimeError(f"tidb-server not answering on {self.port} after {timeout}s:\n{_tail(self.log)}")
+
+    def connect(self, database: str | None = None) -> pymysql.connections.Connection:  # type: ignore[type-arg]
+        """A new autocommit connection to TiDB's MySQL port."""
+        return pymysql.connect(host="127.0.0.1", port=self.port, user="root", database=database,
+                               autocommit=True, connect_timeout=5, read_timeout=60, write_timeout=60)
+
+    def execute(self, *statements: str) -> None:
+        """Run statements one by one on a new connection."""
+        conn = self.connect()
+        try:
+            with conn.cursor() as cur:
+                for statement in statements:
+                    cur.execute(statement)
+        finally:
+            conn.close()
+
+    def query(self, sql: str) -> list[tuple[object, ...]]:
+        """The rows of one query."""
+        conn = self.connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(sql)
+                return list(cur.fetchall())
+        finally:
+            conn.close()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def scratch_dir(prefix: str) -> Path:
+    """A short temporary directory (unix socket paths must stay under 108 bytes)."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    return path
+
+
+def remove(path: Path) -> None:
+    """Remove a scratch directory, ignoring what is already gone."""
+    shutil.rmtree(path, ignore_errors=True)
