@@ -5,7 +5,8 @@ unique key, else the whole row — then as multisets: equal rows must repeat as 
 Both sides are brought to the upstream snapshot's rendering (``transform.codec.values.json_value``)
 and then made comparable where MySQL hands back a value in another form: BIT comes back as bytes
 (compared as its number), TIME as a timedelta (compared as ``[-]HH:MM:SS[.ffffff]``), FLOAT at
-float32 precision, JSON documents as parsed values. A zero or invalid date upstream that the
+float32 precision, JSON documents as parsed values (in a JSON column also scalars: TiDB prints a
+double ``1e+21``, MySQL ``1e21``). A zero or invalid date upstream that the
 downstream holds as NULL (the decoder cannot carry it) is counted as *nulled*, not as a difference.
 """
 from __future__ import annotations
@@ -22,11 +23,19 @@ from sink.verify import Difference, TableResult, VerifyReport
 from transform.filters import TableFilter
 
 _ROWID = "_tidb_rowid"
+_JSON = 245   # MySQL's type code of a JSON column
 
 
-def _same(up: Any, down: Any) -> bool:
+def _same(up: Any, down: Any, json_column: bool = False) -> bool:
+    """True when an upstream and a downstream value are the same value. A JSON column's documents
+    are compared parsed (TiDB and MySQL print doubles differently: ``1e+21`` / ``1e21``)."""
     if up == down:
         return True
+    if json_column and isinstance(up, str) and isinstance(down, str):
+        try:
+            return _json_equal(json.loads(up), json.loads(down))
+        except ValueError:
+            return False
     if isinstance(up, str) and isinstance(down, str) and up[:1] in "[{" and down[:1] in "[{":
         try:
             return bool(json.loads(up) == json.loads(down))
@@ -37,6 +46,19 @@ def _same(up: Any, down: Any) -> bool:
     if isinstance(up, str) and isinstance(down, str):   # a TIME/DATETIME with trailing zero fraction
         return _no_zero_fraction(up) == _no_zero_fraction(down)
     return False
+
+
+def _json_equal(a: Any, b: Any) -> bool:
+    """Parsed JSON documents are equal: numbers by value (``1`` = ``1.0``), booleans only to booleans."""
+    if isinstance(a, bool) or isinstance(b, bool) or a is None or b is None:
+        return a is b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_json_equal(v, b[k]) for k, v in a.items())
+    return type(a) is type(b) and bool(a == b)
 
 
 def _no_zero_fraction(text: str) -> str:
@@ -50,8 +72,9 @@ def _nulled(up: Any, down: Any) -> bool:
     return down is None and isinstance(up, str) and (up.startswith("0000-00-00") or "-00" in up[:10])
 
 
-def _read(conn: Any, db: str, table: str) -> tuple[list[str], list[dict[str, Any]], list[str]] | None:
-    """Columns, rows and key columns of ``db.table`` on the downstream; None when it does not exist."""
+def _read(conn: Any, db: str, table: str) -> tuple[list[str], list[dict[str, Any]], list[str], set[str]] | None:
+    """Columns, rows, key columns and JSON columns of ``db.table`` on the downstream; None when it
+    does not exist."""
     with conn.cursor() as cur:
         cur.execute("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = %s AND table_name = %s",
                     (db, table))
@@ -69,7 +92,7 @@ def _read(conn: Any, db: str, table: str) -> tuple[list[str], list[dict[str, Any
         rows = [{n: mysql_value(v, c) for n, v, c in zip(names, row, codes)} for row in cur.fetchall()]
     conn.commit()
     keys = next(iter(indexes.values()), names)
-    return names, rows, keys
+    return names, rows, keys, {n for n, c in zip(names, codes) if c == _JSON}
 
 
 def verify_table(conn: Any, name: str, upstream: Sequence[Mapping[str, Any]], ts: int,
@@ -83,7 +106,7 @@ def verify_table(conn: Any, name: str, upstream: Sequence[Mapping[str, Any]], ts
             result.missing = len(upstream)
             result.problems.append("no such table downstream")
         return result
-    names, rows, keys = found
+    names, rows, keys, json_columns = found
     result.mirror_rows = len(rows)
     up_rows = [{k: v for k, v in r.items() if k != _ROWID} for r in upstream]
     if up_rows and set(up_rows[0]) != set(names):
@@ -125,7 +148,7 @@ def verify_table(conn: Any, name: str, upstream: Sequence[Mapping[str, Any]], ts
         result.compared += 1
         diff = {}
         for c in names:
-            if _same(up.get(c), down.get(c)):
+            if _same(up.get(c), down.get(c), c in json_columns):
                 continue
             if _nulled(up.get(c), down.get(c)):
                 result.nulled += 1

@@ -77,6 +77,21 @@ def test_read_at_a_ts_equals_the_snapshot_for_every_column_type(cluster: Cluster
     assert list(some) == ["test.np"]
 
 
+def test_json_comes_back_in_tidbs_text(cluster: Cluster) -> None:
+    """SELECT of a JSON column answers TiDB's text: doubles in Go's shortest form, TiDB's escapes."""
+    cluster.execute("create table jt (id int primary key, j json)")
+    conn = connect(cluster)
+    with conn.cursor() as cur:
+        cur.execute("insert into jt values (1, %s), (2, %s), (3, '1e10'), (4, '-0.0')",
+                    ('[1e10, -2.0, 1e-7, 1E21, 0.1, 123456789012345678.0, 1.5]', '{"s": "a\u2028\\b<&>"}'))
+        cur.execute("select j from jt order by id")
+        got = [r[0] for r in cur.fetchall()]
+    conn.close()
+    assert got == ["[10000000000, -2, 1e-7, 1e+21, 0.1, 123456789012345680, 1.5]", '{"s": "a\\u2028\\u0008<&>"}',
+                   "10000000000", "-0"]
+    assert [r["j"] for r in http_form(cluster, cluster.ts())["test.jt"]] == got
+
+
 def test_tidb_errors_and_session_rules(cluster: Cluster) -> None:
     cluster.execute("create table t (id int primary key, v int)")
     before = cluster.ts()
