@@ -4,7 +4,10 @@ Flags of ``binlake pump`` override the file (see ``ingest.config.load_config``).
 """
 from __future__ import annotations
 
-from pydantic import Field
+import os
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field
 
 from ingest.config import GCRetention, Int, Seconds, Str, TomlModel, UrlList
 from ingest.pump.storage.config import StorageConfig
@@ -13,11 +16,44 @@ from ingest.security import SecurityConfig
 MAX_MESSAGE_SIZE = (1 << 31) - 1 - (4 << 20)  # TiDB: MaxInt - 4 MiB, capped to gRPC's int32 limit
 
 
+SOCKET_PATH_MAX = 107  # bytes of a unix socket address (sun_path holds 108 with the terminating NUL)
+
+
+def parse_socket(value: Any) -> str:
+    """TiDB Binlog's ``socket``: ``unix:///abs/path``, gRPC's ``unix:path`` or a plain path (what TiDB's
+    ``binlog-socket`` names) → the path; "" → "" (no socket)."""
+    if not isinstance(value, str):
+        raise ValueError(f"expected a string, got {value!r}")
+    text = value.strip()
+    if not text:
+        return ""
+    if text.startswith("unix://"):
+        path = text.removeprefix("unix://")
+        if path and not path.startswith("/"):
+            raise ValueError(f"{text!r}: expected unix:///absolute/path (three slashes), unix:path or a path")
+    elif text.startswith("unix:"):
+        path = text.removeprefix("unix:")
+    elif "://" in text:
+        raise ValueError(f"{text!r} is not a unix socket: expected unix:///path or a path")
+    else:
+        path = text
+    if not path:
+        raise ValueError(f"{text!r} names no path")
+    if len(os.fsencode(os.path.abspath(path))) > SOCKET_PATH_MAX:
+        raise ValueError(f"{text!r}: the path is longer than {SOCKET_PATH_MAX} bytes, the limit of a unix "
+                         f"socket address; choose a shorter one")
+    return path
+
+
+UnixSocket = Annotated[str, BeforeValidator(parse_socket)]
+
+
 class PumpConfig(TomlModel):
     """A pump's configuration."""
 
     addr: Str = "127.0.0.1:8250"
     advertise_addr: Str = Field(default="", alias="advertise-addr")        # default: addr
+    socket: UnixSocket = ""                                   # gRPC on this unix socket too (TiDB's binlog-socket)
     status_addr: Str = Field(default="127.0.0.1:8251", alias="status-addr")  # binlake: HTTP API on its own port
     data_dir: Str = Field(default="data.pump", alias="data-dir")
     pd_urls: UrlList = Field(default="http://127.0.0.1:2379", alias="pd-urls")

@@ -86,6 +86,9 @@ class Pump:
         except OSError as exc:
             self._shutdown()
             raise IngestError(f"cannot serve on {self.options.addr} / {self.options.status_addr}: {exc}") from exc
+        except IngestError:
+            self._shutdown()
+            raise
         self._http.start()
         rejoining = self.node.previous_state == OFFLINE
         self.node.set_state(ONLINE)
@@ -102,8 +105,9 @@ class Pump:
         # What exists now (modules, grpc, protobuf descriptors) lives as long as the process: keep
         # it out of the cyclic GC's full collections, which the per-call garbage triggers often.
         gc.freeze()
-        log.info("pump %s online: grpc %s, http %s, cluster id %d, data dir %s", self.node_id,
-                 self.options.addr, self.options.status_addr, self.cluster_id, self.data_dir)
+        log.info("pump %s online: grpc %s%s, http %s, cluster id %d, data dir %s", self.node_id,
+                 self.options.addr, f" and unix:{self._grpc.socket}" if self._grpc.socket else "",
+                 self.options.status_addr, self.cluster_id, self.data_dir)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the pump has stopped; True if it did within ``timeout``."""

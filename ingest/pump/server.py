@@ -10,16 +10,20 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import os
+import socket
+import stat
 import threading
 import time
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import grpc
 import uvloop
 
-from ingest.errors import DiskFull, MalformedBinlog, NotOnline, StorageClosed
+from ingest.errors import DiskFull, IngestError, MalformedBinlog, NotOnline, StorageClosed
 from ingest.http2.framing import HTTP2_OPTIONS
 from ingest.pump.config import PumpConfig
 from ingest.pump.guard import CallGuard
@@ -38,6 +42,7 @@ log = logging.getLogger(__name__)
 DEFAULT_BATCH_BYTES = 16 << 20
 MAX_BATCH_BYTES = 64 << 20
 SCAN_AHEAD = 1  # encoded batches a scan may have ready while one is being sent (2 measured the same)
+SOCKET_MODE = 0o660  # the unix socket: the pump's user and group may connect (connecting needs write)
 T = TypeVar("T")
 
 
@@ -242,17 +247,64 @@ async def _check_cluster(pump: Pump, cluster_id: int, context: grpc.aio.Servicer
                             f"cluster ID are mismatch, {cluster_id} vs {pump.cluster_id}")
 
 
-async def start_server(pump: Pump, options: PumpConfig, io: ThreadPoolExecutor) -> grpc.aio.Server:
-    """Create and start the aio gRPC server with both services on ``options.addr`` (TLS if configured)."""
+def claim_socket(path: str) -> Path:
+    """The absolute path of the pump's unix socket, free to bind: a stale socket file (nobody accepts
+    on it) is removed. ``IngestError`` when a process accepts there, when the path is not a socket or
+    its directory does not exist."""
+    sock = Path(path).absolute()
+    if not sock.parent.is_dir():
+        raise IngestError(f"socket {sock}: the directory {sock.parent} does not exist")
+    try:
+        mode = sock.lstat().st_mode
+    except FileNotFoundError:
+        return sock
+    if not stat.S_ISSOCK(mode):
+        raise IngestError(f"socket {sock} exists and is not a socket: remove it or choose another socket path")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(2.0)
+    try:
+        probe.connect(str(sock))
+    except (ConnectionRefusedError, FileNotFoundError):
+        sock.unlink(missing_ok=True)
+        log.info("removed the stale socket %s", sock)
+        return sock
+    except OSError as exc:
+        raise IngestError(f"socket {sock}: cannot tell whether another process uses it: {exc}") from exc
+    finally:
+        probe.close()
+    raise IngestError(f"socket {sock} is in use by another process (another pump?): stop it or choose "
+                      f"another socket path")
+
+
+def remove_socket(sock: Path | None) -> None:
+    """Remove the pump's socket file, if it is still there and still a socket."""
+    if sock is None:
+        return
+    try:
+        if stat.S_ISSOCK(sock.lstat().st_mode):
+            sock.unlink()
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        log.warning("cannot remove the socket %s: %s", sock, exc)
+
+
+async def start_server(pump: Pump, options: PumpConfig, io: ThreadPoolExecutor,
+                       sock: Path | None = None) -> grpc.aio.Server:
+    """Create and start the aio gRPC server with both services on ``options.addr`` and, given one, on
+    the unix socket ``sock`` (TLS on both if configured, as TiDB's pump does)."""
     server = grpc.aio.server(options=[("grpc.max_receive_message_length", options.max_message_size),
                                       ("grpc.max_send_message_length", -1),
                                       ("grpc.so_reuseport", 0), *HTTP2_OPTIONS])
     add_services(PumpService(pump, io), ScanService(pump, io), server, CallGuard(options.security))
     creds = options.security.grpc_server_credentials()
-    port = server.add_secure_port(options.addr, creds) if creds else server.add_insecure_port(options.addr)
-    if port == 0:
-        raise OSError(f"cannot listen on {options.addr} (address in use?)")
+    for target in [options.addr] + ([f"unix:{sock}"] if sock is not None else []):
+        port = server.add_secure_port(target, creds) if creds else server.add_insecure_port(target)
+        if port == 0:
+            raise OSError(f"cannot listen on {target} (address in use?)")
     await server.start()
+    if sock is not None:
+        os.chmod(sock, SOCKET_MODE)
     return server
 
 
@@ -266,10 +318,14 @@ class ServerThread:
         self._thread = threading.Thread(target=self.loop.run_forever, name="pump-grpc", daemon=True)
         self._thread.start()
         self._server: grpc.aio.Server | None = None
+        self.socket: Path | None = None   # the unix socket this server made (removed at stop)
         try:
-            self._server = self._run(start_server(pump, options, self.io))
+            if options.socket:
+                self.socket = claim_socket(options.socket)
+            self._server = self._run(start_server(pump, options, self.io, self.socket))
         except BaseException:
             self._stop_loop()
+            remove_socket(self.socket)
             raise
 
     def _run(self, coro: Coroutine[Any, Any, T], timeout: float = 30) -> T:
@@ -288,3 +344,4 @@ class ServerThread:
             except Exception:
                 log.exception("gRPC server stop failed")
         self._stop_loop()
+        remove_socket(self.socket)
