@@ -19,7 +19,9 @@ from transform.codec import jsonbinary as jb
 from transform.codec import mysqltypes as mt
 from transform.codec.batch import decode_batch
 from transform.codec.datums import EncodedJson
+from transform.codec.model import ColumnInfo
 from transform.codec.rows import decode_row, encode_row
+from transform.codec.values import parse_default
 
 
 def double(f: float) -> tuple[int, bytes]:
@@ -165,3 +167,10 @@ def test_batch_decoder_renders_tidb_text() -> None:
     got = decode_batch(t, ["insert"] * len(rows), rows)
     assert got.column("j").to_pylist() == ["10000000000", '[{"t": "x\\u2028"}]', "-0"]
     assert [decode_row(t, "insert", r).after["j"] for r in rows] == got.column("j").to_pylist()
+
+
+def test_a_json_origin_default_that_is_no_string_becomes_tidb_text() -> None:
+    j = ColumnInfo.from_json(col(2, "j", mt.TYPE_JSON))
+    assert parse_default(j, 1e10) == "10000000000"
+    assert parse_default(j, [1.5e-7, "\u2028"]) == '[1.5e-7, "\\u2028"]'
+    assert parse_default(j, '{"a": 1.0}') == '{"a": 1.0}'          # a string is TiDB's text already

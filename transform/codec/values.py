@@ -37,6 +37,7 @@ from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from transform.codec import jsonbinary
 from transform.codec import mysqltypes as mt
 from transform.codec.datums import DecimalDatum, Json, Uint
 from transform.codec.errors import CodecError, ColumnValueError
@@ -530,7 +531,7 @@ def parse_default(col: ColumnInfo, text: Any) -> Any:
             case F.ENUM | F.SET:
                 return make_unflatten(col)(make_flatten(col)(text))
             case F.JSON:
-                return text if isinstance(text, str) else json.dumps(text)
+                return text if isinstance(text, str) else jsonbinary.dumps(text)   # TiDB's text
             case F.STRING | F.GEOMETRY:
                 if col.binary:
                     return text.encode("utf-8") if isinstance(text, str) else bytes(text)
