@@ -280,15 +280,15 @@ def run_verify_command(options: DrainerConfig, ts: int | None, out: TextIO = sys
                        against: str | None = None) -> int:
     """Compare every mirror at ``ts`` (default: the checkpoint) with the upstream read at ``ts`` over
     the MySQL protocol; 0 when equal. ``against`` (a ``mysql://`` DSN) compares a MySQL downstream at
-    its checkpoint instead."""
-    from sink.iceberg.writer import IcebergSink
-    from sink.verify import verify_mirrors
-
+    its checkpoint instead (without importing pyiceberg)."""
     if not options.upstream.dsn:
         raise ConfigError("verify needs --upstream-dsn mysql://USER:PASS@HOST:PORT ([upstream] dsn): TiDB's "
                           "MySQL port, read at the ts with @@tidb_snapshot (the emulator's is 127.0.0.1:4000)")
     if against:
         return _verify_mysql(options, against, ts, out)
+    from sink.iceberg.writer import IcebergSink
+    from sink.verify import verify_mirrors
+
     catalog = open_iceberg_catalog(options)
     if ts is None:
         ts = IcebergSink(catalog).checkpoint()

@@ -19,7 +19,7 @@ from typing import Any
 
 from sink.mysql.snapshot import mysql_value
 from sink.mysql.statements import quote
-from sink.verify import Difference, TableResult, VerifyReport
+from sink.verify_report import Difference, TableResult, VerifyReport
 from transform.filters import TableFilter
 
 _ROWID = "_tidb_rowid"

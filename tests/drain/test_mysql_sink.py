@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,7 +17,7 @@ from binlake.drain import run_verify_command
 from binlake.drain_config import DrainerConfig
 from tests.drain.conftest import Env
 from tests.drain.crashing_cli import CRASH_STATUS
-from tests.drain.test_drain_cli import binlake, cli_args
+from tests.drain.test_drain_cli import ROOT, binlake, cli_args
 from tests.servers import MariaDBServer
 
 pytestmark = pytest.mark.integration
@@ -281,3 +285,30 @@ def test_relay_log_recovery_when_the_upstream_is_gone(env: Env, maria: MariaDBSe
     assert f"verify at ts {after['commitTS']}" in out and "test.r" in out
     again = binlake("drain", *args, cwd=env.root)                    # consistent now: nothing to recover
     assert again.returncode == 1 and "did not answer" in again.stderr
+
+
+def test_verify_against_mysql_runs_without_pyiceberg(env: Env, maria: MariaDBServer, tmp_path: Path) -> None:
+    """``verify --against`` reads the upstream and the downstream over the MySQL protocol only: it
+    works in an environment without pyiceberg (here made unimportable) and still finds a difference."""
+    o = mysql_options(env, maria)
+    env.sql("create table v (id int primary key, s varchar(10))")
+    env.sql("insert into v values (1, 'a'), (2, 'b')")
+    env.drain(o)
+    blocked = tmp_path / "no-pyiceberg" / "pyiceberg"
+    blocked.mkdir(parents=True)
+    (blocked / "__init__.py").write_text("raise ImportError('pyiceberg is not installed here')\n")
+
+    def verify() -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "binlake.cli", "verify", *cli_args(env.options),
+                               "--against", maria.dsn], capture_output=True, text=True, timeout=300, cwd=env.root,
+                              env={**os.environ, "PYTHONPATH": f"{blocked.parent}{os.pathsep}{ROOT}"})
+
+    r = verify()
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "no differences" in r.stdout and "test.v" in r.stdout
+    conn: Any = maria.connect()
+    with conn.cursor() as cur:
+        cur.execute("DELETE FROM test.v WHERE id = 2")
+    conn.close()
+    r = verify()
+    assert r.returncode == 1 and "missing 1" in r.stdout, r.stdout + r.stderr
