@@ -257,7 +257,9 @@ def decode_value(typecode: int, buf: bytes, off: int = 0, end: int | None = None
 
 
 def to_text(typecode: int, buf: bytes, off: int = 0, end: int | None = None) -> str:
-    """Decode one JSON binary value to JSON text with TiDB's ``", "`` / ``": "`` separators.
+    """Decode one JSON binary value to the text TiDB prints for it: ``", "`` / ``": "`` separators,
+    keys in stored order, doubles by :func:`float_text`, strings by :func:`quote`, datetimes and
+    durations with 6 fractional digits, opaque values as ``"base64:typeN:…"``.
 
     Same text as ``dumps(decode_value(...))``, rendered directly from the bytes (the Drainer's
     hot path). Raises :class:`JSONBinaryError` on malformed input.
