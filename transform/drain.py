@@ -10,9 +10,11 @@ Stages (each timed in :attr:`DrainResult.stages`):
    the prewrite up on every pump. A commit whose prewrite no pump has fails the run (nothing is skipped).
 3. **decode** — the prewrites join their pairs where they were pulled (the pairs broadcast; above
    ``BROADCAST_PAIRS`` transactions the prewrites shuffle by key instead; no global sort either,
-   that would move every payload once more) and are decoded on the executors with the TableInfo of each
-   transaction's schema version (history broadcast); each decoded record holds its rows in commit
-   order. The decoded segments are checkpointed on the executors' local disks: they are ``RunBatch.frame``.
+   that would move every payload once more) and are decoded on the executors with the TableInfo in
+   force at each transaction's commit position (history and the range's DDL commit ts broadcast;
+   the pair stage finds the latter in the DDL transactions' commit binlogs); each decoded record
+   holds its rows in commit order. The decoded segments are checkpointed on the executors' local
+   disks: they are ``RunBatch.frame``.
 4. **collect** — the driver collects one small record per segment piece (table id, schema version,
    row count, first commit_ts), never the rows.
 """
@@ -37,7 +39,15 @@ from transform import changes as ch
 from transform.codec.model import Job
 from transform.errors import DrainError
 from transform.filters import TableFilter
-from transform.history import DROP_SCHEMA, DROP_TABLE, DROP_VIEW, TRUNCATE_TABLE, SchemaHistory, TableVersion
+from transform.history import (
+    DROP_SCHEMA,
+    DROP_TABLE,
+    DROP_VIEW,
+    TRUNCATE_TABLE,
+    CommitOrder,
+    SchemaHistory,
+    TableVersion,
+)
 from transform.plan import Plan
 from transform.pull import LOOKUP_SOURCE, RAW_SCHEMA, TASK_DDL, lookup_prewrites, pull_tasks, split_range
 from transform.rowchanges import OUT_SCHEMA, DecodeContext, OutRecord, decode_transactions
@@ -151,15 +161,21 @@ def _stages(spark: SparkSession, plan: Plan, history: SchemaHistory, table_filte
     # pairing moves no payload: the transactions' small records (start_ts, commit_ts, the pull task
     # holding the prewrite copy to decode) are paired apart, then join the prewrites where they were pulled
     prewrites = raw.where(F.col("tp") == bl.PREWRITE).select("start_ts", "source", "payload")
-    commits = raw.where(F.col("tp") == bl.COMMIT).select("start_ts", "commit_ts").dropDuplicates(["start_ts"])
+    commits = (raw.where(F.col("tp") == bl.COMMIT).select("start_ts", "commit_ts", "ddl_job_id")
+               .dropDuplicates(["start_ts"]))
     copies = prewrites.groupBy("start_ts").agg(F.min("source").alias("source"))   # a txn stored twice: one copy
     paired = _kept(scratch, stages.run("pair", lambda: local_checkpoint(commits.join(copies, "start_ts", "left"))))
-    pairs = paired
+    pairs = paired.select("start_ts", "commit_ts", "source")
+    ddl_commits: dict[int, int] = {}
 
     def missing() -> tuple[int, list[int]]:
-        rows = pairs.where(F.col("source").isNull()).select("start_ts").toArrow()
-        start_ts: list[int] = rows.column("start_ts").to_pylist()
-        return pairs.count(), start_ts
+        # one pass: the commits whose prewrite no pull task has, and the DDL jobs' commit positions
+        rows = (paired.where(F.col("source").isNull() | (F.col("ddl_job_id") > 0))
+                .select("start_ts", "commit_ts", "ddl_job_id", "source").toArrow().to_pylist())
+        for r in rows:
+            if r["ddl_job_id"]:
+                ddl_commits[r["ddl_job_id"]] = max(r["commit_ts"], ddl_commits.get(r["ddl_job_id"], 0))
+        return pairs.count(), [r["start_ts"] for r in rows if r["source"] is None]
 
     txn_count, lost = stages.run("pair", missing, lambda v: f"{len(v[1])} commits need their prewrite looked up")
     if lost:
@@ -176,7 +192,8 @@ def _stages(spark: SparkSession, plan: Plan, history: SchemaHistory, table_filte
     small = pairs if txn_count > BROADCAST_PAIRS else F.broadcast(pairs)
     txns = prewrites.join(small, ["start_ts", "source"]).select("start_ts", "commit_ts", "payload")
 
-    ctx = spark.sparkContext.broadcast(DecodeContext(history, table_filter, batch.per_transaction))
+    order = CommitOrder(plan.from_ts, ddl_commits)
+    ctx = spark.sparkContext.broadcast(DecodeContext(history, table_filter, batch.per_transaction, order))
     scratch.callback(ctx.destroy)
 
     def decode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

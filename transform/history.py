@@ -1,16 +1,24 @@
 """DDL-versioned schema history: which TableInfo was in force at a schema version (TiDB semantics).
 
 Built from the upstream's ``GET /ddl/history`` (every DDL job with its ``binlog.SchemaVersion`` and
-the TableInfo after the job). A DML is decoded with :meth:`SchemaHistory.table_at` at its
-``PrewriteValue.schema_version``: the TableInfo of the newest done job on that table id whose schema
-version is not above it. Drops and truncates end a table id; TRUNCATE starts a new id.
+the TableInfo after the job). :meth:`SchemaHistory.table_at` gives the TableInfo of the newest done
+job on a table id whose schema version is not above a given one. Drops and truncates end a table id;
+TRUNCATE starts a new id.
+
+A DML is decoded against the definition in force at its *commit position*
+(:meth:`SchemaHistory.version_in_force`): the newer of the one at its ``PrewriteValue.schema_version``
+and the newest one whose DDL committed before it. TiDB lets a transaction begun under an older
+schema version commit after a DDL job's last DDL binlog (one begun while a DROP COLUMN was in its
+delete-only state); TiDB Binlog's drainer, whose schema only moves forward in commit order, decodes
+such a row with the newer table (datums matched by column id, dropped columns ignored, columns the
+row lacks filled with their original default), and so does binlake.
 """
 from __future__ import annotations
 
 import bisect
 import json
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 import requests
 
@@ -39,6 +47,27 @@ class TableVersion:
     db: str
     table: TableInfo | None
     job: Job
+
+
+@dataclass(frozen=True)
+class CommitOrder:
+    """Where a run's DDL jobs committed: ``ddl_commits`` maps the job id of each DDL binlog committed
+    in the run's range ``(from_ts, to_ts]`` to its commit ts (the delete-only state's extra binlog of
+    a DROP COLUMN does not count). A done job not among them committed before the range when its
+    ``FinishedTS`` is set and not above ``from_ts`` (its DDL binlog is not in the range), else after it."""
+
+    from_ts: int = 0
+    ddl_commits: Mapping[int, int] = field(default_factory=dict)
+
+    def position(self, job: Job) -> int | None:
+        """The commit ts before which ``job``'s schema is not in force for a DML of the range
+        (``from_ts`` for a job committed before the range); None when it is in force for none of them."""
+        ts = self.ddl_commits.get(job.id)
+        if ts is not None:
+            return ts
+        if 0 < job.binlog.finished_ts <= self.from_ts:
+            return self.from_ts
+        return None
 
 
 class SchemaHistory:
@@ -118,6 +147,35 @@ class SchemaHistory:
             return None
         i = bisect.bisect_right(keys, schema_version) - 1
         return self._versions[table_id][i] if i >= 0 else None
+
+    def version_in_force(self, table_id: int, schema_version: int, commit_ts: int,
+                         order: CommitOrder) -> TableVersion | None:
+        """The table id's definition a DML written at ``schema_version`` and committed at ``commit_ts``
+        is decoded with: the newer of the one at ``schema_version`` and the newest live one whose DDL
+        committed before ``commit_ts`` (``order``). None: not created at ``schema_version``."""
+        steps = self.steps_after(table_id, schema_version, order)
+        i = bisect.bisect_left([pos for pos, _ in steps], commit_ts)   # the positions before commit_ts
+        return self.version_at(table_id, steps[i - 1][1] if i else schema_version)
+
+    def steps_after(self, table_id: int, schema_version: int, order: CommitOrder) -> list[tuple[int, int]]:
+        """The live definitions newer than the one at ``schema_version`` that are in force for some
+        DML of ``order``'s range, as (commit position, schema version) in position order, each
+        schema version above the previous ones: a DML committed after a position takes the latest
+        such version (:meth:`version_in_force`, precomputed for a decoder's many rows)."""
+        base = self.version_at(table_id, schema_version)
+        if base is None:
+            return []
+        found = []
+        for v in self._versions[table_id]:
+            pos = order.position(v.job)
+            if v.schema_version > base.schema_version and v.table is not None and pos is not None:
+                found.append((pos, v.schema_version))
+        found.sort()
+        steps: list[tuple[int, int]] = []
+        for pos, version in found:
+            if not steps or version > steps[-1][1]:
+                steps.append((pos, version))
+        return steps
 
     def table_at(self, table_id: int, schema_version: int) -> TableInfo:
         """The TableInfo to decode a DML on ``table_id`` written at ``schema_version`` with.

@@ -2,7 +2,9 @@
 
 Each task reads one pump and one sub-range through the ``binlake.v1`` range scan and keeps only
 what pairing needs: prewrites with their payload, and real commits (fake binlogs and rollbacks are
-dropped here; a commit's payload is not needed — its prewrite carries the transaction).
+dropped here; a commit's payload is not needed — its prewrite carries the transaction — except for
+the DDL job id a DDL transaction's commit binlog keeps: ``ddl_job_id`` gives the run each DDL's
+commit position, which decides the schema a DML committed after it is decoded with).
 """
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ from ingest import binlog as bl
 from ingest.errors import MalformedBatch
 from ingest.scan_client import ScanBatch, ScanClient
 from ingest.security import SecurityConfig
+from schemas import binlog_pb2
+from transform.codec import mysqltypes as mt
 
 RAW_SCHEMA = pa.schema([
     pa.field("tp", pa.int32(), nullable=False),
@@ -22,6 +26,7 @@ RAW_SCHEMA = pa.schema([
     pa.field("commit_ts", pa.int64(), nullable=False),
     pa.field("payload", pa.binary()),
     pa.field("source", pa.int32(), nullable=False),   # the pull task that read it (pairing picks one copy)
+    pa.field("ddl_job_id", pa.int64(), nullable=False),   # commits of DDL jobs (not delete-only states): the job
 ])
 TASK_DDL = "addr string, cluster_id long, from_ts long, to_ts long, source int"
 LOOKUP_SOURCE = -1   # ``source`` of prewrites looked up on the driver (older than the range)
@@ -54,10 +59,26 @@ def payload_array(batch: ScanBatch) -> pa.BinaryArray:
 def batch_to_arrow(batch: ScanBatch, source: int = 0) -> pa.RecordBatch:
     """The prewrites and real commits of one scan batch, tagged with the pull task ``source``."""
     tp, start, commit = batch.tp, batch.start_ts, batch.commit_ts
-    keep = (tp == bl.PREWRITE) | ((tp == bl.COMMIT) & (start != commit))
+    commits = (tp == bl.COMMIT) & (start != commit)
+    keep = (tp == bl.PREWRITE) | commits
     rb = pa.RecordBatch.from_arrays([pa.array(tp), pa.array(start), pa.array(commit), payload_array(batch),
-                                     pa.array(np.full(len(tp), source, np.int32))], schema=RAW_SCHEMA)
+                                     pa.array(np.full(len(tp), source, np.int32)), ddl_job_ids(batch, commits)],
+                                    schema=RAW_SCHEMA)
     return rb if keep.all() else rb.filter(pa.array(keep))
+
+
+def ddl_job_ids(batch: ScanBatch, commits: np.ndarray) -> pa.Int64Array:
+    """Per record: the DDL job id its commit binlog names (TiDB keeps the DDL fields in the commit
+    binlog), 0 for DML commits, prewrites and the delete-only state's extra DDL binlog."""
+    out = np.zeros(len(batch.tp), np.int64)
+    data = memoryview(batch.data)
+    parse = binlog_pb2.Binlog.FromString
+    for i in np.flatnonzero(commits).tolist():
+        off = int(batch.offsets[i])
+        b = parse(data[off:off + int(batch.lengths[i])])
+        if b.ddl_job_id and b.ddl_schema_state != mt.STATE_DELETE_ONLY:
+            out[i] = b.ddl_job_id
+    return pa.array(out, pa.int64())
 
 
 def scan_range(addr: str, cluster_id: int, from_ts: int, to_ts: int, source: int = 0,

@@ -4,15 +4,19 @@ Input rows are paired transactions ``(start_ts, commit_ts, payload)`` in any ord
 ``payload`` is the prewrite binlog; every row of one start_ts is in the same task (the pair stage
 partitions by it), and a transaction that comes twice (its prewrite stored on two pumps) is decoded
 once. Each record's rows come out in commit order. Each DML mutation is decoded with the TableInfo in force at
-the transaction's ``PrewriteValue.schema_version`` (the broadcast :class:`DecodeContext`), with the
-codec's vectorised batch path; rows of one (table id, schema version) are decoded together and
-shipped to the driver as one Arrow IPC blob per group (see :data:`OUT_SCHEMA`). DDL binlogs become
+the transaction's commit position (the broadcast :class:`DecodeContext`: the schema history and where
+the range's DDL jobs committed; ``SchemaHistory.version_in_force``): the one at its
+``PrewriteValue.schema_version``, or a newer one whose DDL committed before it. Decoding goes through
+the codec's vectorised batch path; rows of one (table id, schema version decoded with) are decoded
+together and shipped to the driver as one Arrow IPC blob per group (see :data:`OUT_SCHEMA`), whose
+``schema_version`` is the version of the TableInfo the rows were decoded with. DDL binlogs become
 ``ddl`` records naming the job id. Row order inside a transaction follows ``TableMutation`` order,
 then ``sequence``; binlogs without a ``sequence`` (older TiDB) list deletes, then updates, then
 inserts, so that within one commit a key's delete comes before its re-insert.
 """
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal, TypedDict
@@ -28,7 +32,7 @@ from transform.codec.model import TableInfo
 from transform.codec.rows import DELETE, INSERT, UPDATE, iter_mutation
 from transform.errors import DrainError
 from transform.filters import TableFilter
-from transform.history import SchemaHistory
+from transform.history import CommitOrder, SchemaHistory
 
 OUT_SCHEMA = pa.schema([
     pa.field("kind", pa.string(), nullable=False),        # "rows" or "ddl"
@@ -76,12 +80,14 @@ _OLD_ORDER = {DELETE: 0, UPDATE: 1, INSERT: 2}
 
 @dataclass(frozen=True)
 class DecodeContext:
-    """What every decode task needs: the schema history and the table filter; ``per_transaction``:
-    one output record per transaction and table (for the ordered stream), else per decoded batch."""
+    """What every decode task needs: the schema history, the table filter and where the range's DDL
+    jobs committed (``order``); ``per_transaction``: one output record per transaction and table (for
+    the ordered stream), else per decoded batch."""
 
     history: SchemaHistory
     filter: TableFilter
     per_transaction: bool = False
+    order: CommitOrder = field(default_factory=CommitOrder)
 
 
 @dataclass
@@ -133,6 +139,20 @@ class _Decoder:
         self.allowed: dict[tuple[int, int], bool] = {}
         self.pending = 0
         self.seen: set[int] = set()   # start_ts decoded by this task: a transaction stored twice comes once
+        # (table id, prewrite schema version) → the commit positions of newer definitions and their versions
+        self.steps: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
+
+    def _version(self, table_id: int, version: int, commit_ts: int) -> int:
+        """The schema version of the table's definition in force at ``commit_ts`` for a DML written
+        at ``version`` (``SchemaHistory.version_in_force``)."""
+        steps = self.steps.get((table_id, version))
+        if steps is None:
+            found = self.ctx.history.steps_after(table_id, version, self.ctx.order)
+            steps = self.steps[(table_id, version)] = ([p for p, _ in found], [v for _, v in found])
+        if not steps[0]:
+            return version
+        i = bisect.bisect_left(steps[0], commit_ts)
+        return steps[1][i - 1] if i else version
 
     def _allowed(self, table_id: int, version: int, commit_ts: int) -> bool:
         """Decode a table's rows when any name it ever had passes the filter (the driver then
@@ -162,11 +182,12 @@ class _Decoder:
         pv = binlog_pb2.PrewriteValue.FromString(b.prewrite_value)
         seq = 0
         for m in pv.mutations:
-            if not self._allowed(m.table_id, pv.schema_version, commit_ts):
+            version = self._version(m.table_id, pv.schema_version, commit_ts)
+            if not self._allowed(m.table_id, version, commit_ts):
                 continue
-            g = self.groups.get((m.table_id, pv.schema_version))
+            g = self.groups.get((m.table_id, version))
             if g is None:
-                g = self.groups[(m.table_id, pv.schema_version)] = _Group()
+                g = self.groups[(m.table_id, version)] = _Group()
             for kind, row in _mutation_rows(m):
                 g.kinds.append(kind)
                 g.payloads.append(row)

@@ -5,6 +5,10 @@
 - ``abort_after_prewrite(n)``: the next ``n`` transactions fail after both prewrites (a Rollback
   binlog is sent and the KV prewrite is rolled back).
 - ``pump_delay``: seconds slept before every binlog write (a slow pump / network).
+- ``commit_across_schema_change(n)``: the next ``n`` transactions whose tables changed schema since
+  they began commit anyway, their prewrite binlog still carrying the schema version they began at
+  (TiDB lets a transaction begun while a DROP COLUMN was in its delete-only state commit after the
+  job's last DDL binlog; the emulator has no intermediate states, so this stands for them).
 """
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ class Faults:
     pump_delay: float = 0.0
     _crash: int = 0
     _abort: int = 0
+    _stale: int = 0
     crashed: list[tuple[int, int]] = field(default_factory=list)   # (start_ts, commit_ts) of crashed txns
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -31,6 +36,19 @@ class Faults:
         """Make the next ``n`` transactions roll back after prewriting."""
         with self._lock:
             self._abort += n
+
+    def commit_across_schema_change(self, n: int = 1) -> None:
+        """Let the next ``n`` transactions whose tables changed schema since they began commit anyway."""
+        with self._lock:
+            self._stale += n
+
+    def take_stale_commit(self) -> bool:
+        """Consume one pending commit across a schema change."""
+        with self._lock:
+            if self._stale:
+                self._stale -= 1
+                return True
+            return False
 
     def take_crash(self) -> bool:
         """Consume one pending crash."""

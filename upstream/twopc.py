@@ -159,6 +159,8 @@ class Committer:
             current = self.core.catalog.current()
             for tid in txn.tables_written:
                 if current.tables.get(tid) is not schema.tables.get(tid):
+                    if current.tables.get(tid) is not None and self.faults.take_stale_commit():
+                        return      # commits with the schema version it began at (Faults)
                     raise SchemaChanged(f"[domain:8028]Information schema is changed during the execution of "
                                         f"the statement (table {tid}, txn {txn.start_ts})", txn.start_ts)
         return self._prewrite(txn.start_ts, txn.primary, list(txn.writes.values()), binlog), check

@@ -1,5 +1,6 @@
 """An in-process Drainer harness: the emulator's binlogs kept in memory, decoded and assembled as
-``run_drain`` does, and written by the real sinks on the session's local Spark (no pumps, no pull).
+``run_drain`` does (with the DDL jobs' commit positions the pair stage finds), and
+written by the real sinks on the session's local Spark (no pumps, no pull).
 
 The emulator (``upstream.cluster.Cluster``) writes its binlogs to an in-memory recorder instead of
 pumps; a run pairs them by start_ts, keeps the commits in ``(from_ts, to_ts]``, sorts by commit_ts
@@ -23,9 +24,10 @@ from sink.mysql.snapshot import read_snapshot
 from sink.mysql.target import MySQLTarget
 from sink.verify import verify_mirrors
 from transform import changes as ch
+from transform.codec.mysqltypes import STATE_DELETE_ONLY
 from transform.drain import _assemble
 from transform.filters import TableFilter
-from transform.history import SchemaHistory
+from transform.history import CommitOrder, SchemaHistory
 from transform.rowchanges import OUT_SCHEMA, DecodeContext, decode_transactions
 from upstream.cluster import Cluster
 from upstream.status_api import render_rows
@@ -42,12 +44,15 @@ class _Recorder:
     def __init__(self) -> None:
         self.prewrites: dict[int, bytes] = {}
         self.commits: dict[int, int] = {}
+        self.ddl_commits: dict[int, int] = {}    # DDL job id → commit ts (delete-only states left out)
 
     def _store(self, b: binlog_pb2.Binlog) -> None:
         if b.tp == binlog_pb2.Prewrite:
             self.prewrites[b.start_ts] = b.SerializeToString()
         elif b.tp == binlog_pb2.Commit:
             self.commits[b.start_ts] = b.commit_ts
+            if b.ddl_job_id and b.ddl_schema_state != STATE_DELETE_ONLY:
+                self.ddl_commits[b.ddl_job_id] = b.commit_ts
 
     def write_binlog(self, b: binlog_pb2.Binlog) -> None:
         self._store(b)
@@ -94,7 +99,8 @@ class Local:
         rb = pa.record_batch({"start_ts": pa.array([s for _, s in txns], pa.int64()),
                               "commit_ts": pa.array([c for c, _ in txns], pa.int64()),
                               "payload": pa.array([self.rec.prewrites[s] for _, s in txns], pa.binary())})
-        decoded = pa.Table.from_batches(list(decode_transactions(DecodeContext(history, filt), [rb])),
+        order = CommitOrder(from_ts, {j: c for j, c in self.rec.ddl_commits.items() if from_ts < c <= to_ts})
+        decoded = pa.Table.from_batches(list(decode_transactions(DecodeContext(history, filt, order=order), [rb])),
                                         schema=OUT_SCHEMA)
         batch = ch.RunBatch(self.cluster.cluster_id, from_ts, to_ts, uuid.uuid4().hex[:16])
         _assemble(batch, decoded.drop_columns(["data"]), history, filt)
