@@ -87,7 +87,7 @@ def mysql_target(options: DrainerConfig) -> MySQLTarget:
     return MySQLTarget(to.host, to.port, to.user, to.secret(), dict(to.params), to.read_timeout)
 
 
-def open_sink(options: DrainerConfig) -> Sink:
+def open_sink(options: DrainerConfig, dry_run: bool = False) -> Sink:
     """The sink the options name (Iceberg catalog + warehouse, a Parquet directory, or MySQL/TiDB)."""
     if options.syncer.db_type == "parquet":
         from sink.parquet import ParquetSink
@@ -102,7 +102,7 @@ def open_sink(options: DrainerConfig) -> Sink:
             merge=s.to.merge,
             checkpoint_schema=s.to.checkpoint.schema_, checkpoint_table=s.to.checkpoint.table,
             ignore_txn_commit_ts=frozenset(s.ignore_txn_commit_ts), table_filter=options.table_filter(),
-            relay_dir=s.relay.log_dir, relay_max_file_size=s.relay.max_file_size))
+            relay_dir=s.relay.log_dir, relay_max_file_size=s.relay.max_file_size, dry_run=dry_run))
     from sink.iceberg.writer import IcebergSink
 
     ice = options.iceberg
@@ -150,8 +150,8 @@ def _drain(options: DrainerConfig, from_ts: int | None, to_ts: int | None, dry_r
     except TSOError as e:
         if not relay:
             raise
-        return _recover_from_relay(options, options.cluster_id or None, e, out)
-    sink = open_sink(options)
+        return _recover_from_relay(options, options.cluster_id or None, e, out, dry_run, report_path)
+    sink = open_sink(options, dry_run)
     try:
         sink.check_cluster(cluster_id)
         checkpoint = sink.checkpoint()
@@ -165,7 +165,7 @@ def _drain(options: DrainerConfig, from_ts: int | None, to_ts: int | None, dry_r
             if not relay:
                 raise
             sink.close()
-            return _recover_from_relay(options, cluster_id, e, out)
+            return _recover_from_relay(options, cluster_id, e, out, dry_run, report_path)
         stages["plan"] = time.perf_counter() - t0
         print(f"binlake drain: {options.syncer.db_type} sink, checkpoint {checkpoint}", file=out)
         print(plan.describe(), file=out, flush=True)
@@ -228,14 +228,15 @@ def _write_report(report: dict[str, Any], options: DrainerConfig, report_path: s
     print(f"report written to {path}", file=out)
 
 
-def _recover_from_relay(options: DrainerConfig, cluster_id: int | None, cause: Exception,
-                        out: TextIO) -> dict[str, Any]:
+def _recover_from_relay(options: DrainerConfig, cluster_id: int | None, cause: Exception, out: TextIO,
+                        dry_run: bool = False, report_path: str | None = None) -> dict[str, Any]:
     """The upstream cannot be reached: bring a MySQL downstream whose checkpoint is not consistent to
-    the relay log's last transaction (TiDB Binlog's relay recovery), or re-raise ``cause``."""
+    the relay log's last transaction (TiDB Binlog's relay recovery), or re-raise ``cause``. A dry run
+    changes nothing: it reports the recovery that would run (and writes only ``report_path``)."""
     from sink.mysql.checkpoint import CheckpointTable
     from sink.mysql.sink import MySQLSink
 
-    sink = open_sink(options)
+    sink = open_sink(options, dry_run)
     assert isinstance(sink, MySQLSink)
     try:
         cp = options.syncer.to.checkpoint
@@ -252,13 +253,20 @@ def _recover_from_relay(options: DrainerConfig, cluster_id: int | None, cause: E
         sink.close()
     records, ts = done
     assert before is not None
-    print(f"binlake drain: the upstream cannot be reached ({cause}); replayed {records} relay-log records "
-          f"after {before.commit_ts} in safe mode: the downstream is consistent at {ts}", file=out)
+    if dry_run:
+        print(f"binlake drain (dry run): the upstream cannot be reached ({cause}); a relay-log recovery would "
+              f"replay {records} relay-log records after {before.commit_ts} in safe mode: the downstream would "
+              f"be consistent at {ts}", file=out)
+    else:
+        print(f"binlake drain: the upstream cannot be reached ({cause}); replayed {records} relay-log records "
+              f"after {before.commit_ts} in safe mode: the downstream is consistent at {ts}", file=out)
     report: dict[str, Any] = {"cluster_id": cluster_id, "from_ts": before.commit_ts, "to_ts": ts,
                               "sink": options.syncer.db_type, "checkpoint_before": before.commit_ts,
-                              "checkpoint_after": ts, "relay_recovery": {"records": records, "cause": str(cause)},
-                              "tables": []}
-    _write_report(report, options, None, out)
+                              "checkpoint_after": before.commit_ts if dry_run else ts, "dry_run": dry_run,
+                              "data_dir": options.data_dir,
+                              "relay_recovery": {"records": records, "cause": str(cause)}, "tables": []}
+    if report_path or not dry_run:   # a dry run writes only the report asked for
+        _write_report(report, options, report_path, out)
     return report
 
 

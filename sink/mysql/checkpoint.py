@@ -62,6 +62,19 @@ class CheckpointTable:
         self.cluster_id = cluster_id
         self.name = f"{quote(schema)}.{quote(table)}"
         self.schema = schema
+        self.table = table
+
+    def exists(self) -> bool:
+        """True when the table is there (a read: a dry run must not create it)."""
+        try:
+            with self.conn.cursor() as cur:
+                cur.execute("SELECT 1 FROM information_schema.tables WHERE table_schema = %s AND table_name = %s",
+                            (self.schema, self.table))
+                row = cur.fetchone()
+            self.conn.commit()
+        except pymysql.Error as e:
+            raise MySQLTargetError(f"cannot look for the checkpoint table {self.name}: {e}") from None
+        return row is not None
 
     @staticmethod
     def sole_cluster(conn: Any, schema: str = "tidb_binlog", table: str = "checkpoint") -> int | None:

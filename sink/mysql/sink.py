@@ -73,6 +73,7 @@ class MySQLOptions:
     ddl_retries: int = 5
     relay_dir: str = ""                 # [syncer.relay] log-dir ("" = no relay log)
     relay_max_file_size: int = DEFAULT_MAX_FILE_SIZE
+    dry_run: bool = False               # reads only: nothing written to the downstream or the relay log
 
 
 class MySQLSink(Sink):
@@ -93,12 +94,16 @@ class MySQLSink(Sink):
         self.relay: RelayLog | None = None
 
     def check_cluster(self, cluster_id: int) -> None:
-        """Open this cluster's checkpoint row (creating the table); other clusters' rows are theirs."""
+        """Open this cluster's checkpoint row (creating the table, except in a dry run, which reads a
+        missing table as no checkpoint); other clusters' rows are theirs."""
         o = self.options
         self.table = CheckpointTable(self.conn, cluster_id, o.checkpoint_schema, o.checkpoint_table)
+        self.progress = UnkeyedProgress(cluster_id, o.checkpoint_schema, f"{o.checkpoint_table}_unkeyed")
+        if o.dry_run:
+            self.loaded = self.table.load() if self.table.exists() else None
+            return
         self.table.ensure()
         self.loaded = self.table.load()
-        self.progress = UnkeyedProgress(cluster_id, o.checkpoint_schema, f"{o.checkpoint_table}_unkeyed")
         self.progress.ensure(self.conn)
         self.unkeyed_applied = self.progress.load(self.conn)
 
@@ -109,6 +114,8 @@ class MySQLSink(Sink):
     def _checkpoints(self) -> CheckpointTable:
         if self.table is None:
             raise SinkError("the MySQL sink needs check_cluster() before it writes")
+        if self.options.dry_run:
+            raise SinkError("a dry run writes nothing to the downstream")
         return self.table
 
     def _relay(self) -> RelayLog | None:
@@ -218,12 +225,19 @@ class MySQLSink(Sink):
         """TiDB's relay-log recovery, for when the upstream cannot be reached: if the checkpoint says
         ``consistent = false``, apply every relay-log record after ``commitTS`` in safe mode, then
         record the last one's commit_ts with ``consistent = true``. Returns (records applied, that
-        commit_ts), or None when there was nothing to recover."""
-        cps, relay = self._checkpoints(), self._relay()
+        commit_ts), or None when there was nothing to recover. A dry run only counts the records it
+        would apply and the commit_ts it would reach."""
+        relay = self._relay()
         if relay is None or self.loaded is None or self.loaded.consistent:
             return None
         floor = last = self.loaded.commit_ts
         applied = 0
+        if self.options.dry_run:
+            for binlog in relay.read():
+                if binlog.commit_ts > floor:
+                    last, applied = max(last, binlog.commit_ts), applied + 1
+            return applied, last
+        cps = self._checkpoints()
         loader = self._loader(True, None)
         try:
             for binlog in relay.read():

@@ -265,6 +265,9 @@ def test_relay_log_recovery_when_the_upstream_is_gone(env: Env, maria: MariaDBSe
                     f'txn-batch = 5\n[syncer.to]\ndsn = "{maria.dsn}"\n'
                     f'[syncer.relay]\nlog-dir = "{relay_dir}"\nmax-file-size = 4096\n')
     args = ["--config", str(conf), *cli_args(env.options), "--spark-master", "local[2]"]
+    first_plan = binlake("drain", *args, "--dry-run", cwd=env.root)
+    assert first_plan.returncode == 0, first_plan.stderr[-2000:]
+    assert maria.query("SHOW DATABASES LIKE 'tidb_binlog'") == []        # a dry run creates no checkpoint table
     r = binlake("drain", *args, failpoints=("mysql-flush=4",), cwd=env.root)
     assert r.returncode == CRASH_STATUS, r.stderr[-2000:]
     before = checkpoint_row(maria, env.cluster.cluster_id)
@@ -274,11 +277,25 @@ def test_relay_log_recovery_when_the_upstream_is_gone(env: Env, maria: MariaDBSe
         p.kill()
     assert env.cluster.tso_server is not None
     env.cluster.tso_server.stop(0).wait()
+    # a dry run changes nothing (downstream, checkpoint, relay files) and reports the recovery it would run
+    relay_files = {p.name: p.read_bytes() for p in relay_dir.glob("binlog-*")}
+    rows_before = maria.query("SELECT * FROM test.r ORDER BY id")
+    plan_path = env.root / "plan.json"
+    dry = binlake("drain", *args, "--dry-run", "--report", str(plan_path), cwd=env.root)
+    assert dry.returncode == 0, dry.stdout[-2000:] + dry.stderr[-2000:]
+    assert "would replay" in dry.stdout
+    assert checkpoint_row(maria, env.cluster.cluster_id) == before
+    assert maria.query("SELECT * FROM test.r ORDER BY id") == rows_before
+    assert {p.name: p.read_bytes() for p in relay_dir.glob("binlog-*")} == relay_files
+    plan = json.loads(plan_path.read_text())
+    assert plan["dry_run"] is True and plan["checkpoint_before"] == plan["checkpoint_after"] == before["commitTS"]
+    assert plan["relay_recovery"]["records"] > 0 and plan["to_ts"] > before["commitTS"]
     rec = binlake("drain", *args, cwd=env.root)
     assert rec.returncode == 0, rec.stdout[-2000:] + rec.stderr[-2000:]
     assert "relay-log records" in rec.stdout and maria.PASSWORD not in rec.stdout + rec.stderr
     after = checkpoint_row(maria, env.cluster.cluster_id)
     assert after["consistent"] is True and after["commitTS"] > before["commitTS"]
+    assert after["commitTS"] == plan["to_ts"]
     o = mysql_options(env, maria)
     o.cluster_id = env.cluster.cluster_id
     out = verify_mysql(env, o)                                       # at the relay log's last commit
