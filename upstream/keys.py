@@ -17,6 +17,7 @@ from transform.codec.values import make_flatten
 from transform.codec.varint import encode_cmp_int, encode_memcmp_bytes
 from upstream.errors import UnsupportedSQL
 
+_INT64_MAX = (1 << 63) - 1
 _BIN_COLLATIONS = ("utf8mb4_bin", "utf8_bin", "ascii_bin", "latin1_bin", "binary")
 
 
@@ -26,7 +27,11 @@ def record_prefix(table_id: int) -> bytes:
 
 
 def int_record_key(table_id: int, handle: int) -> bytes:
-    """The record key of an int handle (``_tidb_rowid`` or the int PK)."""
+    """The record key of an int handle (``_tidb_rowid`` or the int PK). A ``BIGINT UNSIGNED`` PK
+    handle of 2^63 or more is, as in TiDB, the int64 with its bit pattern: its key is that negative
+    int's comparable form, so such handles sort before 0."""
+    if handle > _INT64_MAX:
+        handle -= 1 << 64
     return b"t" + encode_cmp_int(table_id) + b"_r" + encode_cmp_int(handle)
 
 

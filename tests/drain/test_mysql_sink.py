@@ -329,3 +329,27 @@ def test_verify_against_mysql_runs_without_pyiceberg(env: Env, maria: MariaDBSer
     conn.close()
     r = verify()
     assert r.returncode == 1 and "missing 1" in r.stdout, r.stdout + r.stderr
+
+
+def test_a_bigint_unsigned_primary_key_above_int64_replicates_to_iceberg_and_mysql(
+        env: Env, maria: MariaDBServer) -> None:
+    """A BIGINT UNSIGNED primary key is the row handle; TiDB writes 2^63 and above as the int64 with
+    the same bits (so they sort before 0 in the record keys). Both sinks get the unsigned values."""
+    from upstream.keys import int_record_key
+
+    assert int_record_key(9, 1 << 63) < int_record_key(9, 0) < int_record_key(9, (1 << 63) - 1)
+    assert int_record_key(9, (1 << 64) - 1) == int_record_key(9, -1)
+    env.sql("create table big (id bigint unsigned primary key, v varchar(10))")
+    values = [0, (1 << 63) - 1, 1 << 63, (1 << 64) - 1, (1 << 63) + 5]
+    env.sql("insert into big values " + ", ".join(f"({v}, 'v{i}')" for i, v in enumerate(values)))
+    env.sql(f"update big set v = 'changed' where id = {1 << 63}", server=1)
+    env.sql(f"delete from big where id = {(1 << 63) + 5}")
+    report = env.drain()
+    assert "test.big" in env.verify(report["to_ts"])
+    mirror = env.catalog().load_table(("test", "big")).scan().to_arrow()
+    assert sorted(int(v) for v in mirror.column("id").to_pylist()) == sorted(values[:4])
+    o = mysql_options(env, maria)
+    env.drain(o)
+    assert maria.query("SELECT id, v FROM test.big ORDER BY id") == [
+        (0, "v0"), ((1 << 63) - 1, "v1"), (1 << 63, "changed"), ((1 << 64) - 1, "v3")]
+    assert "test.big" in verify_mysql(env, o)
