@@ -1,6 +1,8 @@
 """The upstream's rows at a ts, read over the MySQL protocol as TiDB's sync-diff-inspector reads them:
 ``SET @@tidb_snapshot = TS``, then ``SELECT *`` of every base table (with ``_tidb_rowid`` where the
-table is keyed by it) in a UTC session.
+table is keyed by it) in a UTC session. Virtual generated columns (``information_schema.columns``
+``EXTRA`` says ``VIRTUAL GENERATED``) are left out: TiDB computes them on read and never writes them
+to a row or a binlog, so the lake does not hold them.
 
 Values come back in the rendering ``verify`` compares (``transform.codec.values.json_value``, the
 same as the decoder's): TIME keeps the server's text, BIT becomes its number, binary strings
@@ -22,6 +24,8 @@ ROWID = "_tidb_rowid"
 SYSTEM_SCHEMAS = frozenset({"mysql", "information_schema", "performance_schema", "metrics_schema", "sys"})
 _BIT, _TIME = 16, 11
 _BAD_FIELD = 1054
+VIRTUAL_COLUMNS = ("SELECT table_schema, table_name, column_name FROM information_schema.columns "
+                   "WHERE extra LIKE '%VIRTUAL GENERATED%'")
 
 
 class UpstreamSnapshotError(SinkError):
@@ -74,8 +78,8 @@ def _select(cur: Any, db: str, table: str) -> tuple[list[str], list[Any]]:
 
 def read_snapshot(target: MySQLTarget, ts: int,
                   allows: Callable[[str, str], bool] | None = None) -> dict[str, list[dict[str, Any]]]:
-    """Every base table's rows at ``ts`` (``{"db.table": [{column: value}]}``) that ``allows(db,
-    table)`` lets through; system schemas are never read."""
+    """Every base table's rows at ``ts`` (``{"db.table": [{column: value}]}``, virtual generated
+    columns left out) that ``allows(db, table)`` lets through; system schemas are never read."""
     import pymysql
 
     conn = target.connect()
@@ -87,11 +91,17 @@ def read_snapshot(target: MySQLTarget, ts: int,
             cur.execute("SELECT table_schema, table_name FROM information_schema.tables "
                         "WHERE table_type = 'BASE TABLE'")
             names = sorted((str(d), str(t)) for d, t in cur.fetchall() if str(d).lower() not in SYSTEM_SCHEMAS)
+            cur.execute(VIRTUAL_COLUMNS)
+            virtual: dict[tuple[str, str], set[str]] = {}
+            for d, t, c in cur.fetchall():
+                virtual.setdefault((str(d).lower(), str(t).lower()), set()).add(str(c).lower())
             for db, table in names:
                 if allows is not None and not allows(db, table):
                     continue
                 columns, codes = _select(cur, db, table)
-                out[f"{db}.{table}"] = [{c: mysql_value(v, code) for c, v, code in zip(columns, row, codes)}
+                skip = virtual.get((db.lower(), table.lower()), set())
+                kept = [(i, c, code) for i, (c, code) in enumerate(zip(columns, codes)) if c.lower() not in skip]
+                out[f"{db}.{table}"] = [{c: mysql_value(row[i], code) for i, c, code in kept}
                                         for row in cur.fetchall()]
     except pymysql.Error as e:
         raise UpstreamSnapshotError(f"reading the upstream {target.describe()} at ts {ts}: {e}") from None

@@ -8,6 +8,9 @@ and then made comparable where MySQL hands back a value in another form: BIT com
 float32 precision, JSON documents as parsed values (in a JSON column also scalars: TiDB prints a
 double ``1e+21``, MySQL ``1e21``). A zero or invalid date upstream that the
 downstream holds as NULL (the decoder cannot carry it) is counted as *nulled*, not as a difference.
+Virtual generated columns are compared on neither side: the upstream's snapshot leaves them out (TiDB
+never writes them to a binlog), and so does the downstream's read (its CREATE TABLE computes them from
+the compared columns); a unique key on one is not used to match rows.
 """
 from __future__ import annotations
 
@@ -86,13 +89,16 @@ def _read(conn: Any, db: str, table: str) -> tuple[list[str], list[dict[str, Any
         indexes: dict[str, list[str]] = {}
         for name, col in cur.fetchall():
             indexes.setdefault(name, []).append(col)
+        cur.execute("SELECT column_name FROM information_schema.columns WHERE table_schema = %s "
+                    "AND table_name = %s AND extra LIKE '%%VIRTUAL GENERATED%%'", (db, table))
+        virtual = {str(c).lower() for c, in cur.fetchall()}
         cur.execute(f"SELECT * FROM {quote(db)}.{quote(table)}")
-        names = [d[0] for d in cur.description]
-        codes = [d[1] for d in cur.description]
-        rows = [{n: mysql_value(v, c) for n, v, c in zip(names, row, codes)} for row in cur.fetchall()]
+        kept = [(i, d[0], d[1]) for i, d in enumerate(cur.description) if d[0].lower() not in virtual]
+        rows = [{n: mysql_value(row[i], c) for i, n, c in kept} for row in cur.fetchall()]
     conn.commit()
-    keys = next(iter(indexes.values()), names)
-    return names, rows, keys, {n for n, c in zip(names, codes) if c == _JSON}
+    names = [n for _, n, _ in kept]
+    keys = next((cols for cols in indexes.values() if not any(c.lower() in virtual for c in cols)), names)
+    return names, rows, keys, {n for _, n, c in kept if c == _JSON}
 
 
 def verify_table(conn: Any, name: str, upstream: Sequence[Mapping[str, Any]], ts: int,
