@@ -258,6 +258,7 @@ def _assemble(batch: ch.RunBatch, decoded: pa.Table, history: SchemaHistory, tab
             if not tid:
                 continue  # other schema-level DDL (CREATE DATABASE …): nothing per table
             info = job.binlog.table_info if job.type not in (DROP_TABLE, DROP_VIEW) else None
+            info = info.without_virtual_columns() if info is not None else None   # as the history's tables
             prev = history.version_at(tid, job.binlog.schema_version - 1)
             before = (prev.db, prev.table.name) if prev is not None and prev.table is not None else None
             events[tid].append(ch.DDLEvent(rec["commit_ts"], job, info, before))

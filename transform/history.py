@@ -12,6 +12,10 @@ schema version commit after a DDL job's last DDL binlog (one begun while a DROP 
 delete-only state); TiDB Binlog's drainer, whose schema only moves forward in commit order, decodes
 such a row with the newer table (datums matched by column id, dropped columns ignored, columns the
 row lacks filled with their original default), and so does binlake.
+
+Every TableInfo the history gives is the table as the lake holds it
+(:meth:`~transform.codec.model.TableInfo.without_virtual_columns`): TiDB never writes a virtual
+generated column to a row, so no sink gets one, and adding or dropping one changes no sink's schema.
 """
 from __future__ import annotations
 
@@ -114,6 +118,11 @@ class SchemaHistory:
         return self._dbs.get(job.schema_id) or job.schema_name
 
     def _put(self, table_id: int, version: int, db: str, table: TableInfo | None, job: Job) -> None:
+        if table is not None:
+            try:
+                table = table.without_virtual_columns()
+            except SchemaError as e:
+                raise HistoryError(f"DDL job {job.id} ({job.query[:200]}): {e}") from None
         self._versions.setdefault(table_id, []).append(TableVersion(version, db, table, job))
 
     def _apply(self, job: Job) -> None:

@@ -6,7 +6,7 @@ The models are immutable. Keys the model does not interpret are kept verbatim in
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
@@ -359,6 +359,29 @@ class TableInfo:
         if self.source_keys is not None:  # parsed: give back exactly the keys TiDB wrote, in order
             out = {k: out[k] for k in self.source_keys if k in out}
         return out
+
+    def without_virtual_columns(self) -> TableInfo:
+        """The table as its rows hold it: virtual generated columns (never written to a row, hidden
+        ones of expression indexes included) and the indexes naming one are left out, and the offsets
+        of the other columns and index columns follow; ``self`` when it has none. A primary key on a
+        virtual column (TiDB refuses one) raises :class:`SchemaError`: its rows could not be keyed."""
+        virtual = {c.name.lower() for c in self.columns if c.virtual_generated}
+        if not virtual:
+            return self
+        handle = self.pk_handle_column
+        pk = self.primary_index
+        keyed = ({ic.name.lower() for ic in pk.columns} if pk is not None else set()) | (
+            {handle.name.lower()} if handle is not None else set())
+        if virtual & keyed:
+            raise SchemaError(f"table {self.name}: primary key column(s) {', '.join(sorted(virtual & keyed))} "
+                              f"are virtual generated columns, which rows do not hold")
+        cols = [c for c in self.columns if not c.virtual_generated]
+        cols = [c if c.offset == i else replace(c, offset=i) for i, c in enumerate(cols)]
+        offset = {c.name.lower(): c.offset for c in cols}
+        indices = tuple(
+            replace(ix, columns=tuple(replace(ic, offset=offset[ic.name.lower()]) for ic in ix.columns))
+            for ix in self.indices if not any(ic.name.lower() in virtual for ic in ix.columns))
+        return replace(self, columns=tuple(cols), indices=indices)
 
     # -- lookups ---------------------------------------------------------------------------
 
