@@ -15,6 +15,9 @@ every marked snapshot belongs to a run starting at or after ``T``, the empty tab
 write (unless that oldest snapshot had a parent, e.g. one ``binlake maintain`` expired); else the snapshot
 tagged ``tidb-ts-T`` (``--tag-runs``; tags outlive the expiry of the snapshots around them); otherwise
 the table is reported with "no snapshot at T".
+
+A table renamed or dropped after ``T`` is looked up by what it was called at ``T``: the lineage the
+Iceberg sink records (``sink.iceberg.lineage``) names the Iceberg table holding it now.
 """
 from __future__ import annotations
 
@@ -46,6 +49,7 @@ from pyiceberg.types import (
 )
 
 from sink.errors import SinkError
+from sink.iceberg import lineage
 from sink.verify_report import Difference, TableResult, VerifyReport
 from transform.codec.values import json_value
 from transform.filters import TableFilter
@@ -348,10 +352,13 @@ def _load(catalog: Catalog, name: str) -> Table | None:
 
 
 def verify_table(catalog: Catalog, name: str, upstream: Sequence[Mapping[str, Any]], ts: int,
-                 max_examples: int = DEFAULT_MAX_EXAMPLES) -> TableResult:
-    """Compare one upstream table's rendered rows with its mirror ``name`` at upstream ``ts``."""
+                 max_examples: int = DEFAULT_MAX_EXAMPLES, mirror: str | None = None) -> TableResult:
+    """Compare one upstream table's rendered rows with its mirror ``name`` at upstream ``ts``; ``mirror``
+    names the Iceberg table holding it now when it was renamed or dropped after ``ts``."""
     result = TableResult(name, upstream_rows=len(upstream))
-    table = _load(catalog, name)
+    if mirror and mirror.lower() != name.lower():
+        result.notes.append(f"renamed or dropped after {ts}: the mirror is now {mirror}")
+    table = _load(catalog, mirror or name)
     if table is None:
         if upstream:
             result.missing = len(upstream)
@@ -405,6 +412,16 @@ def _check_snapshot(upstream_snapshot: object) -> None:
             raise VerifyError(f"upstream snapshot: {name} must be a list of row objects")
 
 
+def _meta_properties(catalog: Catalog) -> dict[str, str]:
+    """The ``_binlake`` namespace's properties (the renames and drops the sink recorded); none yet: {}."""
+    try:
+        return dict(catalog.load_namespace_properties(lineage.META_NAMESPACE))
+    except NoSuchNamespaceError:
+        return {}
+    except Exception as e:  # pyiceberg/SQLAlchemy/IO errors
+        raise VerifyError(f"cannot read the namespace {lineage.META_NAMESPACE}: {e}") from e
+
+
 def verify_mirrors(catalog: Catalog, upstream_snapshot: dict[str, list[dict[str, Any]]], ts: int,
                    tables: list[str] | None = None, *, max_examples: int = DEFAULT_MAX_EXAMPLES,
                    allows: Callable[[str, str], bool] | None = None) -> VerifyReport:
@@ -419,6 +436,7 @@ def verify_mirrors(catalog: Catalog, upstream_snapshot: dict[str, list[dict[str,
     """
     _check_snapshot(upstream_snapshot)
     allows = allows or TableFilter().allows
+    moved = lineage.moves(_meta_properties(catalog))
     wanted = {t.lower() for t in tables} if tables is not None else None
     report = VerifyReport(ts)
     upstream_names = {n.lower() for n in upstream_snapshot}
@@ -430,6 +448,7 @@ def verify_mirrors(catalog: Catalog, upstream_snapshot: dict[str, list[dict[str,
                 or tbl.endswith(CHANGELOG_SUFFIX):
             report.skipped.append(name)
             continue
-        report.tables.append(verify_table(catalog, name, upstream_snapshot[name], ts, max_examples))
+        held_by = lineage.name_at(moved, name, ts)[0]
+        report.tables.append(verify_table(catalog, name, upstream_snapshot[name], ts, max_examples, held_by))
     return report
 

@@ -55,6 +55,7 @@ from pyspark.sql import SparkSession
 from sink.errors import SinkError
 from sink.iceberg import schema as ks
 from sink.iceberg import tasks
+from sink.iceberg.lineage import MIRROR_DROPPED_INFIX
 from sink.iceberg.writer import CHANGELOG_SUFFIX, DROPPED_INFIX, META_NAMESPACE, TAG_PREFIX
 from transform import changes as ch
 from transform import failpoints
@@ -158,10 +159,11 @@ class MaintainReport:
 
 def _is_binlake_name(name: str, table: str) -> bool:
     """True when Iceberg table ``name`` belongs to upstream table ``table``:
-    its mirror, its changelog or a dropped changelog kept under ``…__changelog_dropped_<ts>``."""
+    its mirror, its changelog or a dropped mirror or changelog kept under ``…__dropped_<ts>`` or
+    ``…__changelog_dropped_<ts>``."""
     n, t = name.lower(), table.lower()
     log = t + CHANGELOG_SUFFIX
-    return n in (t, log) or n.startswith(log + DROPPED_INFIX)
+    return n in (t, log) or n.startswith(log + DROPPED_INFIX) or n.startswith(t + MIRROR_DROPPED_INFIX)
 
 
 def binlake_tables(catalog: Catalog, wanted: Sequence[tuple[str, str]] = ()) -> list[tuple[str, str]]:

@@ -10,8 +10,10 @@ Per run and per upstream table name (TRUNCATE and DROP + CREATE give one name se
    row change of the range in commit order.
 4. Mirror, one transaction: schema evolution, delete of every row when the range truncated the
    table, delete of every key the range touched, append of the surviving after-images.
-   DROP TABLE drops the mirror and keeps the changelog as ``<table>__changelog_dropped_<commit_ts>``
-   (the name is free for a table created or renamed into it later, even in the same run).
+   DROP TABLE keeps the mirror as ``<table>__dropped_<commit_ts>`` and the changelog as
+   ``<table>__changelog_dropped_<commit_ts>`` (the name is free for a table created or renamed into
+   it later, even in the same run). Renames and drops are recorded in the ``_binlake`` namespace
+   (``sink.iceberg.lineage``): ``verify --ts T`` finds a table by what it was called at T.
 
 Each table records ``binlake.to-ts`` in its properties in the same transaction, and every snapshot
 carries the run markers. A table already at the run's ``to_ts`` is skipped, so re-running a range
@@ -37,15 +39,15 @@ from pyspark.sql import DataFrame, SparkSession
 
 from sink.base import Sink, TableReport
 from sink.errors import SinkError
+from sink.iceberg import lineage, tasks
 from sink.iceberg import schema as ks
-from sink.iceberg import tasks
+from sink.iceberg.lineage import META_NAMESPACE as META_NAMESPACE
 from transform import changes as ch
 from transform import failpoints
 from transform.codec.model import TableInfo
 from transform.history import DROP_SCHEMA, DROP_TABLE, DROP_VIEW, RENAME_TABLE, TRUNCATE_TABLE
 
 CHANGELOG_SUFFIX = "__changelog"
-META_NAMESPACE = "_binlake"
 _ENDING = (DROP_SCHEMA, DROP_TABLE, DROP_VIEW, TRUNCATE_TABLE)
 
 
@@ -221,7 +223,7 @@ class IcebergSink(Sink):
             groups.setdefault((named.db, named.name), _Group(named.db, named.name)).parts.extend(parts)
         self._prepared = {**self._prepare_changelogs(run, groups), **self._prepare_mirrors(run, groups)}
         try:
-            return [self._write_group(run, g) for _, g in sorted(groups.items())]
+            return [self._write_group(run, g) for g in _vacated_first(groups)]
         finally:
             self._prepared = {}
 
@@ -308,12 +310,13 @@ class IcebergSink(Sink):
         for e in events:
             if e.job.type == RENAME_TABLE and e.before and e.before != (g.db, g.name):
                 self._rename(e.before, (g.db, g.name))
+        self._record_renames(g)
         live = g.live
         drop_ts = max((t for t in map(_drop_ts, g.parts) if t is not None), default=None) if live is None else None
         aside = (g.db, f"{g.name}{CHANGELOG_SUFFIX}{DROPPED_INFIX}{drop_ts}") if drop_ts is not None else None
         last_info = live.final if live else _latest_info(g)
         if last_info is None:  # dropped in the range with no row changes: only catalog operations
-            self._finish_drop(run, mirror_id, log_id, aside)
+            self._finish_drop(run, mirror_id, log_id, aside, drop_ts)
             return report
         version = _version(g)
         log = ((self._load(aside) if aside else None) or self._load(log_id)
@@ -325,7 +328,7 @@ class IcebergSink(Sink):
                                   partial(self._append_changelog, log, run, g, last_info, since))
             report.rows.update(counts)
         if live is None:
-            self._finish_drop(run, mirror_id, log_id, aside)
+            self._finish_drop(run, mirror_id, log_id, aside, drop_ts)
             report.skipped = skip_log
             return report
         mirror = self._load(mirror_id)
@@ -343,14 +346,39 @@ class IcebergSink(Sink):
         return report
 
     def _finish_drop(self, run: ch.RunBatch, mirror_id: tuple[str, str], log_id: tuple[str, str],
-                     aside: tuple[str, str] | None) -> None:
-        """DROP TABLE: the mirror goes; the changelog is kept as ``<table>__changelog_dropped_<ts>``
-        so the name is free for a table created later (each step idempotent)."""
+                     aside: tuple[str, str] | None, drop_ts: int | None) -> None:
+        """DROP TABLE: the mirror is kept as ``<table>__dropped_<ts>`` (its snapshots still answer
+        ``verify --ts`` before the drop) and the changelog as ``<table>__changelog_dropped_<ts>``, so
+        the name is free for a table created later; the move is recorded (each step idempotent)."""
         mirror = self._load(mirror_id)
-        if mirror is not None and not self._progress(mirror, run)[0]:
+        if drop_ts is not None:
+            kept = (mirror_id[0], lineage.dropped_mirror(mirror_id[1], drop_ts))
+            if mirror is not None and not self._progress(mirror, run)[0] and self._load(kept) is None:
+                self.catalog.rename_table(mirror_id, kept)
+            if self._load(kept) is not None:
+                self._record(lineage.Move(drop_ts, ".".join(mirror_id), ".".join(kept), lineage.DROP))
+        elif mirror is not None and not self._progress(mirror, run)[0]:
             self.catalog.drop_table(mirror_id)
         if aside is not None and self._load(log_id) is not None and self._load(aside) is None:
             self.catalog.rename_table(log_id, aside)
+
+    def _record(self, move: lineage.Move) -> None:
+        """Record a rename or drop of a table's mirror in the ``_binlake`` namespace."""
+        key, value = move.to_property()
+        if self._meta().get(key) != value:
+            self.catalog.update_namespace_properties(META_NAMESPACE, updates={key: value})
+
+    def _record_renames(self, g: _Group) -> None:
+        """Record each RENAME TABLE of the group's table ids: the name before it and the one after
+        (the name before the next DDL of that id, or the group's name)."""
+        for part in g.parts:
+            events = sorted(part.events, key=lambda e: e.commit_ts)
+            for i, e in enumerate(events):
+                if e.job.type != RENAME_TABLE or not e.before:
+                    continue
+                after = next((n.before for n in events[i + 1:] if n.before), (g.db, g.name))
+                if after != e.before:
+                    self._record(lineage.Move(e.commit_ts, ".".join(e.before), ".".join(after), lineage.RENAME))
 
     def _rename(self, old: tuple[str, str], new: tuple[str, str]) -> None:
         for suffix in ("", CHANGELOG_SUFFIX):
@@ -525,6 +553,32 @@ def _final_names(names: list[str], old: TableInfo, new: TableInfo) -> list[str]:
         col = new.column_by_id(ids[n]) if n in ids else None
         out.append(col.name if col is not None else n)
     return out
+
+
+def _vacated_first(groups: dict[tuple[str, str], _Group]) -> list[_Group]:
+    """The groups in name order, except that a group renamed away from a name is written before the
+    group that takes the name in the same run (``RENAME TABLE a TO b`` then ``CREATE TABLE a``):
+    the Iceberg tables of ``a`` must move before the new ``a``'s are created."""
+    vacated_by: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for key, g in sorted(groups.items()):
+        for e in g.events:
+            if e.job.type == RENAME_TABLE and e.before and e.before != key:
+                vacated_by.setdefault(e.before, []).append(key)
+    order: list[_Group] = []
+    done: set[tuple[str, str]] = set()
+
+    def visit(key: tuple[str, str], path: set[tuple[str, str]]) -> None:
+        if key in done or key in path:   # a cycle is a swap of names: _rename refuses it
+            return
+        path.add(key)
+        for other in vacated_by.get(key, ()):
+            visit(other, path)
+        done.add(key)
+        order.append(groups[key])
+
+    for key in sorted(groups):
+        visit(key, set())
+    return order
 
 
 def _drop_ts(tc: ch.TableChanges) -> int | None:

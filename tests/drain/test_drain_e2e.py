@@ -123,6 +123,8 @@ def test_truncate_rename_and_drop_table(env: Env) -> None:
     cat = env.catalog()
     assert not cat.table_exists("test.t") and not cat.table_exists("test.gone")
     assert any(t[1].startswith("gone__changelog_dropped_") for t in cat.list_tables("test"))   # history is kept
+    assert any(t[1].startswith("gone__dropped_") for t in cat.list_tables("test"))             # and the mirror
+    assert "the mirror is now test.t2" in env.verify(r1["to_ts"])   # verify before the rename and drop: OK
     assert {r["id"] for r in read_table(cat, "test.t2").to_pylist()} == {4, 5}
     log = read_table(cat, "test.t2__changelog")
     assert sorted(log.column("id").to_pylist()) == [1, 2, 3, 4, 5]

@@ -194,10 +194,12 @@ def test_orphans_older_than_the_window_go_younger_ones_and_referenced_files_stay
     up.sql("insert into t values (2, 2), (3, 3)")
     end = up.drain()
     names = [f"test.{t[-1]}" for t in up.catalog.list_tables("test")]
-    dropped = next(n for n in names if "_dropped_" in n)
+    dropped = next(n for n in names if "__changelog_dropped_" in n)
+    kept = next(n for n in names if n.startswith("test.t__dropped_"))
     log, mirror = up.catalog.load_table("test.t__changelog"), up.catalog.load_table("test.t")
-    # a changelog kept after DROP TABLE shares its directory with the new changelog
+    # a changelog and a mirror kept after DROP TABLE share their directories with the new ones
     assert up.catalog.load_table(dropped).location() == log.location()
+    assert up.catalog.load_table(kept).location() == mirror.location()
     old = time.time() - 10 * 86400
     for p in (up.root / "warehouse").rglob("*"):
         if p.is_file() and not p.name.startswith("catalog.db"):
@@ -207,6 +209,9 @@ def test_orphans_older_than_the_window_go_younger_ones_and_referenced_files_stay
     stale.write_bytes(b"x" * 10)
     fresh.write_bytes(b"y" * 10)
     os.utime(stale, (old, old))
+    mirror_stale = _local(mirror.location()) / "data" / "stale-orphan.parquet"
+    mirror_stale.write_bytes(b"z" * 10)
+    os.utime(mirror_stale, (old, old))
     referenced = set().union(*(referenced_files(up.catalog.load_table(n)) for n in names))
 
     report = maintain(up.catalog, lambda: spark, MaintainOptions(orphan_age_ms=3 * DAY_MS), [("test", "t")])
@@ -215,9 +220,10 @@ def test_orphans_older_than_the_window_go_younger_ones_and_referenced_files_stay
     assert not stale.exists() and fresh.exists()
     assert str(stale) in by_name["test.t__changelog"].orphan_paths
     assert all(Path(p).exists() for p in referenced)
-    # the first mirror's files (DROP TABLE dropped it from the catalog) were orphans under test/t
-    assert by_name["test.t"].orphans_removed > 0
+    # under test/t: the kept first mirror's files are referenced and stay, an old unreferenced one goes
+    assert not mirror_stale.exists() and str(mirror_stale) in by_name["test.t"].orphan_paths
     assert all(p.startswith(str(_local(mirror.location()))) for p in by_name["test.t"].orphan_paths)
+    assert up.catalog.load_table(kept).scan().to_arrow().num_rows == 1
     assert up.catalog.load_table(dropped).scan().to_arrow().num_rows == 1
     up.verify(end.to_ts)
     assert_changelog_matches_mirror(up.catalog, "test.t")
