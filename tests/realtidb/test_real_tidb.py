@@ -1,0 +1,299 @@
+"""A real tidb-server writes to binlake pumps; binlake drains into Iceberg, Parquet and MariaDB, and
+``binlake verify`` compares each with TiDB read over its MySQL port at the drained ts."""
+from __future__ import annotations
+
+import json
+import random
+import threading
+from typing import Any
+
+import pyarrow as pa
+import pymysql
+import pytest
+
+from binlake.drain import open_iceberg_catalog
+from binlake.drain_config import DrainerConfig
+from sink.parquet import read_changelog
+from tests.realtidb.conftest import RealCluster
+from tests.servers import MariaDBServer
+
+TYPES = """CREATE TABLE types (
+  id INT PRIMARY KEY, ti TINYINT, si SMALLINT, mi MEDIUMINT, i INT, bi BIGINT, ubi BIGINT UNSIGNED,
+  f FLOAT, d DOUBLE, dc DECIMAL(20,6), dc65 DECIMAL(65,30), dt DATETIME(6), ts TIMESTAMP(3) NULL,
+  dte DATE, tm TIME(2), yr YEAR, c CHAR(10), vc VARCHAR(64), tx TEXT, bl BLOB, vb VARBINARY(16),
+  bn BINARY(4), e ENUM('a','b','c'), st SET('x','y','z'), bt BIT(12), j JSON)"""
+
+TYPE_ROWS = [
+    "(1, -128, -32768, -8388608, -2147483648, -9223372036854775808, 0, -1.5, -2.0, -99999999999999.999999,"
+    " -12345678901234567890123456789012345.123456789012345678901234567890, '1000-01-01 00:00:00.000000',"
+    " '1970-01-02 00:00:00.000', '1000-01-01', '-838:59:59.00', 1901, '', '', '', '', '', x'00000000', 'a', '',"
+    " b'0', 'null')",
+    "(2, 127, 32767, 8388607, 2147483647, 9223372036854775807, 18446744073709551615, 3.25, 1e300,"
+    " 99999999999999.999999, 0.000000000000000000000000000001, '9999-12-31 23:59:59.999999',"
+    " '2038-01-19 03:14:07.999', '9999-12-31', '838:59:59.00', 2155, 'chars', 'quote '' \\\\ \\0 end',"
+    " 'ünïcødé 𝄞 text', x'00ff27', x'5c00', x'ffffffff', 'c', 'x,z', b'111111111111',"
+    " '{\"pi\": 3.14, \"big\": 1e21, \"small\": 1e-7, \"e\": 10000000000, \"neg\": -2.0, \"arr\": [1, 2.5, null, true],"
+    " \"s\": \"<&>\\\\u2028\"}')",
+    "(3, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,"
+    " NULL, NULL, NULL, NULL, NULL, NULL, NULL)",
+    "(4, 0, 0, 0, 0, 0, 9223372036854775808, 0, -0.0, 0, 0, '2024-01-02 03:04:05', '2024-01-02 03:04:05',"
+    " '2024-02-29', '00:00:00', 2000, 'x', 'y', 'z', 'w', 'v', 'abcd', 'b', 'y', b'101', "
+    " JSON_OBJECT('dt', CAST('2024-01-02 03:04:05' AS DATETIME), 'd', CAST('2024-01-02' AS DATE),"
+    " 'tm', CAST('12:34:56' AS TIME), 'tm6', CAST('12:34:56.5' AS TIME(6)), 'dbl', CAST(1e10 AS DOUBLE),"
+    " 'neg', CAST(-2 AS DOUBLE), 'tiny', CAST(1e-7 AS DOUBLE), 'u', CAST(18446744073709551615 AS UNSIGNED)))",
+]
+
+KEYS = [
+    # unsigned clustered handles at and above 2^63 (TiDB flips the sign bit of the handle)
+    "CREATE TABLE ubig (id BIGINT UNSIGNED PRIMARY KEY, v VARCHAR(10))",
+    "INSERT INTO ubig VALUES (0, 'zero'), (9223372036854775807, 'max63'), (9223372036854775808, 'min64'),"
+    " (18446744073709551615, 'max64'), (12345678901234567890, 'mid')",
+    "UPDATE ubig SET v = 'upd' WHERE id = 9223372036854775808",
+    "DELETE FROM ubig WHERE id = 18446744073709551615",
+    "CREATE TABLE ubig_nc (id BIGINT UNSIGNED PRIMARY KEY NONCLUSTERED, v INT)",
+    "INSERT INTO ubig_nc VALUES (18446744073709551615, 1), (9223372036854775808, 2), (1, 3)",
+    "CREATE TABLE cl (k VARCHAR(20) PRIMARY KEY CLUSTERED, v INT)",
+    "CREATE TABLE ncl (k VARCHAR(20) PRIMARY KEY NONCLUSTERED, v INT, u INT UNIQUE)",
+    "CREATE TABLE comp (a INT, b VARCHAR(10), v DOUBLE, PRIMARY KEY (a, b) CLUSTERED)",
+    "CREATE TABLE ci (k VARCHAR(20) COLLATE utf8mb4_general_ci PRIMARY KEY, v INT)",
+    "CREATE TABLE nokey (a INT, b VARCHAR(10))",
+    "CREATE TABLE part_r (id INT PRIMARY KEY, v INT) PARTITION BY RANGE (id)"
+    " (PARTITION p0 VALUES LESS THAN (100), PARTITION p1 VALUES LESS THAN (MAXVALUE))",
+    "CREATE TABLE part_h (id BIGINT PRIMARY KEY, v VARCHAR(10)) PARTITION BY HASH (id) PARTITIONS 3",
+    "CREATE TABLE gen (id INT PRIMARY KEY, a INT, b INT AS (a * 2) VIRTUAL, c INT AS (a + 1) STORED)",
+    "CREATE TABLE shard (id BIGINT, v INT) SHARD_ROW_ID_BITS = 4",
+    "CREATE TABLE rnd (id BIGINT PRIMARY KEY AUTO_RANDOM, v INT)",
+    "INSERT INTO cl VALUES ('a', 1), ('b', 2), ('c', 3)",
+    "INSERT INTO ncl VALUES ('a', 1, 10), ('b', 2, 20), ('c', 3, 30)",
+    "INSERT INTO comp VALUES (1, 'x', 0.5), (1, 'y', 1.5), (2, 'x', 2.5)",
+    "INSERT INTO ci VALUES ('Abc', 1), ('ß', 2)",
+    "INSERT INTO nokey VALUES (1, 'x'), (1, 'x'), (2, NULL), (3, 'y')",
+    "INSERT INTO part_r VALUES (1, 1), (150, 2), (99, 3)",
+    "INSERT INTO part_h VALUES (1, 'a'), (2, 'b'), (3, 'c'), (4, 'd')",
+    "INSERT INTO gen (id, a) VALUES (1, 10), (2, 20)",
+    "INSERT INTO shard VALUES (1, 1), (2, 2), (3, 3)",
+    "INSERT INTO rnd (v) VALUES (1), (2), (3)",
+    "UPDATE cl SET k = 'z' WHERE k = 'a'",
+    "UPDATE ncl SET k = 'z', u = 11 WHERE k = 'a'",
+    "UPDATE comp SET b = 'w' WHERE a = 1 AND b = 'y'",
+    "UPDATE ci SET v = 9 WHERE k = 'ABC'",
+    "DELETE FROM nokey WHERE a = 2",
+    "UPDATE nokey SET b = 'q' WHERE a = 3",
+    "UPDATE part_r SET id = 250 WHERE id = 1",
+    "UPDATE gen SET a = 11 WHERE id = 1",
+    "DELETE FROM shard WHERE id = 2",
+    "UPDATE rnd SET v = 7 WHERE v = 1",
+]
+
+
+def run(real: RealCluster, db: str, statements: list[str]) -> None:
+    """Create ``db`` and run ``statements`` in it, one by one."""
+    real.tidb.execute(f"CREATE DATABASE {db}")
+    run_in(real, db, statements)
+
+
+def run_in(real: RealCluster, db: str, statements: list[str]) -> None:
+    """Run ``statements`` one by one (autocommit) in ``db``."""
+    conn = real.tidb.connect(db)
+    try:
+        with conn.cursor() as cur:
+            for statement in statements:
+                cur.execute(statement)
+    finally:
+        conn.close()
+
+
+def parquet_matches_iceberg(iceberg: DrainerConfig, parquet: DrainerConfig) -> int:
+    """Every row change of the Iceberg changelogs is in the Parquet sink's changelog of the same table
+    name with the same values (where Parquet's projection holds one), and nothing else is: a table
+    name's Parquet changelog holds every incarnation of the name (Iceberg keeps a dropped one as
+    ``<name>__changelog_dropped_<ts>``).
+    Returns the number of table names compared."""
+    catalog = open_iceberg_catalog(iceberg)
+    by_name: dict[tuple[str, str], list[pa.Table]] = {}
+    for namespace in catalog.list_namespaces():
+        for ident in catalog.list_tables(namespace):
+            db, name = ident[0], ident[-1]
+            base, marker, _ = name.partition("__changelog")
+            if marker:
+                by_name.setdefault((db, base), []).append(catalog.load_table(ident).scan().to_arrow())
+    for (db, name), parts in by_name.items():
+        rows = read_changelog(parquet.parquet.dir, db, name).to_pylist()
+        pq = {(r["_tidb_commit_ts"], r["_tidb_seq"]): r for r in rows}
+        seen = 0
+        for part in parts:
+            for row in part.to_pylist():
+                key = (row["_tidb_commit_ts"], row["_tidb_seq"])
+                assert key in pq, f"{db}.{name}: change {key} is in Iceberg, not in Parquet"
+                other = pq[key]
+                # Parquet projects older schema versions onto the newest by name: a renamed column's
+                # older values read as null there
+                same = {c: row[c] for c in row if other.get(c) is not None and c != "_tidb_before"}
+                assert same == {c: other[c] for c in same}, f"{db}.{name}: change {key} differs"
+                seen += 1
+        assert seen == len(pq), f"{db}.{name}: Parquet holds {len(pq) - seen} changes Iceberg does not"
+    return len(by_name)
+
+
+def drain_everywhere(real: RealCluster, maria: MariaDBServer, name: str, databases: list[str]) -> int:
+    """Drain ``databases`` into Iceberg, Parquet and MariaDB, each from the start; verify Iceberg and
+    MariaDB against TiDB and Parquet against Iceberg. Returns the Iceberg run's to_ts."""
+    iceberg = real.options(name, databases)
+    report = real.drain(iceberg)
+    assert report["cluster_id"] == real.pd.cluster_id
+    to_ts = int(report["to_ts"])
+    real.verify(iceberg, to_ts)
+
+    # nothing is written while the tests drain, so a later range holds the same changes
+    parquet = real.options(f"{name}-pq", databases, sink="parquet")
+    assert int(real.drain(parquet)["to_ts"]) >= to_ts
+    assert parquet_matches_iceberg(iceberg, parquet) > 0
+
+    maria.reset(*databases)
+    mysql = real.options(f"{name}-my", databases, sink="mysql")
+    mysql.syncer.to.dsn = maria.dsn
+    mysql.syncer.worker_count = 4
+    real.drain(mysql)
+    real.verify(mysql, against=maria.dsn)
+    return to_ts
+
+
+@pytest.fixture
+def maria(mariadb_server: MariaDBServer) -> MariaDBServer:
+    """The session's MariaDB (each drain resets the databases it replicates)."""
+    return mariadb_server
+
+
+def test_pumps_and_drains_learn_the_cluster_id_from_pd(real: RealCluster) -> None:
+    """No ``--cluster-id`` anywhere: PD (like pdetcd) refuses a TSO request for cluster 0."""
+    for pump in real.pumps:
+        assert pump.status()["binlake"]["cluster_id"] == real.pd.cluster_id
+    run(real, "rt_id", ["CREATE TABLE t (id INT PRIMARY KEY)", "INSERT INTO t VALUES (1)"])
+    options = real.options("id", ["rt_id"])
+    assert options.cluster_id == 0
+    report = real.drain(options)
+    assert report["cluster_id"] == real.pd.cluster_id
+    assert "1 table(s) compared, no differences" in real.verify(options, int(report["to_ts"]))
+
+
+def test_every_type_key_layout_partition_and_generated_column(real: RealCluster, maria: MariaDBServer) -> None:
+    run(real, "rt_types", [TYPES, *(f"INSERT INTO types VALUES {row}" for row in TYPE_ROWS),
+                           "UPDATE types SET j = JSON_SET(j, '$.e', 2.5e-7) WHERE id = 2",
+                           "UPDATE types SET vc = 'changed', d = 123456789012345678 WHERE id = 4",
+                           *KEYS])
+    # a multi-statement transaction across tables
+    conn = real.tidb.connect("rt_types")
+    try:
+        with conn.cursor() as cur:
+            cur.execute("BEGIN")
+            cur.execute("INSERT INTO cl VALUES ('m', 100)")
+            cur.execute("UPDATE ncl SET v = v + 100")
+            cur.execute("DELETE FROM comp WHERE a = 2")
+            cur.execute("INSERT INTO types (id, vc) VALUES (5, 'in txn')")
+            cur.execute("COMMIT")
+    finally:
+        conn.close()
+    drain_everywhere(real, maria, "types", ["rt_types"])
+
+
+def test_ddl_history_renames_truncates_and_drops(real: RealCluster, maria: MariaDBServer) -> None:
+    run(real, "rt_ddl", [
+        "CREATE TABLE w (id INT PRIMARY KEY, a INT, b VARCHAR(10), gone INT)",
+        "INSERT INTO w VALUES (1, 10, 'x', 7), (2, 20, 'y', 8)",
+        "ALTER TABLE w ADD COLUMN d VARCHAR(8) DEFAULT 'dflt'",
+        "INSERT INTO w (id, a, b, gone) VALUES (3, 30, 'z', 9)",
+        "ALTER TABLE w DROP COLUMN gone",
+        "UPDATE w SET a = 11 WHERE id = 1",
+        "ALTER TABLE w MODIFY COLUMN a BIGINT",
+        "ALTER TABLE w MODIFY COLUMN b VARCHAR(40)",
+        "UPDATE w SET a = 9000000000, b = 'widened text' WHERE id = 2",
+        "ALTER TABLE w RENAME COLUMN b TO bee",
+        "CREATE TABLE r1 (id INT PRIMARY KEY, v INT)",
+        "INSERT INTO r1 VALUES (1, 1), (2, 2)",
+        "RENAME TABLE r1 TO r2",
+        "INSERT INTO r2 VALUES (3, 3)",
+        "CREATE TABLE tr (id INT PRIMARY KEY, v INT)",
+        "INSERT INTO tr VALUES (1, 1), (2, 2)",
+        "TRUNCATE TABLE tr",
+        "INSERT INTO tr VALUES (5, 5)",
+        "CREATE TABLE dropped (id INT PRIMARY KEY)",
+        "INSERT INTO dropped VALUES (1)",
+        "DROP TABLE dropped",
+        "CREATE TABLE dropped (id INT PRIMARY KEY, v VARCHAR(5))",
+        "INSERT INTO dropped VALUES (2, 'again')",
+    ])
+    run(real, "rt_gone", ["CREATE TABLE g (id INT PRIMARY KEY)", "INSERT INTO g VALUES (1), (2)"])
+    real.tidb.execute("DROP DATABASE rt_gone")
+    drain_everywhere(real, maria, "ddl", ["rt_ddl", "rt_gone"])
+
+
+def test_add_and_drop_column_under_concurrent_writes(real: RealCluster, maria: MariaDBServer) -> None:
+    """TiDB lets a transaction begun in DROP COLUMN's delete-only state commit after the job's last DDL
+    binlog with the older schema version; every sink must still equal TiDB."""
+    run(real, "rt_load", ["CREATE TABLE t (id INT PRIMARY KEY, a INT, b VARCHAR(20))"])
+    stop = threading.Event()
+    errors: list[str] = []
+    committed = [0]
+
+    def writer(seed: int) -> None:
+        rng = random.Random(seed)
+        conn = real.tidb.connect("rt_load")
+        try:
+            while not stop.is_set():
+                key = rng.randrange(200)
+                try:
+                    with conn.cursor() as cur:
+                        cur.execute("BEGIN")
+                        cur.execute(f"DELETE FROM t WHERE id = {key}")
+                        cur.execute(f"INSERT INTO t (id, a, b) VALUES ({key}, {rng.randrange(1000)}, 'w{seed}')")
+                        cur.execute(f"UPDATE t SET a = a + 1 WHERE id = {rng.randrange(200)}")
+                        cur.execute("COMMIT")
+                    committed[0] += 1
+                except pymysql.err.MySQLError as e:   # write conflicts, schema changed: TiDB's answers
+                    conn.rollback()
+                    errors.append(str(e))
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=writer, args=(seed,)) for seed in range(4)]
+    for thread in threads:
+        thread.start()
+    try:
+        for cycle in range(6):
+            run_in(real, "rt_load", [f"ALTER TABLE t ADD COLUMN c{cycle} INT DEFAULT {cycle}",
+                                     f"ALTER TABLE t DROP COLUMN c{cycle}"])
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(60)
+    assert committed[0] > 50, errors[-5:]
+    drain_everywhere(real, maria, "load", ["rt_load"])
+
+
+def test_json_text_is_tidbs_in_every_sink(real: RealCluster, maria: MariaDBServer) -> None:
+    """The lake and the downstream hold the JSON text TiDB prints, not a re-rendering of it."""
+    run(real, "rt_json", ["CREATE TABLE j (id INT PRIMARY KEY, doc JSON)",
+                          "INSERT INTO j VALUES (1, '[1e10, -2.0, 1e-7, 1e21, 0.1, 100]'),"
+                          " (2, JSON_OBJECT('dt', CAST('2024-01-02 03:04:05' AS DATETIME),"
+                          " 'tm', CAST('01:02:03' AS TIME)))"])
+    tidb_text = dict(real.tidb.query("SELECT id, CAST(doc AS CHAR) FROM rt_json.j"))
+    drain_everywhere(real, maria, "json", ["rt_json"])
+    mirror = open_iceberg_catalog(real.options("json", ["rt_json"])).load_table("rt_json.j").scan().to_arrow()
+    assert dict(zip(mirror.column("id").to_pylist(), mirror.column("doc").to_pylist())) == tidb_text
+    downstream = dict(maria.query("SELECT id, CAST(doc AS CHAR) FROM rt_json.j"))
+    assert {k: json.loads(v) for k, v in downstream.items()} == {k: json.loads(v) for k, v in tidb_text.items()}
+
+
+def _column_names(table: pa.Table) -> list[str]:
+    return [c for c in table.column_names if not c.startswith("_tidb_")]
+
+
+def test_virtual_generated_columns_are_not_in_the_lake(real: RealCluster) -> None:
+    run(real, "rt_gen", ["CREATE TABLE g (id INT PRIMARY KEY, a INT, v INT AS (a * 2) VIRTUAL,"
+                         " s INT AS (a + 1) STORED)", "INSERT INTO g (id, a) VALUES (1, 5)"])
+    options = real.options("gen", ["rt_gen"])
+    report = real.drain(options)
+    real.verify(options, int(report["to_ts"]))
+    mirror: Any = open_iceberg_catalog(options).load_table("rt_gen.g").scan().to_arrow()
+    assert _column_names(mirror) == ["id", "a", "s"]
+    assert mirror.to_pylist()[0]["s"] == 6
