@@ -34,24 +34,9 @@ class RealCluster:
         """The pumps' registry: PD's etcd, where TiDB's pump client looks for them."""
         return f"etcd://{self.pd.addr}"
 
-    def tso(self) -> int:
-        """A fresh TSO of TiDB's (unistore's clock): the start ts of a new transaction, above every
-        commit before it (``TIDB_CURRENT_TSO()`` answers 0 outside a transaction)."""
-        conn = self.tidb.connect()
-        try:
-            with conn.cursor() as cur:
-                cur.execute("BEGIN")
-                cur.execute("SELECT TIDB_CURRENT_TSO()")
-                (ts,) = cur.fetchone()
-                cur.execute("ROLLBACK")
-        finally:
-            conn.close()
-        assert int(ts) > 0
-        return int(ts)
-
     def settle(self, timeout: float = 60) -> int:
         """Wait until every pump's watermark passes TiDB's current ts; return that ts."""
-        target = self.tso()
+        target = self.tidb.current_ts()
         wait_watermarks(self.pumps, self.pd.cluster_id, target, timeout=timeout)
         return target
 

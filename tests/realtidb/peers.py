@@ -151,14 +151,14 @@ class TiDBServer:
                 time.sleep(0.3)
         raise RuntimeError(f"tidb-server not answering on {self.port} after {timeout}s:\n{_tail(self.log)}")
 
-    def connect(self, database: str | None = None) -> pymysql.connections.Connection:  # type: ignore[type-arg]
+    def connect(self, database: str | None = None) -> pymysql.connections.Connection:
         """A new autocommit connection to TiDB's MySQL port."""
         return pymysql.connect(host="127.0.0.1", port=self.port, user="root", database=database,
                                autocommit=True, connect_timeout=5, read_timeout=60, write_timeout=60)
 
-    def execute(self, *statements: str) -> None:
-        """Run statements one by one on a new connection."""
-        conn = self.connect()
+    def execute(self, *statements: str, database: str | None = None) -> None:
+        """Run statements one by one (autocommit) on a new connection, in ``database`` if given."""
+        conn = self.connect(database)
         try:
             with conn.cursor() as cur:
                 for statement in statements:
@@ -175,6 +175,22 @@ class TiDBServer:
                 return list(cur.fetchall())
         finally:
             conn.close()
+
+    def current_ts(self) -> int:
+        """A fresh TSO of TiDB's (unistore's clock): the start ts of a new transaction, above every
+        commit before it (``TIDB_CURRENT_TSO()`` answers 0 outside a transaction)."""
+        conn = self.connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute("BEGIN")
+                cur.execute("SELECT @@tidb_current_ts")
+                (row,) = cur.fetchall()
+                cur.execute("ROLLBACK")
+        finally:
+            conn.close()
+        ts = int(str(row[0]))
+        assert ts > 0
+        return ts
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:

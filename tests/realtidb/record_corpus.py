@@ -349,20 +349,6 @@ def _stored(data_dir: Path, upto: int) -> Iterator[bytes]:
             f.close()
 
 
-def _current_ts(tidb: TiDBServer) -> int:
-    """A fresh TSO from TiDB: the start ts of a new transaction."""
-    conn = tidb.connect()
-    try:
-        with conn.cursor() as cur:
-            cur.execute("BEGIN")
-            cur.execute("SELECT @@tidb_current_ts")
-            (row,) = cur.fetchall()
-            cur.execute("ROLLBACK")
-            return int(str(row[0]))
-    finally:
-        conn.close()
-
-
 def _expected(tidb: TiDBServer) -> dict[str, Any]:
     """Every base table of the corpus databases, read over the MySQL port in canonical form."""
     conn = pymysql.connect(host="127.0.0.1", port=tidb.port, user="root", autocommit=True,
@@ -436,10 +422,10 @@ def record(out: Path) -> dict[str, Any]:
                 rollbacks = _rollback(tidb)
                 race = _race(tidb)
                 runner.conn.close()
-                to_ts = _current_ts(tidb)
+                to_ts = tidb.current_ts()
                 wait_watermarks([pump], pd.cluster_id, to_ts, timeout=60)
                 time.sleep(2.5)   # idle: the pump writes a fake binlog or two
-                fakes_to = _current_ts(tidb)
+                fakes_to = tidb.current_ts()
                 wait_watermarks([pump], pd.cluster_id, fakes_to, timeout=60)
                 with urllib.request.urlopen(f"{tidb.status_url}/ddl/history", timeout=30) as resp:
                     history = resp.read()

@@ -89,18 +89,9 @@ KEYS = [
 def run(real: RealCluster, db: str, statements: list[str]) -> None:
     """Create ``db`` and run ``statements`` in it, one by one."""
     real.tidb.execute(f"CREATE DATABASE {db}")
-    run_in(real, db, statements)
+    real.tidb.execute(*statements, database=db)
 
 
-def run_in(real: RealCluster, db: str, statements: list[str]) -> None:
-    """Run ``statements`` one by one (autocommit) in ``db``."""
-    conn = real.tidb.connect(db)
-    try:
-        with conn.cursor() as cur:
-            for statement in statements:
-                cur.execute(statement)
-    finally:
-        conn.close()
 
 
 def parquet_matches_iceberg(iceberg: DrainerConfig, parquet: DrainerConfig) -> int:
@@ -260,8 +251,8 @@ def test_add_and_drop_column_under_concurrent_writes(real: RealCluster, maria: M
         thread.start()
     try:
         for cycle in range(6):
-            run_in(real, "rt_load", [f"ALTER TABLE t ADD COLUMN c{cycle} INT DEFAULT {cycle}",
-                                     f"ALTER TABLE t DROP COLUMN c{cycle}"])
+            real.tidb.execute(f"ALTER TABLE t ADD COLUMN c{cycle} INT DEFAULT {cycle}",
+                              f"ALTER TABLE t DROP COLUMN c{cycle}", database="rt_load")
     finally:
         stop.set()
         for thread in threads:
