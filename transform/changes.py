@@ -91,13 +91,15 @@ class Segment:
 
 @dataclass(frozen=True)
 class DDLEvent:
-    """A DDL job committed inside the run's range, with the TableInfo after it (None for drops)
-    and the table's ``(db, name)`` before it (None when it did not exist)."""
+    """A DDL job committed inside the run's range, with the TableInfo after it (None for drops),
+    the table's ``(db, name)`` before it (None when it did not exist) and its TableInfo before it
+    (``previous``; None when it did not exist or was not given)."""
 
     commit_ts: int
     job: Job
     table: TableInfo | None
     before: tuple[str, str] | None = None
+    previous: TableInfo | None = None
 
 
 @dataclass(frozen=True)

@@ -261,7 +261,8 @@ def _assemble(batch: ch.RunBatch, decoded: pa.Table, history: SchemaHistory, tab
             info = info.without_virtual_columns() if info is not None else None   # as the history's tables
             prev = history.version_at(tid, job.binlog.schema_version - 1)
             before = (prev.db, prev.table.name) if prev is not None and prev.table is not None else None
-            events[tid].append(ch.DDLEvent(rec["commit_ts"], job, info, before))
+            previous = prev.table if prev is not None else None
+            events[tid].append(ch.DDLEvent(rec["commit_ts"], job, info, before, previous))
             versions[tid] = max(versions[tid], job.binlog.schema_version)
             if job.type == TRUNCATE_TABLE and job.table_id != tid:  # the old id ends here
                 events[job.table_id].append(ch.DDLEvent(rec["commit_ts"], job, None, before))

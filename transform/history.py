@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import requests
 
 from transform.codec.errors import SchemaError
-from transform.codec.model import Job, TableInfo
+from transform.codec.model import ColumnInfo, Job, TableInfo
 from transform.errors import TransformError
 
 # JobState values that mean the job took effect (TiDB: done, synced).
@@ -37,6 +37,7 @@ JOB_SYNCED = 6
 # ActionType codes the history treats specially (tidb-codec.md §4.3).
 CREATE_SCHEMA, DROP_SCHEMA, CREATE_TABLE, DROP_TABLE = 1, 2, 3, 4
 TRUNCATE_TABLE, RENAME_TABLE, DROP_VIEW, CREATE_TABLES = 11, 14, 24, 60
+MODIFY_COLUMN, MULTI_SCHEMA_CHANGE = 12, 61
 
 
 class HistoryError(TransformError, SchemaError):
@@ -72,6 +73,28 @@ class CommitOrder:
         if 0 < job.binlog.finished_ts <= self.from_ts:
             return self.from_ts
         return None
+
+
+def replaced_columns(before: TableInfo | None, job: Job, after: TableInfo | None
+                     ) -> list[tuple[ColumnInfo, ColumnInfo]]:
+    """The columns ``job`` rewrote under a new column id, as (old column, new column).
+
+    A MODIFY/CHANGE COLUMN whose type change needs a reorg (``ModifyColumn``) makes TiDB add a
+    hidden ``_Col$_<name>`` column with a new id, backfill it from the old one without binlogs, and
+    swap it in under the column's name (or the CHANGE's new name): the done job's TableInfo lacks
+    the old id and has exactly one new one. Inside a multi-statement ALTER
+    (``MultiSchemaChange``) the old and new columns are paired by name (MODIFY keeps it).
+    """
+    if before is None or after is None or before.id != after.id:
+        return []
+    gone = [c for c in before.columns if after.column_by_id(c.id) is None]
+    new = [c for c in after.columns if before.column_by_id(c.id) is None]
+    if job.type == MODIFY_COLUMN:
+        return [(gone[0], new[0])] if len(gone) == 1 and len(new) == 1 else []
+    if job.type == MULTI_SCHEMA_CHANGE:
+        by_name = {c.name.lower(): c for c in new}
+        return [(c, by_name[c.name.lower()]) for c in gone if c.name.lower() in by_name]
+    return []
 
 
 class SchemaHistory:

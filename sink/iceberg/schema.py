@@ -7,12 +7,21 @@ Iceberg schema evolution: dropped ids → ``delete_column``, renamed ids → ``r
 (int → long, float → double, a wider decimal of the same scale); any other type change fails the
 table with :class:`IncompatibleSchemaChange` naming the DDL. The changelog's ``_tidb_before`` struct
 evolves the same way.
+
+A MODIFY/CHANGE COLUMN that TiDB runs as a reorg gives the column a new id (:class:`Retype`): the
+Iceberg field is dropped and a new one added under the column's name, and the mirror's rows written
+before the DDL get the old column's values converted as TiDB's backfill converted them
+(``transform.codec.convert``; :func:`rename_columns` with ``retypes``), or the table fails with
+:class:`IncompatibleSchemaChange` naming the DDL and the column when binlake cannot convert them.
 """
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyiceberg.schema import Schema
 from pyiceberg.table.update.schema import UpdateSchema
 from pyiceberg.types import (
@@ -33,9 +42,11 @@ from pyiceberg.types import (
 
 from sink.errors import IncompatibleSchemaChange, SinkError
 from transform import changes as ch
+from transform.codec import convert
 from transform.codec.batch import arrow_value
 from transform.codec.model import ColumnInfo, TableInfo, arrow_type
 from transform.codec.values import missing_value
+from transform.history import replaced_columns
 
 PROP_TABLE_ID = "binlake.table-id"
 PROP_COLUMNS = "binlake.columns"
@@ -267,24 +278,100 @@ def fill_missing(rows: pa.Table, table: TableInfo) -> pa.Table:
     return rows
 
 
-def rename_columns(rows: pa.Table, old_map: dict[str, str], new: TableInfo) -> pa.Table:
+@dataclass(frozen=True)
+class Retype:
+    """A column a DDL rewrote under a new TiDB column id (``old`` → ``new``, ``ddl`` its query)."""
+
+    old: ColumnInfo
+    new: ColumnInfo
+    ddl: str
+
+    def convert(self, values: pa.Array | pa.ChunkedArray) -> pa.Array:
+        """``values`` of the old column as TiDB's backfill stored them in the new one;
+        :class:`IncompatibleSchemaChange` naming the DDL and the column when binlake cannot."""
+        try:
+            return convert.convert_array(values, self.old, self.new)
+        except convert.ConversionError as e:
+            raise IncompatibleSchemaChange(self._refusal(e.message)) from None
+
+    def check(self) -> None:
+        """:class:`IncompatibleSchemaChange` unless binlake converts this pair of types at all."""
+        reason = convert.unsupported(self.old, self.new)
+        if reason is not None:
+            raise IncompatibleSchemaChange(self._refusal(reason))
+
+    def _refusal(self, reason: str) -> str:
+        return (f"column {self.old.name!r} is rewritten by DDL {self.ddl!r} (TiDB column id {self.old.id} → "
+                f"{self.new.id}): the mirror's rows written before it cannot take TiDB's converted values: "
+                f"{reason}")
+
+
+def retypes(events: Iterable[ch.DDLEvent]) -> tuple[Retype, ...]:
+    """The columns the events' DDLs rewrote under a new column id, in commit order."""
+    out: list[Retype] = []
+    for e in sorted(events, key=lambda e: e.commit_ts):
+        out.extend(Retype(o, n, e.job.query) for o, n in replaced_columns(e.previous, e.job, e.table))
+    return tuple(out)
+
+
+def retype_chains(source_ids: Iterable[str], final: TableInfo, steps: Iterable[Retype]) -> dict[str, list[Retype]]:
+    """TiDB column id (text) of ``source_ids`` that ``final`` lacks → the rewrites leading from it to
+    a column of ``final`` (a column rewritten twice has two)."""
+    nxt = {r.old.id: r for r in steps}
+    have = {c.id for c in final.columns}
+    out: dict[str, list[Retype]] = {}
+    for sid in source_ids:
+        cid, chain = int(sid), []
+        while cid not in have and cid in nxt:
+            chain.append(nxt[cid])
+            cid = nxt[cid].new.id
+        if chain and cid in have:
+            out[sid] = chain
+    return out
+
+
+def _valid(struct: pa.StructArray, name: str) -> pa.Array:
+    """A struct's field with NULL where the struct is NULL (a child may hold anything there)."""
+    child = struct.field(name)
+    return pc.if_else(struct.is_valid(), child, pa.scalar(None, child.type))
+
+
+def _carried(values: pa.Array | pa.ChunkedArray, chain: list[Retype]) -> pa.Array:
+    for step in chain:
+        values = step.convert(values)
+    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+
+
+def rename_columns(rows: pa.Table, old_map: dict[str, str], new: TableInfo,
+                   retyped: Iterable[Retype] = ()) -> pa.Table:
     """Rename ``rows``' columns (and ``_tidb_before`` fields) from ``old_map`` (TiDB column id →
     name, as ``binlake.columns`` stores it) to ``new``'s names by column id; columns whose id ``new``
-    dropped are removed; other columns (metadata) are kept as they are."""
+    dropped are removed, except that a column ``retyped`` rewrote into one of ``new`` becomes that
+    column with its values converted (:class:`Retype`); other columns (metadata) are kept as they are."""
     names = {str(c.id): c.name for c in new.columns}
     target = {name: names.get(cid) for cid, name in old_map.items()}   # old name → new name (None: dropped)
+    chains = {old_map[sid]: (names[str(chain[-1].new.id)], chain)
+              for sid, chain in retype_chains(old_map, new, retyped).items()}
 
     def renamed(fields: list[str]) -> list[tuple[str, str]]:
         return [(f, new_name) for f in fields if (new_name := target.get(f, f)) is not None]
 
     cols = renamed(rows.column_names)
     out = rows.select([o for o, _ in cols]).rename_columns([n for _, n in cols])
+    for old, (name, chain) in chains.items():
+        if old in rows.column_names:
+            out = out.append_column(name, _carried(rows.column(old), chain))
     if ch.BEFORE in out.column_names:
         before = out.column(ch.BEFORE)
         kept = renamed([f.name for f in before.type])
-        fields = [pa.field(n, before.type.field(o).type) for o, n in kept]
-        chunks = [pa.StructArray.from_arrays([c.field(o) for o, _ in kept], fields=fields, mask=c.is_null())
-                  for c in before.chunks]
+        carry = [(o, n, chain) for o, (n, chain) in chains.items() if before.type.get_field_index(o) >= 0]
+        chunks = []
+        for c in before.chunks:
+            arrays = [c.field(o) for o, _ in kept] + [_carried(_valid(c, o), chain) for o, _, chain in carry]
+            fields = [pa.field(n, a.type) for n, a in zip([n for _, n in kept] + [n for _, n, _ in carry], arrays)]
+            chunks.append(pa.StructArray.from_arrays(arrays, fields=fields, mask=c.is_null()))
+        fields = [pa.field(n, before.type.field(o).type) for o, n in kept] + [
+            pa.field(n, arrow_type(chain[-1].new)) for _, n, chain in carry]
         out = out.set_column(out.column_names.index(ch.BEFORE), ch.BEFORE, pa.chunked_array(chunks, pa.struct(fields)))
     return out
 

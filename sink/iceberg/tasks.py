@@ -103,12 +103,14 @@ class SegmentMap:
     final: TableInfo
     tables: dict[tuple[int, int], TableInfo]
     renamed: frozenset[int]
+    retypes: tuple[ks.Retype, ...] = ()   # columns rewritten under a new id whose values are carried over
 
     def rows(self, table_id: int, version: int, data: bytes) -> pa.Table:
-        """A record's rows with the final table's column names (renames by column id)."""
+        """A record's rows with the final table's column names (renames by column id; a column a
+        DDL rewrote under a new id holds the old one's values converted when ``retypes`` name it)."""
         rows = ch.read_segment(data)
         if table_id in self.renamed:
-            rows = ks.rename_columns(rows, ks.column_map(self.tables[(table_id, version)]), self.final)
+            rows = ks.rename_columns(rows, ks.column_map(self.tables[(table_id, version)]), self.final, self.retypes)
         return rows
 
 
@@ -212,7 +214,8 @@ class MirrorJob:
     buckets: int                        # 1: every change and every file in one task
     bucket_type: IcebergType | None     # the Iceberg type of the bucket's source (the first key column)
     epochs: bool                        # the run changes the key (ADD/DROP PRIMARY KEY): keys per row
-    backfill: bool                      # every existing file is rewritten (a column added with a default);
+    backfill: bool                      # every existing file is rewritten (a column added with a default,
+                                        # a column rewritten under a new id: ``segments.retypes``);
                                         # the driver then sends every bucket with files an empty record
     existing: dict[int, bytes]          # bucket → packed data files the merge reads (none after a TRUNCATE)
     old_metadata: TableMetadata         # the table before the transaction, to read ``existing``
@@ -276,13 +279,15 @@ def _route(job: MirrorJob, schema: pa.Schema, table_id: int, version: int, data:
 
 
 def _read_existing(job: MirrorJob, files: list[DataFile]) -> Iterator[tuple[DataFile, pa.Table]]:
-    """Each file's rows in the merge's target shape: renamed by column id, added columns filled."""
+    """Each file's rows in the merge's target shape: renamed by column id, rewritten columns converted,
+    added columns filled."""
     final = job.segments.final
     schema = job.writer.metadata.schema()
     scan = ArrowScan(job.old_metadata, job.writer.io(), job.old_metadata.schema(), AlwaysTrue())
     for f in files:
         rows = scan.to_table([FileScanTask(f)])
-        yield f, ks.conform(ks.fill_missing(ks.rename_columns(rows, job.old_map, final), final), schema)
+        renamed = ks.rename_columns(rows, job.old_map, final, job.segments.retypes)
+        yield f, ks.conform(ks.fill_missing(renamed, final), schema)
 
 
 def merge_mirrors(jobs: Mapping[str, MirrorJob], batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -38,7 +38,7 @@ from pyiceberg.types import IcebergType
 from pyspark.sql import DataFrame, SparkSession
 
 from sink.base import Sink, TableReport
-from sink.errors import SinkError
+from sink.errors import IncompatibleSchemaChange, SinkError
 from sink.iceberg import lineage, tasks
 from sink.iceberg import schema as ks
 from sink.iceberg.lineage import META_NAMESPACE as META_NAMESPACE
@@ -276,8 +276,9 @@ class IcebergSink(Sink):
                 continue
             mirror = self._load((db, name)) or self._create((db, name), live.final, _version(g), changelog=False)
             skip, since = self._progress(mirror, run)
-            if skip or self._reset_ts(g, live, mirror) is not None or _moving_bucket(mirror, live.final):
-                continue
+            if (skip or self._reset_ts(g, live, mirror) is not None or _moving_bucket(mirror, live.final)
+                    or ks.retypes(g.events)):
+                continue   # a rewritten column's conversion may fail: such a table fails alone
             tx = mirror.transaction()
             if not _staged(tx, mirror, live.final, ks.MIRROR, g.events):
                 continue
@@ -394,12 +395,14 @@ class IcebergSink(Sink):
             self.catalog.rename_table(src, dst)
 
     @staticmethod
-    def _needs_backfill(tbl: Table, info: TableInfo) -> bool:
-        """True when ``info`` adds (by column id) a column whose origin default is not NULL."""
+    def _needs_backfill(tbl: Table, info: TableInfo, retyped: tuple[ks.Retype, ...] = ()) -> bool:
+        """True when ``info`` adds (by column id) a column whose origin default is not NULL, or one
+        that a DDL rewrote from a column the mirror holds (its rows take the converted values)."""
         if tbl.properties.get(ks.PROP_TABLE_ID) != str(info.id):
             return False
         old = ks.stored_columns(tbl.properties)
-        return any(str(c.id) not in old and ks.default_value(c).is_valid for c in info.columns)
+        return (any(str(c.id) not in old and ks.default_value(c).is_valid for c in info.columns)
+                or bool(ks.retype_chains(old, info, retyped)))
 
     @staticmethod
     def _reset_ts(g: _Group, live: ch.TableChanges, mirror: Table) -> int | None:
@@ -480,7 +483,7 @@ class IcebergSink(Sink):
             files, written = ready.files, ready.written
         else:
             job, files = self._mirror_job(tbl, g, live, final, since, reset, respec, tx)
-            written = _run_mirrors(run, {job.table: job}).get(job.table, _Written())
+            written = _run_alone(run, job)
         new, replaced = written.files, set(written.removed)
         gone = files if reset is not None else [f for f in files if f.file_path in replaced]
         if not gone and not new:
@@ -503,7 +506,11 @@ class IcebergSink(Sink):
         bucket spec moved to the new first key column when ``respec``), and the table's files now."""
         keys = ks.key_columns(final)
         files = [t.file for t in tbl.scan().plan_files()] if tbl.current_snapshot() is not None else []
-        segments = _segment_map(g, final)
+        retyped = ks.retypes(g.events)
+        for chain in ks.retype_chains({str(r.old.id) for r in retyped}, final, retyped).values():
+            for step in chain:
+                step.check()
+        segments = _segment_map(g, final, retyped)
         epoch_keys = {(tid, v): ",".join(_final_names(ks.key_columns(info), info, final))
                       for (tid, v), info in segments.tables.items() if tid == live.table_id}
         epochs = any(k != ",".join(keys) for k in epoch_keys.values())
@@ -524,7 +531,7 @@ class IcebergSink(Sink):
                     break
                 existing.setdefault(b, []).append(f)
         same_table = tbl.properties.get(ks.PROP_TABLE_ID) == str(final.id)
-        backfill = bool(existing) and self._needs_backfill(tbl, final)
+        backfill = bool(existing) and self._needs_backfill(tbl, final, retyped)
         job = tasks.MirrorJob(
             segments=segments, live_id=live.table_id, after=max(since, reset) if reset is not None else since,
             keys=keys, buckets=buckets, bucket_type=bucket_type, epochs=epochs, backfill=backfill,
@@ -586,12 +593,14 @@ def _drop_ts(tc: ch.TableChanges) -> int | None:
     return max((e.commit_ts for e in tc.events if e.job.type in (DROP_TABLE, DROP_VIEW, DROP_SCHEMA)), default=None)
 
 
-def _segment_map(g: _Group, final: TableInfo) -> tasks.SegmentMap:
+def _segment_map(g: _Group, final: TableInfo, retyped: tuple[ks.Retype, ...] = ()) -> tasks.SegmentMap:
     """The TableInfo of every segment of the group; ids renamed into ``final``: the live ones and
-    ``final``'s own (a dropped table's rows keep their names)."""
+    ``final``'s own (a dropped table's rows keep their names); ``retyped``: the rewritten columns
+    whose values rows written before the rewrite carry into ``final`` (the mirror's, not the
+    changelog's: the changelog keeps each change as it was written)."""
     tables = {(tc.table_id, s.schema_version): s.table for tc in g.parts for s in tc.segments}
     renamed = frozenset(tc.table_id for tc in g.parts if tc.final is not None or tc.table_id == final.id)
-    return tasks.SegmentMap(final, tables, renamed)
+    return tasks.SegmentMap(final, tables, renamed, retyped)
 
 
 def _mirror_buckets(tx: Transaction, first_key: str) -> tuple[int, IcebergType | None]:
@@ -676,6 +685,19 @@ def _run_mirrors(run: ch.RunBatch, jobs: Mapping[str, tasks.MirrorJob]) -> dict[
     merged = routed.repartition(slots, "table", "bucket").mapInArrow(partial(tasks.merge_mirrors, dict(jobs)),
                                                                      tasks.TABLE_FILES_DDL)
     return _collect(merged)
+
+
+def _run_alone(run: ch.RunBatch, job: tasks.MirrorJob) -> _Written:
+    """One mirror's merge (:func:`_run_mirrors`); a rewritten column's value the executors could not
+    convert fails the table with the :class:`IncompatibleSchemaChange` they raised."""
+    try:
+        return _run_mirrors(run, {job.table: job}).get(job.table, _Written())
+    except Exception as e:
+        marker = f"{IncompatibleSchemaChange.__name__}: "
+        text = str(e)
+        if not job.segments.retypes or marker not in text:
+            raise
+        raise IncompatibleSchemaChange(f"table {job.table}: {text.split(marker, 1)[1].splitlines()[0]}") from e
 
 
 def _staged(tx: Transaction, tbl: Table, info: TableInfo, kind: str, events: list[ch.DDLEvent]) -> bool:
