@@ -288,3 +288,37 @@ def test_virtual_generated_columns_are_not_in_the_lake(real: RealCluster) -> Non
     mirror: Any = open_iceberg_catalog(options).load_table("rt_gen.g").scan().to_arrow()
     assert _column_names(mirror) == ["id", "a", "s"]
     assert mirror.to_pylist()[0]["s"] == 6
+
+
+def test_modify_column_rewriting_the_column_keeps_the_mirrors_rows(real: RealCluster) -> None:
+    """MODIFY COLUMN whose type change needs TiDB's reorg (a new column id, backfilled without
+    binlogs): rows mirrored by an earlier run (t) and rows written earlier in the same run (u) hold
+    TiDB's converted values; INT → BIGINT keeps the id (no reorg) and is a widening."""
+    run(real, "rt_mod", [
+        "CREATE TABLE t (id INT PRIMARY KEY, a INT, b INT, big BIGINT, d DECIMAL(10,2), s VARCHAR(20), dt DATE,"
+        " n INT, w INT)",
+        "INSERT INTO t VALUES (1, 10, 100, -4611686018427387904, 1.50, '42', '2024-02-29', 5, 7),"
+        " (2, -20, 200, 9223372036854775807, -0.05, '-7', '1999-12-31', -6, 8), (4, NULL, 400, 0, 0, NULL, NULL, 0, 9)",
+    ])
+    options = real.options("mod", ["rt_mod"])
+    real.drain(options)
+    real.tidb.execute(
+        "ALTER TABLE t MODIFY COLUMN a VARCHAR(20)", "ALTER TABLE t MODIFY COLUMN big VARCHAR(30)",
+        "ALTER TABLE t MODIFY COLUMN d VARCHAR(20)", "ALTER TABLE t MODIFY COLUMN s INT",
+        "ALTER TABLE t MODIFY COLUMN dt VARCHAR(20)", "ALTER TABLE t MODIFY COLUMN n DECIMAL(12,3)",
+        "ALTER TABLE t MODIFY COLUMN w BIGINT",
+        "INSERT INTO t VALUES (3, 'x', 300, 'b', 'y', 3, 'z', 1.25, 1099511627776)",
+        "UPDATE t SET b = 201 WHERE id = 2",
+        "CREATE TABLE u (id INT PRIMARY KEY, a INT, f DOUBLE)",
+        "INSERT INTO u VALUES (1, 10, 0.1), (2, NULL, 1e21)",
+        "ALTER TABLE u CHANGE COLUMN a aa VARCHAR(20)", "ALTER TABLE u MODIFY COLUMN f VARCHAR(40)",
+        "INSERT INTO u VALUES (3, 'new', '2.5')", database="rt_mod")
+    report = real.drain(options)
+    real.verify(options, int(report["to_ts"]))
+    catalog = open_iceberg_catalog(options)
+    t = {r["id"]: r for r in catalog.load_table("rt_mod.t").scan().to_arrow().to_pylist()}
+    assert [t[1][c] for c in ("a", "big", "d", "s", "dt", "w")] == [
+        "10", "-4611686018427387904", "1.50", 42, "2024-02-29", 7]
+    u = {r["id"]: r for r in catalog.load_table("rt_mod.u").scan().to_arrow().to_pylist()}
+    assert [(u[i]["aa"], u[i]["f"]) for i in (1, 2, 3)] == [
+        ("10", "0.1"), (None, "1000000000000000000000"), ("new", "2.5")]
