@@ -204,3 +204,31 @@ def test_a_value_binlake_cannot_convert_fails_the_table_naming_the_ddl_and_colum
         sink.write(_run(spark, 100, 400, txns, history))
     mirror = catalog.load_table("test.t")
     assert mirror.current_snapshot() == before and mirror.properties[ks.PROP_TO_TS] == "100"
+
+
+def test_rows_carry_a_column_rewritten_twice_into_the_final_table_before_images_too() -> None:
+    """``rename_columns`` with the run's rewrites: a (INT, id 2) → VARCHAR (id 10) → BIGINT (id 20);
+    the after-image and the update's before-image both take the converted value."""
+    v1 = table(TID, "t", [col(1, "id", mt.TYPE_LONG, flag=PK), col(2, "a", mt.TYPE_LONG)], pk_is_handle=True)
+    v2 = table(TID, "t", [col(1, "id", mt.TYPE_LONG, flag=PK), col(10, "a", **VARCHAR)], pk_is_handle=True)
+    v3 = table(TID, "t", [col(1, "id", mt.TYPE_LONG, flag=PK), col(20, "a", mt.TYPE_LONGLONG)], pk_is_handle=True)
+    events = [ch.DDLEvent(200, _job(3, MODIFY_COLUMN, 14, v3, "ALTER TABLE t MODIFY a BIGINT"), v3, None, v2),
+              ch.DDLEvent(100, _job(2, MODIFY_COLUMN, 12, v2, "ALTER TABLE t MODIFY a VARCHAR(20)"), v2, None, v1)]
+    steps = ks.retypes(events)
+    assert [(r.old.id, r.new.id) for r in steps] == [(2, 10), (10, 20)]
+    before = pa.array([None, {"id": 2, "a": 5}], pa.struct([("id", pa.int32()), ("a", pa.int32())]))
+    rows = pa.table({"id": pa.array([1, 2], pa.int32()), "a": pa.array([-1, 6], pa.int32()), ch.BEFORE: before})
+    out = ks.rename_columns(rows, ks.column_map(v1), v3, steps)
+    assert out.column_names == ["id", ch.BEFORE, "a"] and out.column("a").type == pa.int64()
+    assert out.to_pylist() == [{"id": 1, "a": -1, ch.BEFORE: None}, {"id": 2, "a": 6, ch.BEFORE: {"id": 2, "a": 5}}]
+    assert ks.rename_columns(rows, ks.column_map(v1), v3).column_names == ["id", ch.BEFORE]   # no rewrites: dropped
+
+
+def test_a_type_pair_binlake_does_not_convert_is_refused_before_any_row() -> None:
+    old = table(TID, "t", [col(1, "id", mt.TYPE_LONG, flag=PK), col(2, "ts", mt.TYPE_TIMESTAMP)], pk_is_handle=True)
+    new = table(TID, "t", [col(1, "id", mt.TYPE_LONG, flag=PK), col(3, "ts", **VARCHAR)], pk_is_handle=True)
+    (step,) = ks.retypes([ch.DDLEvent(100, _job(2, MODIFY_COLUMN, 12, new, "ALTER TABLE t MODIFY ts VARCHAR(20)"),
+                                      new, None, old)])
+    with pytest.raises(IncompatibleSchemaChange, match=r"column 'ts' is rewritten by DDL 'ALTER TABLE t MODIFY ts "
+                                                       r"VARCHAR\(20\)'.*does not convert timestamp values to varchar"):
+        step.check()
