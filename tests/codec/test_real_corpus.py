@@ -26,9 +26,6 @@ from transform.history import CommitOrder, SchemaHistory, replaced_columns
 CORPUS = Path(__file__).parent / "corpus" / "tidb-v7.0"
 
 # Tables that differ because of a known binlake gap (strict: the mark must go once the gap is closed).
-KNOWN_GAPS: dict[str, str] = {}
-
-
 @dataclass(frozen=True)
 class Txn:
     """A committed transaction: its prewrite binlog and where it committed."""
@@ -201,8 +198,7 @@ def replayed() -> Replayed:
 
 def _cases() -> Iterator[Any]:
     for name in sorted(expected_tables(CORPUS)):
-        marks = [pytest.mark.xfail(strict=True, reason=KNOWN_GAPS[name])] if name in KNOWN_GAPS else []
-        yield pytest.param(name, marks=marks, id=name)
+        yield pytest.param(name, id=name)
 
 
 def test_corpus_is_what_tidb_sent() -> None:
