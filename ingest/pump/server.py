@@ -106,16 +106,18 @@ class PumpService(pump_pb2_grpc.PumpServicer):
 
         try:
             items = self.pump.storage.pull_commits(request.startFrom.offset, stopped)
-            async for _entry, payload in _drain(items, self.io):
-                yield _pull_answer(payload)
+            async for entry, payload in _drain(items, self.io):
+                yield _pull_answer(payload, entry.start_ts, entry.commit_ts)
         finally:
             cancelled = True
 
 
-def _pull_answer(payload: bytes) -> pump_pb2.PullBinlogResp:
-    """A ``PullBinlogResp`` byte-equal to TiDB's pump: only ``entity.payload`` is filled, and the empty
-    ``pos`` and ``meta`` are present (gogoproto writes non-nullable messages even when empty)."""
-    return pump_pb2.PullBinlogResp(entity=pump_pb2.Entity(pos=pump_pb2.Pos(), payload=payload, meta=pump_pb2.Meta()))
+def _pull_answer(payload: bytes, start_ts: int, commit_ts: int) -> pump_pb2.PullBinlogResp:
+    """A ``PullBinlogResp`` byte-equal to TiDB's pump v8.3.0 (compared with one on the wire): the
+    payload, ``meta`` with the binlog's start and commit ts, and an empty ``pos`` (gogoproto writes a
+    non-nullable message even when empty)."""
+    return pump_pb2.PullBinlogResp(entity=pump_pb2.Entity(
+        pos=pump_pb2.Pos(), payload=payload, meta=pump_pb2.Meta(startTs=start_ts, commitTs=commit_ts)))
 
 
 class ScanService(binlake_pb2_grpc.PumpScanServicer):

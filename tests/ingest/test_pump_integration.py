@@ -140,10 +140,12 @@ def go_binlog(tp: int, start_ts: int, commit_ts: int, key: bytes | None = None, 
     return out + b"\x38" + _varint(job_id) + b"\x40" + _varint(schema_state)
 
 
-def go_pull_answer(payload: bytes) -> bytes:
-    """The Go pump's ``PullBinlogResp``: only ``Entity.Payload`` set; gogoproto writes the
-    non-nullable ``Entity``, ``Pos`` and ``Meta`` even when empty."""
-    entity = b"\x0a\x00" + _bytes_field(2, payload) + b"\x22\x00"
+def go_pull_answer(payload: bytes, start_ts: int, commit_ts: int) -> bytes:
+    """The Go pump's ``PullBinlogResp`` (as TiDB Binlog v8.3.0's pump sent one here): ``Entity`` with an
+    empty ``Pos`` (gogoproto writes the non-nullable message), the payload, and ``Meta`` holding the
+    binlog's start and commit ts."""
+    meta = b"\x08" + _varint(start_ts) + b"\x10" + _varint(commit_ts)
+    entity = b"\x0a\x00" + _bytes_field(2, payload) + _bytes_field(4, meta)
     return _bytes_field(1, entity)
 
 
@@ -177,12 +179,13 @@ def test_pull_binlogs_answers_byte_equal_to_the_go_pump(pumps: Start, tso: Any, 
     stream.cancel()
     channel.close()
     w.close()
-    assert answers[dml_commit] == go_pull_answer(go_binlog(bl.COMMIT, dml_start, dml_commit, key, rows))
+    assert answers[dml_commit] == go_pull_answer(go_binlog(bl.COMMIT, dml_start, dml_commit, key, rows),
+                                                 dml_start, dml_commit)
     assert answers[ddl_commit] == go_pull_answer(go_binlog(bl.COMMIT, ddl_start, ddl_commit, key, None, query,
-                                                           job, 5))
+                                                           job, 5), ddl_start, ddl_commit)
     assert b"\x2a\x00" not in answers[ddl_commit]                    # no empty prewrite_value
     assert fake is not None
-    assert fake[1] == go_pull_answer(go_binlog(bl.ROLLBACK, fake[0], fake[0]))
+    assert fake[1] == go_pull_answer(go_binlog(bl.ROLLBACK, fake[0], fake[0]), fake[0], fake[0])
 
 
 def test_range_scan_lookup_and_watermark(pumps: Start, tso: Any, ts: Callable[[], int]) -> None:
