@@ -23,6 +23,7 @@ import numpy as np
 from transform.codec import mysqltypes as mt
 from transform.codec.model import ColumnInfo
 from transform.codec.values import InvalidTime
+from transform.codec.varint import encode_uvarint
 
 BINLOGS = "binlogs.bin"
 DDL_HISTORY = "ddl_history.json"
@@ -93,7 +94,7 @@ def write_binlogs(path: Path, payloads: Iterable[bytes]) -> int:
     n = 0
     with open(path, "wb") as f:
         for p in payloads:
-            f.write(_uvarint(len(p)))
+            f.write(encode_uvarint(len(p)))
             f.write(p)
             n += 1
     return n
@@ -118,10 +119,3 @@ def read_binlogs(path: Path) -> Iterator[bytes]:
         off += size
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)

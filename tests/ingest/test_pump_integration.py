@@ -23,6 +23,7 @@ from ingest.scan_client import records as scan_records
 from schemas import binlake_pb2, binlog_pb2, cistern_pb2, cistern_pb2_grpc, pump_pb2, pump_pb2_grpc
 from tests.ingest.helpers import MVCCHandler, commit, prewrite, writer
 from tests.waiting import wait_for
+from transform.codec.varint import encode_uvarint
 
 pytestmark = pytest.mark.integration
 
@@ -116,35 +117,26 @@ def test_pull_binlogs_in_commit_order_with_prewrite_fields(pumps: Start, tso: An
     w.close()
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _bytes_field(number: int, value: bytes) -> bytes:
-    return _varint(number << 3 | 2) + _varint(len(value)) + value
+    return encode_uvarint(number << 3 | 2) + encode_uvarint(len(value)) + value
 
 
 def go_binlog(tp: int, start_ts: int, commit_ts: int, key: bytes | None = None, value: bytes | None = None,
               query: bytes | None = None, job_id: int = 0, schema_state: int = 0) -> bytes:
     """tipb's ``(*Binlog).Marshal``, by hand: tp, start_ts and commit_ts always; prewrite_key,
     prewrite_value and ddl_query only when not nil; ddl_job_id and ddl_schema_state always."""
-    out = b"\x08" + _varint(tp) + b"\x10" + _varint(start_ts) + b"\x18" + _varint(commit_ts)
+    out = b"\x08" + encode_uvarint(tp) + b"\x10" + encode_uvarint(start_ts) + b"\x18" + encode_uvarint(commit_ts)
     for number, field in ((4, key), (5, value), (6, query)):
         if field is not None:
             out += _bytes_field(number, field)
-    return out + b"\x38" + _varint(job_id) + b"\x40" + _varint(schema_state)
+    return out + b"\x38" + encode_uvarint(job_id) + b"\x40" + encode_uvarint(schema_state)
 
 
 def go_pull_answer(payload: bytes, start_ts: int, commit_ts: int) -> bytes:
     """The Go pump's ``PullBinlogResp`` (as TiDB Binlog v8.3.0's pump sent one here): ``Entity`` with an
     empty ``Pos`` (gogoproto writes the non-nullable message), the payload, and ``Meta`` holding the
     binlog's start and commit ts."""
-    meta = b"\x08" + _varint(start_ts) + b"\x10" + _varint(commit_ts)
+    meta = b"\x08" + encode_uvarint(start_ts) + b"\x10" + encode_uvarint(commit_ts)
     entity = b"\x0a\x00" + _bytes_field(2, payload) + _bytes_field(4, meta)
     return _bytes_field(1, entity)
 

@@ -526,6 +526,17 @@ class _ColumnOut:
         return pa.concat_arrays(blocks).take(pa.array(idx))
 
 
+def _fill(out: _RowsView, miss: np.ndarray, col: ColumnInfo, typ: pa.DataType, missing: Any,
+          invalid_fill_cols: list[np.ndarray]) -> None:
+    """Give the rows ``miss`` the column's fill ``missing`` (its origin default, or NULL); rows filled
+    with a zero date are noted in ``invalid_fill_cols``."""
+    if isinstance(missing, InvalidTime):
+        invalid_fill_cols.append(miss)
+    fill = arrow_value(col, typ, missing)
+    if fill is not None:
+        out.idx[miss] = out.add(pa.array([fill], typ))
+
+
 class _RowsView:
     """One chunk's window on a :class:`_ColumnOut`: ``idx`` is a view of the chunk's rows and
     :meth:`add` appends to the shared blocks."""
@@ -742,12 +753,7 @@ def _decode_chunk(table: TableInfo, kinds: Sequence[str], payloads: Sequence[byt
                 miss = is_upd.copy()
                 miss[rows] = False
                 if miss.any():
-                    if isinstance(plan.missing(ci), InvalidTime):
-                        invalid_fill_cols.append(miss)
-                    fill = arrow_value(c, types[ci], plan.missing(ci))
-                    if fill is not None:
-                        b0 = out.add(pa.array([fill], types[ci]))
-                        out.idx[miss] = b0
+                    _fill(out, miss, c, types[ci], plan.missing(ci), invalid_fill_cols)
             if image == 0:
                 miss = np.ones(n, dtype=bool)
                 miss[rows] = False
@@ -770,12 +776,7 @@ def _decode_chunk(table: TableInfo, kinds: Sequence[str], payloads: Sequence[byt
                     out.idx[fill_rows] = b0 + np.arange(fill_rows.size)
                     miss &= ~is_ins
                 if miss.any():
-                    if isinstance(plan.missing(ci), InvalidTime):
-                        invalid_fill_cols.append(miss)
-                    fill = arrow_value(c, types[ci], plan.missing(ci))
-                    if fill is not None:
-                        b0 = out.add(pa.array([fill], types[ci]))
-                        out.idx[miss] = b0
+                    _fill(out, miss, c, types[ci], plan.missing(ci), invalid_fill_cols)
     if present is not None and ncols:
         bad |= (is_upd & (present[0] != present[1])).any(axis=0)
 
