@@ -1,5 +1,5 @@
 """``binlake drain --follow``: one warm Spark session running back-to-back small ranges, present in
-the registry as an *online* drainer the way TiDB's drainer is (reference §4.14).
+the registry as an *online* drainer the way TiDB Binlog's drainer is.
 
 - gRPC ``binlog.Cistern`` on ``addr`` (registered as the node's host): ``Notify`` answers, so a pump
   (re)joining the cluster can notify this drainer before serving writes.

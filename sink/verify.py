@@ -3,7 +3,7 @@
 
 Both sides are brought to one JSON rendering (``transform.codec.values.json_value``, which the
 upstream's snapshot uses too) and then to a comparison form that
-absorbs the documented type mappings of DESIGN §3.6: BIGINT UNSIGNED is ``decimal(20,0)`` in the mirror
+absorbs the documented type mappings: BIGINT UNSIGNED is ``decimal(20,0)`` in the mirror
 but a number upstream, BIT(64) is wrapped into a signed ``long``, DECIMAL(M>38) is a plain-notation
 string, FLOAT is compared at float32 precision. Zero/invalid dates, which the mirror stores as NULL,
 are counted as *nulled*, not as differences.

@@ -1,1 +1,2 @@
-"""The Iceberg sink: a changelog table and a current-state mirror per upstream table (DESIGN §3.6)."""
+"""The Iceberg sink: a changelog table and a current-state mirror per upstream table
+(docs/architecture.md, Iceberg output)."""

@@ -57,7 +57,7 @@ CHANGELOG = "changelog"
 
 
 def iceberg_type(t: pa.DataType) -> IcebergType:
-    """The Iceberg type of an Arrow type the decoder produces (DESIGN §3.6)."""
+    """The Iceberg type of an Arrow type the decoder produces (``transform.codec.model.arrow_type``)."""
     if pa.types.is_int32(t):
         return IntegerType()
     if pa.types.is_int64(t):

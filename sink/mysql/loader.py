@@ -1,5 +1,5 @@
 """Apply DMLs to the downstream in parallel without reordering what conflicts (TiDB Binlog's
-``pkg/loader``, reference §4.7).
+``pkg/loader``).
 
 :class:`Causality` gives every DML a group: DMLs sharing a causality key (a unique key's values) are in
 one group, and a DML whose keys already belong to two different groups is a conflict — the loader

@@ -1,4 +1,4 @@
-"""The MySQL sink's relay log (TiDB Binlog's ``[syncer.relay]``, reference §1.6, §4.9, §4.11).
+"""The MySQL sink's relay log (TiDB Binlog's ``[syncer.relay]``).
 
 Every transaction and DDL is written here before the loader gets it, as one record of TiDB's
 binlogfile framing — ``magic u32 LE (471532804) | length u64 LE | payload | CRC-32C(payload) u32 LE``

@@ -1,4 +1,4 @@
-"""Row changes → SQL statements with TiDB Binlog's loader semantics (reference §4.7).
+"""Row changes → SQL statements with TiDB Binlog's loader semantics.
 
 Each decoded row change becomes a :class:`DML`: its table, op, new values (old values of updates),
 the commit_ts it belongs to, and its causality keys. :func:`statements` renders a DML (and

@@ -17,7 +17,7 @@ Output columns:
 - ``_tidb_op``: ``"I"``, ``"U"`` or ``"D"``;
 - ``_tidb_handle``: the int64 handle (``_tidb_rowid`` or int PK; NULL for clustered tables);
 - one column per table column: the after-image (the before-image for deletes), typed per
-  DESIGN §3.6 (``schema.arrow_type``); values Iceberg cannot hold (zero and invalid dates) are
+  ``model.arrow_type``; values Iceberg cannot hold (zero and invalid dates) are
   NULL and counted in the schema metadata key ``binlake.invalid_times``;
 - ``_tidb_before``: a struct of the before-image for updates, NULL for inserts and deletes.
 """

@@ -1,5 +1,5 @@
 """TiDB's schema model (``TableInfo``, ``ColumnInfo``, ``IndexInfo``, ``Job``) read from and
-written to TiDB's own JSON, plus each column's Arrow/Iceberg type (DESIGN §3.6).
+written to TiDB's own JSON, plus each column's Arrow/Iceberg type.
 
 The models are immutable. Keys the model does not interpret are kept verbatim in ``extra`` so that
 ``to_json()`` of a parsed document gives back every key TiDB wrote.
@@ -433,10 +433,10 @@ class TableInfo:
 
 
 # ---------------------------------------------------------------------------------------------
-# Arrow / Iceberg types (DESIGN §3.6)
+# Arrow / Iceberg types
 
 def arrow_type(col: ColumnInfo) -> pa.DataType:
-    """The Arrow type a column's values are written as (maps 1:1 to the Iceberg type, DESIGN §3.6)."""
+    """The Arrow type a column's values are written as (maps 1:1 to the Iceberg type)."""
     t = col.mysql_type
     match t.family:
         case mt.Family.INT if t.int_bits == 64:
