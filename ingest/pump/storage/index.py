@@ -2,8 +2,8 @@
 
 ``ts:<8-byte big-endian ts>`` → ``pointer (12 bytes) | tp u8 | start_ts i64 | commit_ts i64``.
 TiDB stores only the 12-byte pointer; binlake appends the record's type and timestamps so scans and
-PullBinlogs can skip prewrites without reading the value log (a deliberate,
-documented extension). Prewrites are keyed by start_ts, commits and rollbacks by commit_ts.
+PullBinlogs can skip prewrites and fill their answers' metadata without reading the value log (a
+deliberate, documented extension). Prewrites are keyed by start_ts, commits and rollbacks by commit_ts.
 Meta keys (``!binlog!gcts``, ``!binlog!maxCommitTS``, ``!binlog!handlePointer``,
 ``!binlog!headPointer``) are TiDB's.
 """
