@@ -36,7 +36,7 @@ def time_value(tc: int, ct: int) -> tuple[int, bytes]:
     return tc, struct.pack("<Q", ct)
 
 
-def json_duration(ns: int, fsp: int) -> tuple[int, bytes]:
+def json_time_of_day(ns: int, fsp: int) -> tuple[int, bytes]:
     return jb.DURATION, struct.pack("<qI", ns, fsp)
 
 
@@ -128,11 +128,11 @@ def test_date_has_no_time_part() -> None:
     (838 * 3600 * 10 ** 9, 2, "838:00:00.000000"),
 ])
 def test_duration_always_has_six_fractional_digits(ns: int, fsp: int, want: str) -> None:
-    assert texts(json_duration(ns, fsp)) == {f'"{want}"'}
+    assert texts(json_time_of_day(ns, fsp)) == {f'"{want}"'}
 
 
 def test_times_inside_containers() -> None:
-    doc = array(time_value(jb.DATETIME, core_time(2024, 1, 2, 3, 4, 5)), json_duration(0, 0),
+    doc = array(time_value(jb.DATETIME, core_time(2024, 1, 2, 3, 4, 5)), json_time_of_day(0, 0),
                 time_value(jb.DATE, core_time(1999, 12, 31)))
     assert texts(doc) == {'["2024-01-02 03:04:05.000000", "00:00:00.000000", "1999-12-31"]'}
 
