@@ -59,9 +59,16 @@ def entry(registry: str) -> NodeStatus:
     return node
 
 
-def assert_tso_of_now(update_ts: int) -> None:
-    """``update_ts`` is a TSO whose physical part is the current time, not a Unix-ms value."""
-    assert abs(physical_ms(update_ts) - time.time() * 1000) < 10_000, update_ts
+def clock_ms() -> int:
+    """The local clock in Unix milliseconds (what a TSO's physical part counts)."""
+    return int(time.time() * 1000)
+
+
+def assert_clock_tso(update_ts: int, since_ms: int) -> None:
+    """``update_ts`` is a TSO composed from the clock after ``since_ms`` (not a Unix-ms value), and
+    ``binlake ctl`` shows it as a time of today."""
+    until_ms = clock_ms()
+    assert since_ms <= physical_ms(update_ts) <= until_ms, (update_ts, since_ms, until_ms)
     assert time.strftime("%Y-%m-%d") in ctl.format_update_time(update_ts)
 
 
@@ -74,10 +81,11 @@ def save_parquet_checkpoint(tmp_path: Path, to_ts: int | str) -> None:
 
 
 def test_a_batch_run_registers_a_tso(registry_at: str, tmp_path: Path) -> None:
+    since = clock_ms()
     register_drainer(drainer_options(registry_at, tmp_path), 445566778899)
     node = entry(registry_at)
     assert (node.state, node.max_commit_ts) == (PAUSED, 445566778899)
-    assert_tso_of_now(node.update_ts)
+    assert_clock_tso(node.update_ts, since)
     listing = ctl.format_nodes([node])
     assert "1970-01-01" not in listing and time.strftime("%Y-%m-%d") in listing
 
@@ -109,12 +117,13 @@ def test_follow_registers_the_saved_checkpoint_at_start(registry_at: str, tmp_pa
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     options = drainer_options(registry_at, tmp_path)
     save_parquet_checkpoint(tmp_path, 445566778899)
+    since = clock_ms()
     first = _follow_once(options, registry_at, monkeypatch)
     assert (first.state, first.max_commit_ts) == (ONLINE, 445566778899)   # before the first range ends
-    assert_tso_of_now(first.update_ts)
+    assert_clock_tso(first.update_ts, since)
     last = entry(registry_at)
     assert (last.state, last.max_commit_ts) == (PAUSED, 445566778899)
-    assert_tso_of_now(last.update_ts)
+    assert_clock_tso(last.update_ts, since)
 
 
 def test_follow_keeps_the_registered_checkpoint_when_the_sink_cannot_be_read(
