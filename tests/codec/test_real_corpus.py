@@ -215,13 +215,12 @@ def test_corpus_is_what_tidb_sent() -> None:
     assert len(committed(binlogs)) == kinds[bl.COMMIT]
 
 
-def test_corpus_has_dml_committed_after_a_newer_ddl() -> None:
-    """The corpus holds transactions written under an older schema version that committed after a
-    DDL on their table (the race of writers and ADD/DROP COLUMN): they are decoded with the newer table."""
+def dml_mutations() -> Iterator[tuple[Txn, binlog_pb2.TableMutation, Any, Any]]:
+    """Every table mutation of the corpus's committed DML transactions, with the table version it was
+    written under and the one in force at its commit (``SchemaHistory.version_in_force``)."""
     history = SchemaHistory.from_json(json.loads((CORPUS / corpus.DDL_HISTORY).read_bytes()))
     txns = committed(load_binlogs(CORPUS))
     order = commit_order(txns)
-    late = []
     for t in txns:
         if t.prewrite.ddl_job_id:
             continue
@@ -230,8 +229,14 @@ def test_corpus_has_dml_committed_after_a_newer_ddl() -> None:
             written = history.version_at(m.table_id, pv.schema_version)
             in_force = history.version_in_force(m.table_id, pv.schema_version, t.commit_ts, order)
             assert written is not None and in_force is not None
-            if in_force.schema_version != written.schema_version:
-                late.append((written, in_force))
+            yield t, m, written, in_force
+
+
+def test_corpus_has_dml_committed_after_a_newer_ddl() -> None:
+    """The corpus holds transactions written under an older schema version that committed after a
+    DDL on their table (the race of writers and ADD/DROP COLUMN): they are decoded with the newer table."""
+    late = [(written, in_force) for _, _, written, in_force in dml_mutations()
+            if in_force.schema_version != written.schema_version]
     assert late, "no DML of the corpus committed after a newer DDL on its table"
     assert any(w.table is not None and i.table is not None and len(i.table.columns) < len(w.table.columns)
                for w, i in late), "none of them committed after a DROP COLUMN"
@@ -255,32 +260,24 @@ def test_table_matches_tidb(replayed: Replayed, name: str) -> None:
 def test_batch_decoder_agrees_with_decode_row() -> None:
     """The Drainer's vectorised decoder gives every row of the corpus the image ``decode_row`` gives
     (BIT is an int64 in Arrow: its bit pattern is compared)."""
-    history = SchemaHistory.from_json(json.loads((CORPUS / corpus.DDL_HISTORY).read_bytes()))
-    txns = committed(load_binlogs(CORPUS))
-    order = commit_order(txns)
     diffs = []
-    for t in txns:
-        if t.prewrite.ddl_job_id:
-            continue
-        pv = binlog_pb2.PrewriteValue.FromString(t.prewrite.prewrite_value)
-        for m in pv.mutations:
-            version = history.version_in_force(m.table_id, pv.schema_version, t.commit_ts, order)
-            assert version is not None and version.table is not None
-            table = version.table
-            rows = list(iter_mutation(m))
-            batch = decode_batch(table, [k for k, _ in rows], [p for _, p in rows])
-            for i, (kind, data) in enumerate(rows):
-                ch = decode_row(table, kind, data)
-                image = ch.before if kind == DELETE else ch.after
-                assert image is not None
-                for c in table.columns:
-                    value = batch.column(c.name)[i].as_py()
-                    if c.family == mt.Family.BIT and value is not None:
-                        value &= (1 << 64) - 1
-                    scalar, vector = corpus.render(c, image[c.name]), corpus.render(c, value)
-                    if not corpus.same(c, scalar, vector):
-                        diffs.append(f"{table.name}.{c.name} at {t.commit_ts} row {i}: decode_row {scalar!r}, "
-                                     f"decode_batch {vector!r}")
+    for t, m, _, version in dml_mutations():
+        assert version.table is not None
+        table = version.table
+        rows = list(iter_mutation(m))
+        batch = decode_batch(table, [k for k, _ in rows], [p for _, p in rows])
+        for i, (kind, data) in enumerate(rows):
+            ch = decode_row(table, kind, data)
+            image = ch.before if kind == DELETE else ch.after
+            assert image is not None
+            for c in table.columns:
+                value = batch.column(c.name)[i].as_py()
+                if c.family == mt.Family.BIT and value is not None:
+                    value &= (1 << 64) - 1
+                scalar, vector = corpus.render(c, image[c.name]), corpus.render(c, value)
+                if not corpus.same(c, scalar, vector):
+                    diffs.append(f"{table.name}.{c.name} at {t.commit_ts} row {i}: decode_row {scalar!r}, "
+                                 f"decode_batch {vector!r}")
     assert not diffs, "\n".join(diffs[:10])
 
 
