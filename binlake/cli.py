@@ -47,6 +47,9 @@ def _pump_parser(sub: Any) -> None:
                    help="seconds between registry heartbeats (default 2)")
     p.add_argument("--sync-log", dest="storage.sync-log", type=_parse_bool,
                    help="fdatasync every write batch (default true)")
+    p.add_argument("--pump-scan", dest="pump-scan", type=_parse_bool,
+                   help="serve binlake.v1.PumpScan (default true); false: only TiDB's binlog.Pump, as TiDB "
+                        "Binlog's pump")
     p.set_defaults(run=_run_pump)
 
 

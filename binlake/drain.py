@@ -160,7 +160,8 @@ def _drain(options: DrainerConfig, from_ts: int | None, to_ts: int | None, dry_r
                  else checkpoint if checkpoint is not None else options.initial_commit_ts)
         t0 = time.perf_counter()
         try:
-            plan = make_plan(options.registry, cluster_id, begin, to_ts, security=options.security)
+            plan = make_plan(options.registry, cluster_id, begin, to_ts, security=options.security,
+                             compressor=options.compressor)
         except PumpUnreachableError as e:
             if not relay:
                 raise
@@ -171,7 +172,9 @@ def _drain(options: DrainerConfig, from_ts: int | None, to_ts: int | None, dry_r
         print(plan.describe(), file=out, flush=True)
         report: dict[str, Any] = {"cluster_id": cluster_id, "from_ts": plan.from_ts, "to_ts": plan.to_ts,
                                   "sink": options.syncer.db_type, "checkpoint_before": checkpoint, "dry_run": dry_run,
-                                  "data_dir": options.data_dir, "tables": [], "stages": stages}
+                                  "data_dir": options.data_dir, "tables": [], "stages": stages,
+                                  "pumps": [{"node_id": p.node_id, "addr": p.addr, "protocol": p.protocol,
+                                             "watermark": p.watermark} for p in plan.pumps]}
         if dry_run or plan.empty:
             report["checkpoint_after"] = checkpoint
             if report_path:   # a scheduler asks for the plan (never the default path: a real run's report)

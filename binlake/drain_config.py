@@ -24,6 +24,12 @@ def _sink(value: Any) -> str:
     return text
 
 
+def _compressor(value: Any) -> str:
+    if value not in ("", "gzip"):
+        raise ValueError(f"compressor {value!r}: expected \"gzip\" or \"\" (none), as TiDB Binlog's drainer")
+    return str(value)
+
+
 def _db_tables(value: Any) -> list[tuple[str, str]]:
     if not isinstance(value, list):
         raise ValueError(f"expected an array of {{db-name, tbl-name}} tables, got {value!r}")
@@ -209,6 +215,7 @@ class DrainerConfig(TomlModel):
     cluster_id: Int = Field(default=0, alias="cluster-id", ge=0)
     data_dir: Str = Field(default="data.drainer", alias="data-dir")
     initial_commit_ts: Int = Field(default=0, alias="initial-commit-ts")
+    compressor: Annotated[str, BeforeValidator(_compressor)] = ""   # PullBinlogs streams: "" or "gzip" (TiDB's key)
     log_level: Str = Field(default="info", alias="log-level")
     tables: Annotated[list[tuple[str, str]], BeforeValidator(parse_tables)] = Field(default_factory=list)
     upstream: UpstreamSection = Field(default_factory=UpstreamSection)

@@ -3,11 +3,14 @@
 Stages (each timed in :attr:`DrainResult.stages`):
 
 1. **pull** — one Spark task per pump and ts sub-range streams the pump's prewrites and real
-   commits in ``(from_ts, to_ts]`` (fake binlogs and rollbacks are dropped as they arrive).
+   commits in ``(from_ts, to_ts]`` (fake binlogs and rollbacks are dropped as they arrive), through
+   binlake's range scan or, from a pump without it, TiDB's PullBinlogs (``transform.pull``).
 2. **pair** — without their payloads: each commit finds the pull task (``source``) holding a copy
    of its prewrite (one copy when the transaction was written to two pumps), giving one small
    record per transaction; commits whose prewrite is older than the range are completed by looking
-   the prewrite up on every pump. A commit whose prewrite no pump has fails the run (nothing is skipped).
+   the prewrite up on every PumpScan pump (a PullBinlogs pump sends each commit with its prewrite
+   joined, and resolves its own lost commits). A commit whose prewrite no pump has fails the run
+   (nothing is skipped).
 3. **decode** — the prewrites join their pairs where they were pulled (the pairs broadcast; above
    ``BROADCAST_PAIRS`` transactions the prewrites shuffle by key instead; no global sort either,
    that would move every payload once more) and are decoded on the executors with the TableInfo in
@@ -49,7 +52,7 @@ from transform.history import (
     TableVersion,
 )
 from transform.plan import Plan
-from transform.pull import LOOKUP_SOURCE, RAW_SCHEMA, TASK_DDL, lookup_prewrites, pull_tasks, split_range
+from transform.pull import LOOKUP_SOURCE, PUMP_SCAN, RAW_SCHEMA, TASK_DDL, lookup_prewrites, pull_tasks, split_range
 from transform.rowchanges import OUT_SCHEMA, DecodeContext, OutRecord, decode_transactions
 from transform.spark import local_checkpoint, spark_ddl
 
@@ -113,12 +116,13 @@ class _Stages:
 
 
 def _pull(spark: SparkSession, plan: Plan, splits: int) -> DataFrame:
-    tasks = [{"addr": p.addr, "cluster_id": plan.cluster_id, "from_ts": a, "to_ts": b}
+    # a PullBinlogs task seeks to its sub-range's start as a scan does (the pump's index is keyed by ts)
+    tasks = [(p.addr, plan.cluster_id, a, b, p.protocol)
              for p in plan.pumps for a, b in split_range(plan.from_ts, plan.to_ts, splits)]
-    for i, t in enumerate(tasks):
-        t["source"] = i
-    df = spark.createDataFrame([tuple(t.values()) for t in tasks], TASK_DDL)
-    return df.repartition(len(tasks)).mapInArrow(partial(pull_tasks, plan.security), spark_ddl(RAW_SCHEMA))
+    rows = [(addr, cluster, a, b, source, protocol) for source, (addr, cluster, a, b, protocol) in enumerate(tasks)]
+    df = spark.createDataFrame(rows, TASK_DDL)
+    return df.repartition(len(rows)).mapInArrow(partial(pull_tasks, plan.security, plan.compressor),
+                                                spark_ddl(RAW_SCHEMA))
 
 
 def run_drain(spark: SparkSession, plan: Plan, history: SchemaHistory, table_filter: TableFilter | None = None,
@@ -179,7 +183,8 @@ def _stages(spark: SparkSession, plan: Plan, history: SchemaHistory, table_filte
 
     txn_count, lost = stages.run("pair", missing, lambda v: f"{len(v[1])} commits need their prewrite looked up")
     if lost:
-        found = lookup_prewrites([p.addr for p in plan.pumps], plan.cluster_id, lost, plan.security)
+        found = lookup_prewrites([p.addr for p in plan.pumps if p.protocol == PUMP_SCAN], plan.cluster_id, lost,
+                                 plan.security)
         absent = sorted(set(lost) - set(found.column("start_ts").to_pylist()))
         if absent:
             raise DrainError(f"{len(absent)} commits have no prewrite on any pump (first start_ts {absent[0]}); "

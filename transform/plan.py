@@ -1,8 +1,15 @@
-"""Plan one Drainer run: which pumps to read and the commit_ts range ``(from_ts, to_ts]``.
+"""Plan one Drainer run: which pumps to read, how, and the commit_ts range ``(from_ts, to_ts]``.
+
+Each pump is read through the protocol it serves, decided once per run from its answer: binlake's
+``binlake.v1.PumpScan`` (its ``Watermark``), else TiDB's ``/binlog.Pump/PullBinlogs`` (TiDB
+Binlog's Go pump, which has no Watermark RPC). A PullBinlogs pump's watermark is the larger of the
+``maxCommitTS`` its registry entry carries (its sorter's watermark, refreshed every heartbeat) and
+the commit ts of the first binlog its stream sends after it: the stream is in commit order and
+never passes the pump's watermark, so no commit at or below either can still arrive there.
 
 ``to_ts`` defaults to the minimum watermark over every pump that is not offline; a requested
 ``to_ts`` above it is refused (never a silent partial batch), and so is a ``from_ts`` below a
-pump's GC point (its records may be gone).
+PumpScan pump's GC point (its records may be gone; a Go pump does not tell its GC point).
 """
 from __future__ import annotations
 
@@ -10,11 +17,13 @@ from dataclasses import dataclass, field
 
 import grpc
 
+from ingest.pull_client import PullClient, PullStreamError
 from ingest.registry import load_registry
-from ingest.registry.base import OFFLINE, PUMP
+from ingest.registry.base import OFFLINE, PUMP, NodeStatus
 from ingest.scan_client import ScanClient
 from ingest.security import SecurityConfig
 from transform.errors import TransformError
+from transform.pull import PULL_BINLOGS, PUMP_SCAN
 
 
 class PlanError(TransformError):
@@ -27,13 +36,15 @@ class PumpUnreachableError(PlanError):
 
 @dataclass(frozen=True)
 class PumpTarget:
-    """One pump the run reads: its node id, gRPC address and reported watermark."""
+    """One pump the run reads: its node id, gRPC address, reported watermark and GC ts (0: not
+    told), and the protocol it is read through (``PUMP_SCAN`` or ``PULL_BINLOGS``)."""
 
     node_id: str
     addr: str
     state: str
     watermark: int
     gc_ts: int
+    protocol: str = PUMP_SCAN
 
 
 @dataclass(frozen=True)
@@ -46,6 +57,7 @@ class Plan:
     pumps: tuple[PumpTarget, ...]
     notes: tuple[str, ...] = field(default=())
     security: SecurityConfig = field(default_factory=SecurityConfig, repr=False)   # TLS towards the pumps
+    compressor: str = ""   # PullBinlogs streams: "" or "gzip" (TiDB Binlog's drainer ``compressor``)
 
     @property
     def empty(self) -> bool:
@@ -56,18 +68,20 @@ class Plan:
         """Human-readable plan, one line per pump."""
         lines = [f"range (from_ts, to_ts] = ({self.from_ts}, {self.to_ts}]  cluster {self.cluster_id}"]
         for p in self.pumps:
-            lines.append(f"  pump {p.node_id} {p.addr} state={p.state} watermark={p.watermark} gc_ts={p.gc_ts}")
+            lines.append(f"  pump {p.node_id} {p.addr} state={p.state} watermark={p.watermark} gc_ts={p.gc_ts} "
+                         f"via {p.protocol}")
         lines.extend(f"  note: {n}" for n in self.notes)
         return "\n".join(lines)
 
 
 def make_plan(registry_uri: str, cluster_id: int, from_ts: int, to_ts: int | None = None,
-              timeout: float = 10.0, security: SecurityConfig | None = None) -> Plan:
+              timeout: float = 10.0, security: SecurityConfig | None = None, compressor: str = "") -> Plan:
     """Ask every non-offline pump of the registry for its watermark and fix the run's range
     (over TLS with ``security``'s certificate when it is set).
 
-    Raises :class:`PlanError` when no pump is registered, a live pump does not answer, the
-    requested ``to_ts`` is above the minimum watermark, or ``from_ts`` is below a pump's GC ts.
+    Raises :class:`PlanError` when no pump is registered, a live pump serves neither protocol or
+    belongs to another cluster, the requested ``to_ts`` is above the minimum watermark, or
+    ``from_ts`` is below a pump's GC ts; :class:`PumpUnreachableError` when a live pump does not answer.
     """
     security = security or SecurityConfig()
     registry = load_registry(registry_uri, security=security)
@@ -80,16 +94,8 @@ def make_plan(registry_uri: str, cluster_id: int, from_ts: int, to_ts: int | Non
     if not nodes:
         raise PlanError(f"no pump that is not offline is registered in {registry_uri}")
     credentials = security.grpc_channel_credentials()
-    targets = []
-    for node in sorted(nodes, key=lambda n: n.node_id):
-        try:
-            with ScanClient(node.host, cluster_id, timeout=timeout, credentials=credentials) as client:
-                wm = client.watermark()
-        except grpc.RpcError as e:
-            raise PumpUnreachableError(f"pump {node.node_id} at {node.host} (state {node.state}) did not answer its "
-                            f"watermark: {e.code().name} {e.details()}; a crashed pump must be restarted or "
-                            f"marked offline (binlake ctl offline-pump) before a drain can pass it") from e
-        targets.append(PumpTarget(node.node_id, node.host, wm.state or node.state, wm.max_commit_ts, wm.gc_ts))
+    targets = [_target(node, cluster_id, timeout, credentials, compressor)
+               for node in sorted(nodes, key=lambda n: n.node_id)]
     floor = min(t.watermark for t in targets)
     notes = []
     if to_ts is None:
@@ -107,4 +113,45 @@ def make_plan(registry_uri: str, cluster_id: int, from_ts: int, to_ts: int | Non
     for n in gone:
         notes.append(f"WARNING: pump {n.node_id} is offline with binlogs up to {n.max_commit_ts}, above from_ts "
                      f"{from_ts}; they are not read (a pump waits for registered drainers before going offline)")
-    return Plan(cluster_id, from_ts, to_ts, tuple(targets), tuple(notes), security)
+    return Plan(cluster_id, from_ts, to_ts, tuple(targets), tuple(notes), security, compressor)
+
+
+def _target(node: NodeStatus, cluster_id: int, timeout: float, credentials: grpc.ChannelCredentials | None,
+            compressor: str) -> PumpTarget:
+    """How to read ``node`` and its watermark: PumpScan's Watermark, else the PullBinlogs probe."""
+    where = f"pump {node.node_id} at {node.host} (state {node.state})"
+    try:
+        with ScanClient(node.host, cluster_id, timeout=timeout, credentials=credentials) as client:
+            wm = client.watermark()
+        return PumpTarget(node.node_id, node.host, wm.state or node.state, wm.max_commit_ts, wm.gc_ts)
+    except grpc.RpcError as e:
+        if e.code() != grpc.StatusCode.UNIMPLEMENTED:
+            raise _answer_error(where, "its watermark", e) from e
+        scan_error = f"{e.code().name} {e.details()}"
+    # no PumpScan (TiDB Binlog's pump): its registry watermark, confirmed by its PullBinlogs stream
+    puller = PullClient(node.host, cluster_id, idle_timeout=timeout, credentials=credentials, compressor=compressor)
+    try:
+        first = puller.first(max(node.max_commit_ts - 1, 0))
+    except grpc.RpcError as e:
+        if e.code() == grpc.StatusCode.UNIMPLEMENTED:
+            raise PlanError(f"{where} serves neither binlake.v1.PumpScan ({scan_error}) nor TiDB's "
+                            f"binlog.Pump/PullBinlogs ({e.code().name} {e.details()}): is {node.host} a pump's "
+                            f"gRPC address?") from e
+        raise _answer_error(where, "its PullBinlogs stream", e) from e
+    except PullStreamError as e:
+        raise PlanError(f"{where}: {e}") from e
+    return PumpTarget(node.node_id, node.host, node.state, max(node.max_commit_ts, first.commit_ts), 0, PULL_BINLOGS)
+
+
+def _answer_error(where: str, what: str, e: grpc.RpcError) -> PlanError:
+    """The error of a pump that answered ``what`` with ``e``: another cluster's pump, an unreachable
+    one (restart it or mark it offline), or any other refusal as the pump worded it."""
+    details = e.details() or ""
+    if "cluster ID are mismatch" in details or "cluster id" in details.lower():
+        return PlanError(f"{where} belongs to another cluster: {details} (the first id is the one this drain "
+                         f"asked for; check pd-urls and the registry)")
+    if e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        return PumpUnreachableError(f"{where} did not answer {what}: {e.code().name} {details}; a crashed pump "
+                                    f"must be restarted or marked offline (binlake ctl offline-pump) before a "
+                                    f"drain can pass it")
+    return PlanError(f"{where} refused {what}: {e.code().name} {details}")

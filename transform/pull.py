@@ -1,10 +1,16 @@
 """Pull stage (runs in Spark tasks): stream a pump's raw records of a ts sub-range into Arrow.
 
-Each task reads one pump and one sub-range through the ``binlake.v1`` range scan and keeps only
-what pairing needs: prewrites with their payload, and real commits (fake binlogs and rollbacks are
-dropped here; a commit's payload is not needed — its prewrite carries the transaction — except for
-the DDL job id a DDL transaction's commit binlog keeps: ``ddl_job_id`` gives the run each DDL's
-commit position, which decides the schema a DML committed after it is decoded with).
+Each task reads one pump and one sub-range and keeps only what pairing needs: prewrites with their
+payload, and real commits (fake binlogs and rollbacks are dropped here; a commit's payload is not
+needed — its prewrite carries the transaction — except for the DDL job id a DDL transaction's
+commit binlog keeps: ``ddl_job_id`` gives the run each DDL's commit position, which decides the
+schema a DML committed after it is decoded with).
+
+A pump is read through ``binlake.v1.PumpScan`` (``scan_range``: every record, prewrites keyed by
+start_ts) or TiDB's ``/binlog.Pump/PullBinlogs`` (``pull_range``: commit binlogs with their
+prewrite joined in by the pump, sought from the sub-range's start). A pulled commit becomes the two
+rows a scan would give: a prewrite row carrying the joined binlog (the decoder reads only its
+prewrite fields) and a commit row without payload, so pairing and decoding treat both sources alike.
 """
 from __future__ import annotations
 
@@ -15,6 +21,7 @@ import pyarrow as pa
 
 from ingest import binlog as bl
 from ingest.errors import MalformedBatch
+from ingest.pull_client import PullClient
 from ingest.scan_client import ScanBatch, ScanClient
 from ingest.security import SecurityConfig
 from schemas import binlog_pb2
@@ -28,7 +35,11 @@ RAW_SCHEMA = pa.schema([
     pa.field("source", pa.int32(), nullable=False),   # the pull task that read it (pairing picks one copy)
     pa.field("ddl_job_id", pa.int64(), nullable=False),   # commits of DDL jobs (not delete-only states): the job
 ])
-TASK_DDL = "addr string, cluster_id long, from_ts long, to_ts long, source int"
+TASK_DDL = "addr string, cluster_id long, from_ts long, to_ts long, source int, protocol string"
+PUMP_SCAN = "PumpScan"         # a pump's protocol: binlake.v1.PumpScan (scans, prewrite lookups, Watermark)
+PULL_BINLOGS = "PullBinlogs"   # … or binlog.Pump/PullBinlogs, TiDB Binlog's drainer protocol
+PULL_ROWS = 8192               # pulled commits per Arrow batch
+PULL_IDLE_TIMEOUT = 120.0      # seconds a PullBinlogs pump may send nothing before the task fails
 LOOKUP_SOURCE = -1   # ``source`` of prewrites looked up on the driver (older than the range)
 
 
@@ -91,13 +102,56 @@ def scan_range(addr: str, cluster_id: int, from_ts: int, to_ts: int, source: int
                 yield batch_to_arrow(batch, source)
 
 
-def pull_tasks(security: SecurityConfig, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: each input row is a task (addr, cluster_id, from_ts, to_ts, source); the
-    executor reads ``security``'s files at their paths (they must exist there too)."""
+def pull_range(addr: str, cluster_id: int, from_ts: int, to_ts: int, source: int = 0,
+               security: SecurityConfig | None = None, compressor: str = "",
+               idle_timeout: float = PULL_IDLE_TIMEOUT) -> Iterator[pa.RecordBatch]:
+    """Every real commit of one pump's PullBinlogs stream with commit ts in ``(from_ts, to_ts]``, as a
+    prewrite row (the joined binlog) and a commit row each. ``to_ts`` must not be above the pump's
+    watermark: the read ends at the first binlog at or past it."""
+    credentials = security.grpc_channel_credentials() if security else None
+    client = PullClient(addr, cluster_id, idle_timeout, credentials, compressor)
+    tp: list[int] = []
+    start: list[int] = []
+    commit: list[int] = []
+    payload: list[bytes | None] = []
+    job: list[int] = []
+    for item in client.read_range(from_ts, to_ts):
+        if item.fake or item.tp != bl.COMMIT:
+            continue
+        ddl = item.ddl_job_id if item.ddl_schema_state != mt.STATE_DELETE_ONLY else 0
+        tp += (bl.PREWRITE, bl.COMMIT)
+        start += (item.start_ts, item.start_ts)
+        commit += (0, item.commit_ts)
+        payload += (item.payload, None)
+        job += (0, ddl)
+        if len(tp) >= 2 * PULL_ROWS:
+            yield _pulled(tp, start, commit, payload, job, source)
+            tp, start, commit, payload, job = [], [], [], [], []
+    if tp:
+        yield _pulled(tp, start, commit, payload, job, source)
+
+
+def _pulled(tp: list[int], start: list[int], commit: list[int], payload: list[bytes | None], job: list[int],
+            source: int) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([pa.array(tp, pa.int32()), pa.array(start, pa.int64()),
+                                       pa.array(commit, pa.int64()), pa.array(payload, pa.binary()),
+                                       pa.array(np.full(len(tp), source, np.int32)), pa.array(job, pa.int64())],
+                                      schema=RAW_SCHEMA)
+
+
+def pull_tasks(security: SecurityConfig, compressor: str,
+               batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body: each input row is a task (addr, cluster_id, from_ts, to_ts, source,
+    protocol); the executor reads ``security``'s files at their paths (they must exist there too)."""
     for tasks in batches:
         for task in tasks.to_pylist():
-            yield from scan_range(task["addr"], task["cluster_id"], task["from_ts"], task["to_ts"], task["source"],
-                                  security)
+            args = (task["addr"], task["cluster_id"], task["from_ts"], task["to_ts"], task["source"], security)
+            if task["protocol"] == PULL_BINLOGS:
+                yield from pull_range(*args, compressor=compressor)
+            elif task["protocol"] == PUMP_SCAN:
+                yield from scan_range(*args)
+            else:
+                raise ValueError(f"unknown pump protocol {task['protocol']!r}")
 
 
 def split_range(from_ts: int, to_ts: int, parts: int) -> list[tuple[int, int]]:

@@ -144,11 +144,16 @@ def _hpack_string(value: bytes) -> bytes:
     return bytes(out) + value
 
 
-def request_headers(authority: str, path: str) -> bytes:
-    """The HPACK block of a gRPC unary request: static-table indexes and literals, never indexed."""
-    return (b"\x83"                                           # :method POST (static 3)
-            + b"\x86"                                         # :scheme http (static 6)
-            + b"\x04" + _hpack_string(path.encode())          # :path, name = static 4
-            + b"\x01" + _hpack_string(authority.encode())     # :authority, name = static 1
-            + b"\x0f\x10" + _hpack_string(b"application/grpc")  # content-type, name = static 31
-            + b"\x00" + _hpack_string(b"te") + _hpack_string(b"trailers"))
+def request_headers(authority: str, path: str, gzip: bool = False) -> bytes:
+    """The HPACK block of a gRPC unary request: static-table indexes and literals, never indexed;
+    ``gzip``: the request is gzip-compressed and gzip responses are accepted."""
+    block = (b"\x83"                                          # :method POST (static 3)
+             + b"\x86"                                        # :scheme http (static 6)
+             + b"\x04" + _hpack_string(path.encode())         # :path, name = static 4
+             + b"\x01" + _hpack_string(authority.encode())    # :authority, name = static 1
+             + b"\x0f\x10" + _hpack_string(b"application/grpc")  # content-type, name = static 31
+             + b"\x00" + _hpack_string(b"te") + _hpack_string(b"trailers"))
+    if gzip:
+        for name in (b"grpc-encoding", b"grpc-accept-encoding"):
+            block += b"\x00" + _hpack_string(name) + _hpack_string(b"gzip")
+    return block

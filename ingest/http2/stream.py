@@ -16,6 +16,10 @@ Promises of ``stream_call``:
   ``RESOURCE_EXHAUSTED`` for a message over ``max_message``, ``INTERNAL`` for a protocol violation.
 - One connection per call; it is closed when the generator ends, also when the caller stops early
   (the server then sees the call cancelled).
+- With ``gzip`` the request is sent gzip-compressed and gzip answers are asked for (grpc-go servers
+  answer in the request's encoding). A message the server marks compressed with ``grpc-encoding:
+  gzip`` is inflated, asked for or not, up to ``max_message`` bytes (more is
+  ``RESOURCE_EXHAUSTED``); any other encoding is ``INTERNAL``.
 - The request is sent within the server's flow-control windows and frame size. The receive windows
   are 1 GiB and are re-opened as frames arrive; a caller that stops reading stops the server
   through TCP, not through an unbounded buffer here.
@@ -23,7 +27,9 @@ Promises of ``stream_call``:
 from __future__ import annotations
 
 import collections
+import gzip as gzip_format
 import socket
+import zlib
 from collections.abc import Iterator
 
 import grpc
@@ -70,8 +76,9 @@ _CANCEL = 0x8
 class _Call:
     """One streaming call on its own connection, driven by the caller's thread."""
 
-    def __init__(self, addr: str, idle_timeout: float, max_message: int) -> None:
+    def __init__(self, addr: str, idle_timeout: float, max_message: int, gzip: bool = False) -> None:
         host, _, port = addr.rpartition(":")
+        self.gzip = gzip
         self.authority = addr
         self.idle_timeout = idle_timeout
         self.max_message = max_message
@@ -100,6 +107,8 @@ class _Call:
         self.unacked = 0                               # DATA bytes since our last WINDOW_UPDATE
         self.prefix = b""                              # the part of a message's 5-byte prefix read so far
         self.message: bytearray | None = None
+        self.compressed = False                        # the message being read is gzip-compressed
+        self.encoding = b"identity"                    # the response's grpc-encoding
         self.got = 0
         self.ready: collections.deque[bytearray] = collections.deque()
         self.ended = False
@@ -162,8 +171,10 @@ class _Call:
                             ((S_ENABLE_PUSH, 0), (S_INITIAL_WINDOW_SIZE, WINDOW), (S_MAX_FRAME_SIZE, MAX_FRAME)))
         self._send(PREFACE + frame(SETTINGS, 0, 0, settings)
                    + frame(WINDOW_UPDATE, 0, 0, (WINDOW - 65535).to_bytes(4, "big"))
-                   + frame(HEADERS, END_HEADERS, STREAM, request_headers(self.authority, method)))
-        body = memoryview(b"\0" + len(request).to_bytes(4, "big") + request)
+                   + frame(HEADERS, END_HEADERS, STREAM, request_headers(self.authority, method, self.gzip)))
+        if self.gzip:
+            request = gzip_format.compress(request, mtime=0)
+        body = memoryview(bytes((int(self.gzip),)) + len(request).to_bytes(4, "big") + request)
         pos = 0
         while True:
             room = min(self.send_window, self.stream_window, self.peer_max_frame, len(body) - pos)
@@ -291,8 +302,10 @@ class _Call:
                     continue
                 compressed, size = self.prefix[0], int.from_bytes(self.prefix[1:5], "big")
                 self.prefix = b""
-                if compressed:
-                    raise WireRpcError(grpc.StatusCode.INTERNAL, "compressed response although none was offered")
+                if compressed and self.encoding != b"gzip":
+                    raise WireRpcError(grpc.StatusCode.INTERNAL, f"compressed response in the unsupported "
+                                       f"encoding {self.encoding.decode(errors='replace')!r}")
+                self.compressed = bool(compressed)
                 if size > self.max_message:
                     raise WireRpcError(grpc.StatusCode.RESOURCE_EXHAUSTED,
                                        f"Received message larger than max ({size} vs. {self.max_message})")
@@ -303,8 +316,23 @@ class _Call:
                 self.got += step
                 n -= step
             if self.message is not None and self.got == len(self.message):
-                self.ready.append(self.message)
+                self.ready.append(self._inflate(self.message) if self.compressed else self.message)
                 self.message = None
+
+    def _inflate(self, data: bytearray) -> bytearray:
+        """A gzip-compressed message's bytes, at most ``max_message`` of them."""
+        inflater = zlib.decompressobj(wbits=31)
+        try:
+            out = inflater.decompress(data, self.max_message + 1)
+        except zlib.error as exc:
+            raise WireRpcError(grpc.StatusCode.INTERNAL, f"a gzip message from {self.authority} is corrupt: {exc}"
+                               ) from exc
+        if len(out) > self.max_message:
+            raise WireRpcError(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                               f"Received message larger than max (over {self.max_message} bytes inflated)")
+        if not inflater.eof:
+            raise WireRpcError(grpc.StatusCode.INTERNAL, f"a gzip message from {self.authority} is truncated")
+        return bytearray(out)
 
     def _on_header_block(self) -> None:
         block = self.header_parts[0] if len(self.header_parts) == 1 else b"".join(self.header_parts)
@@ -313,7 +341,9 @@ class _Call:
             headers = self.headers.decode(block)
         except HPACKError as exc:
             raise self._protocol(f"bad header block: {exc}") from exc
-        self.http_status = dict(headers).get(b":status", self.http_status)
+        named = dict(headers)
+        self.http_status = named.get(b":status", self.http_status)
+        self.encoding = named.get(b"grpc-encoding", self.encoding)
         if not self.header_flags & END_STREAM:
             if self.http_status != b"200":
                 raise http_error(self.http_status)
@@ -340,10 +370,10 @@ class _Call:
 
 
 def stream_call(addr: str, method: str, request: bytes, idle_timeout: float,
-                max_message: int) -> Iterator[bytearray]:
+                max_message: int, gzip: bool = False) -> Iterator[bytearray]:
     """Call the server-streaming ``method`` (e.g. ``/binlake.v1.PumpScan/Scan``) at ``host:port``
     with a serialized request and yield the response messages (see the module's promises)."""
-    call = _Call(addr, idle_timeout, max_message)
+    call = _Call(addr, idle_timeout, max_message, gzip)
     try:
         call.start(method, request)
         yield from call.messages()

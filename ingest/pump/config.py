@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field
 
-from ingest.config import GCRetention, Int, Seconds, Str, TomlModel, UrlList
+from ingest.config import Bool, GCRetention, Int, Seconds, Str, TomlModel, UrlList
 from ingest.pump.storage.config import StorageConfig
 from ingest.security import SecurityConfig
 
@@ -66,6 +66,9 @@ class PumpConfig(TomlModel):
     upstream_status_url: Str = Field(default="", alias="upstream-status-url")  # binlake: TiDB status API
     max_txn_timeout: Seconds = Field(default=600.0, alias="max-txn-timeout")  # binlake (TiDB's maxTxnTimeoutSecond)
     max_message_size: Int = Field(default=MAX_MESSAGE_SIZE, alias="max-message-size", gt=0)
+    # binlake: serve binlake.v1.PumpScan beside TiDB's binlog.Pump; false leaves only TiDB's protocol, as
+    # TiDB Binlog's pump serves it (drainers then read this pump through PullBinlogs)
+    pump_scan: Bool = Field(default=True, alias="pump-scan")
     log_file: Str = Field(default="", alias="log-file")
     log_level: Str = Field(default="info", alias="log-level")
     security: SecurityConfig = Field(default_factory=SecurityConfig)

@@ -214,16 +214,19 @@ async def _prefetch(items: Iterator[T], io: ThreadPoolExecutor, depth: int = SCA
         room.release()  # a producer waiting for room sees ``stopped`` and ends
 
 
-def add_services(pump_service: PumpService, scan_service: ScanService, server: grpc.aio.Server,
+def add_services(pump_service: PumpService, scan_service: ScanService | None, server: grpc.aio.Server,
                  guard: CallGuard) -> None:
-    """Register ``binlog.Pump`` and ``binlake.v1.PumpScan``, every method through ``guard``; Scan and
-    LookupPrewrites send pre-encoded RecordBatches."""
+    """Register ``binlog.Pump`` and, given ``scan_service``, ``binlake.v1.PumpScan``, every method
+    through ``guard``; Scan and LookupPrewrites send pre-encoded RecordBatches."""
     pump = {
         "WriteBinlog": guard.unary("WriteBinlog", pump_pb2.WriteBinlogReq.FromString, pump_service.WriteBinlog,
                                    pump_pb2.WriteBinlogResp.SerializeToString),
         "PullBinlogs": guard.stream("PullBinlogs", pump_pb2.PullBinlogReq.FromString, pump_service.PullBinlogs,
                                     pump_pb2.PullBinlogResp.SerializeToString),
     }
+    if scan_service is None:
+        server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("binlog.Pump", pump)])
+        return
     scan = {
         "Scan": guard.stream("Scan", binlake_pb2.ScanRequest.FromString, scan_service.Scan, _encoded),
         "LookupPrewrites": guard.stream("LookupPrewrites", binlake_pb2.LookupRequest.FromString,
@@ -293,12 +296,14 @@ def remove_socket(sock: Path | None) -> None:
 
 async def start_server(pump: Pump, options: PumpConfig, io: ThreadPoolExecutor,
                        sock: Path | None = None) -> grpc.aio.Server:
-    """Create and start the aio gRPC server with both services on ``options.addr`` and, given one, on
+    """Create and start the aio gRPC server with its services (PumpScan unless ``pump-scan`` is off)
+    on ``options.addr`` and, given one, on
     the unix socket ``sock`` (TLS on both if configured, as TiDB's pump does)."""
     server = grpc.aio.server(options=[("grpc.max_receive_message_length", options.max_message_size),
                                       ("grpc.max_send_message_length", -1),
                                       ("grpc.so_reuseport", 0), *HTTP2_OPTIONS])
-    add_services(PumpService(pump, io), ScanService(pump, io), server, CallGuard(options.security))
+    add_services(PumpService(pump, io), ScanService(pump, io) if options.pump_scan else None, server,
+                 CallGuard(options.security))
     creds = options.security.grpc_server_credentials()
     for target in [options.addr] + ([f"unix:{sock}"] if sock is not None else []):
         port = server.add_secure_port(target, creds) if creds else server.add_insecure_port(target)

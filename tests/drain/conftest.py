@@ -95,14 +95,19 @@ class Env:
 
 @contextmanager
 def cluster_with_pumps(root: Path, fake_binlog_interval: str = "0.3", mysql_addr: str | None = "127.0.0.1:0",
-                       registry: str | None = None) -> Iterator[tuple[Cluster, list[PumpProcess], str]]:
+                       registry: str | None = None, pull_only: tuple[str, ...] = ()
+                       ) -> Iterator[tuple[Cluster, list[PumpProcess], str]]:
     """Two emulated TiDB servers writing to two real pumps under ``root`` (registry ``registry``, by
-    default ``root/registry.json``); yields the cluster, the started pumps and the registry URI."""
+    default ``root/registry.json``); yields the cluster, the started pumps and the registry URI. The
+    pumps named in ``pull_only`` serve only TiDB's binlog.Pump (``pump-scan = false``), as TiDB
+    Binlog's Go pump does."""
     registry = registry or f"file://{root / 'registry.json'}"
     cluster = Cluster(registry=registry, servers=2, pump_client_options=CLIENT_OPTIONS, mysql_addr=mysql_addr)
     pumps = [PumpProcess(data_dir=root / f"pump-{i}", pd_url=cluster.tso_url, registry=registry, node_id=f"pump-{i}",
                          extra_args=["--gen-binlog-interval", fake_binlog_interval, "--heartbeat-interval", "0.3",
-                                     "--upstream-status-url", cluster.status_url]) for i in (1, 2)]
+                                     "--upstream-status-url", cluster.status_url,
+                                     *(["--pump-scan", "false"] if f"pump-{i}" in pull_only else [])])
+             for i in (1, 2)]
     try:
         for p in pumps:
             p.start()
@@ -113,16 +118,24 @@ def cluster_with_pumps(root: Path, fake_binlog_interval: str = "0.3", mysql_addr
         cluster.close()
 
 
+@contextmanager
+def make_env(root: Path, pull_only: tuple[str, ...] = ()) -> Iterator[Env]:
+    """Two emulated TiDB servers writing to two real pumps (``pull_only``: see ``cluster_with_pumps``);
+    a drainer into root/warehouse that verifies against the emulator's MySQL port."""
+    with cluster_with_pumps(root, pull_only=pull_only) as (cluster, pumps, registry):
+        options = DrainerConfig(registry=registry, pd_urls=cluster.tso_url, data_dir=str(root / "drainer"),
+                                upstream=UpstreamSection(status_url=cluster.status_url, dsn=cluster.mysql_dsn),
+                                iceberg=IcebergSection(warehouse=str(root / "warehouse")),
+                                spark=SparkSection(master="local[2]"))
+        yield Env(root, cluster, pumps, options)
+
+
 @pytest.fixture
 def env(tmp_path: Path, spark: Any) -> Iterator[Env]:
     """Two emulated TiDB servers writing to two real pumps; a drainer into tmp_path/warehouse that
     verifies against the emulator's MySQL port."""
-    with cluster_with_pumps(tmp_path) as (cluster, pumps, registry):
-        options = DrainerConfig(registry=registry, pd_urls=cluster.tso_url, data_dir=str(tmp_path / "drainer"),
-                                upstream=UpstreamSection(status_url=cluster.status_url, dsn=cluster.mysql_dsn),
-                                iceberg=IcebergSection(warehouse=str(tmp_path / "warehouse")),
-                                spark=SparkSection(master="local[2]"))
-        yield Env(tmp_path, cluster, pumps, options)
+    with make_env(tmp_path) as e:
+        yield e
 
 
 def read_table(catalog: Any, ident: str, snapshot_id: int | None = None) -> pa.Table:

@@ -31,7 +31,7 @@ from ingest.security import SecurityConfig
 from schemas import pump_pb2, pump_pb2_grpc
 from tests.certs import TLSWorld, security_toml, tls_world
 from tests.ingest.helpers import prewrite
-from transform.plan import PumpUnreachableError, make_plan
+from transform.plan import PlanError, PumpUnreachableError, make_plan
 
 pytestmark = pytest.mark.integration
 
@@ -101,8 +101,9 @@ def test_pump_grpc_admits_only_allowed_certificates(tls_pump: PumpProcess, tso: 
     registry = tls_pump.registry
     plan = make_plan(registry, cid, 0, security=world.client)
     assert [p.node_id for p in plan.pumps] == ["pump-tls"]
-    with pytest.raises(PumpUnreachableError, match="PERMISSION_DENIED"):
+    with pytest.raises(PlanError, match="refused its watermark: PERMISSION_DENIED") as refused:
         make_plan(registry, cid, 0, security=world.intruder)
+    assert not isinstance(refused.value, PumpUnreachableError)   # it answered: no relay-log recovery
 
 
 def test_pump_http_api_is_https_with_the_same_rules(tls_pump: PumpProcess, world: TLSWorld) -> None:

@@ -4,8 +4,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import grpc
+
 from binlake.local import PumpProcess
 from ingest import binlog as bl
+from ingest.registry import load_registry
+from ingest.registry.base import PUMP
 from ingest.scan_client import ScanClient
 from schemas import binlog_pb2
 from tests.waiting import wait_for
@@ -41,11 +45,27 @@ class Txn:
 
 
 def wait_watermarks(pumps: list[PumpProcess], cluster_id: int, above: int, timeout: float = 30.0) -> None:
-    """Wait until every pump's watermark passed ``above``."""
+    """Wait until every pump's watermark passed ``above``: the one its Watermark RPC tells, or for a
+    pump without PumpScan (``pump-scan = false``) the one its registry entry carries, which is
+    what a drain's plan reads of it."""
     for p in pumps:
         with ScanClient(p.addr, cluster_id) as c:
-            wait_for(lambda c=c: c.watermark().max_commit_ts >= above, timeout,
+            wait_for(lambda c=c, p=p: _watermark(c, p) >= above, timeout,
                      lambda p=p: f"pump {p.node_id}'s watermark to pass {above}\n{p.log_tail()}")
+
+
+def _watermark(client: ScanClient, pump: PumpProcess) -> int:
+    try:
+        return int(client.watermark().max_commit_ts)
+    except grpc.RpcError as e:
+        if e.code() != grpc.StatusCode.UNIMPLEMENTED:
+            raise
+    registry = load_registry(pump.registry)
+    try:
+        node = registry.get_node(PUMP, pump.node_id)
+    finally:
+        registry.close()
+    return node.max_commit_ts if node is not None else 0
 
 
 def committed(pumps: list[PumpProcess], cluster_id: int, to_ts: int = 0) -> list[Txn]:

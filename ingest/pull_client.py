@@ -1,0 +1,169 @@
+"""Client of TiDB's ``/binlog.Pump/PullBinlogs``: a pump's commit binlogs in commit order, read as
+TiDB Binlog's drainer reads them, for pumps that do not serve ``binlake.v1.PumpScan`` (TiDB
+Binlog's Go pump).
+
+The request is TiDB's drainer's: ``PullBinlogReq{clusterID, startFrom{suffix 0, offset ts}}``. The
+answer is a stream, strictly ascending in commit ts and never past the pump's watermark, of commit
+binlogs whose prewrite fields (``prewrite_value``, the DDL fields) the pump has filled in from the
+prewrite, and of fake binlogs (``start_ts == commit_ts``) while the pump is idle. The stream never
+ends on its own. A pump resolves its own lost commits (TiDB Binlog's pump asks TiKV), so there is
+nothing to look up elsewhere: a commit whose prewrite the pump lacks is not sent at all.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from google.protobuf.message import DecodeError
+
+from ingest.errors import IngestError
+from ingest.http2.framing import HTTP2_OPTIONS, WireRpcError
+from ingest.http2.stream import stream_call
+from schemas import binlog_pb2, pump_pb2
+
+METHOD = "/binlog.Pump/PullBinlogs"
+MAX_MESSAGE = (1 << 31) - 1
+COMPRESSORS = ("", "gzip")   # TiDB Binlog's drainer ``compressor``
+
+
+class PullStreamError(IngestError):
+    """A PullBinlogs stream broke the protocol's promises: it ended, went backwards in commit ts, or
+    carried something that is not a binlog."""
+
+
+@dataclass(frozen=True)
+class Pulled:
+    """One binlog of the stream: its type, timestamps, DDL fields and marshalled ``binlog.Binlog``."""
+
+    tp: int
+    start_ts: int
+    commit_ts: int
+    ddl_job_id: int
+    ddl_schema_state: int
+    payload: bytes
+
+    @property
+    def fake(self) -> bool:
+        """A fake binlog: it only says the pump has nothing older left to send."""
+        return self.start_ts == self.commit_ts
+
+
+def parse_answer(raw: bytes | bytearray, addr: str) -> Pulled:
+    """One ``PullBinlogResp``'s binlog; ``PullStreamError`` when it is not one."""
+    try:
+        payload = pump_pb2.PullBinlogResp.FromString(bytes(raw)).entity.payload
+        b = binlog_pb2.Binlog.FromString(payload)
+    except DecodeError as exc:
+        raise PullStreamError(f"pump {addr} sent a PullBinlogs answer that is not a binlog: {exc}") from exc
+    return Pulled(b.tp, b.start_ts, b.commit_ts, b.ddl_job_id, b.ddl_schema_state, payload)
+
+
+class PullClient:
+    """Reads one pump's PullBinlogs stream. ``credentials`` enables TLS (through grpcio); without TLS
+    the stream is read by ``ingest.http2.stream``. ``compressor`` is TiDB's drainer option: ``gzip``
+    asks the pump to compress the stream (grpc-go servers answer in the request's encoding).
+    ``idle_timeout``: the longest silence of the pump before the read fails with DEADLINE_EXCEEDED
+    (an idle pump sends a fake binlog every few seconds). Errors are ``grpc.RpcError`` with the
+    pump's status code, or :class:`PullStreamError`."""
+
+    def __init__(self, addr: str, cluster_id: int, idle_timeout: float = 120.0,
+                 credentials: grpc.ChannelCredentials | None = None, compressor: str = "") -> None:
+        if compressor not in COMPRESSORS:
+            raise ValueError(f"compressor {compressor!r} is not one of {COMPRESSORS}")
+        self.addr = addr
+        self.cluster_id = cluster_id
+        self.idle_timeout = idle_timeout
+        self.credentials = credentials
+        self.compressor = compressor
+
+    def _answers(self, after: int) -> Iterator[bytes | bytearray]:
+        request = pump_pb2.PullBinlogReq(clusterID=self.cluster_id,
+                                         startFrom=pump_pb2.Pos(suffix=0, offset=after)).SerializeToString()
+        if self.credentials is None:
+            yield from stream_call(self.addr, METHOD, request, self.idle_timeout, MAX_MESSAGE,
+                                   gzip=self.compressor == "gzip")
+            return
+        opts = [("grpc.max_receive_message_length", MAX_MESSAGE), *HTTP2_OPTIONS]
+        with grpc.secure_channel(self.addr, self.credentials, opts) as channel:
+            call = channel.unary_stream(METHOD, request_serializer=None, response_deserializer=None)
+            compression = grpc.Compression.Gzip if self.compressor == "gzip" else None
+            answers = call(request, compression=compression)
+            try:
+                yield from _with_idle_timeout(answers, self.idle_timeout)
+            finally:
+                answers.cancel()
+
+    def binlogs(self, after: int) -> Iterator[Pulled]:
+        """Every binlog with commit ts above ``after``, ascending, without end (the caller stops
+        reading); ``PullStreamError`` if the pump's stream ends or goes backwards."""
+        last = after
+        for raw in self._answers(after):
+            item = parse_answer(raw, self.addr)
+            if item.commit_ts <= last:
+                raise PullStreamError(f"pump {self.addr} sent commit ts {item.commit_ts} after {last}: its "
+                                      f"PullBinlogs stream must be strictly ascending")
+            last = item.commit_ts
+            yield item
+        raise PullStreamError(f"pump {self.addr} ended its PullBinlogs stream after commit ts {last}: the stream "
+                              f"ends only when the pump stops")
+
+    def read_range(self, from_ts: int, to_ts: int) -> Iterator[Pulled]:
+        """The binlogs with commit ts in ``(from_ts, to_ts]``; reading stops at the first binlog at or
+        past ``to_ts`` (none below it can follow), so ``to_ts`` must not be above the pump's watermark."""
+        for item in self.binlogs(from_ts):
+            if item.commit_ts > to_ts:
+                return
+            yield item
+            if item.commit_ts == to_ts:
+                return
+
+    def first(self, after: int) -> Pulled:
+        """The first binlog above ``after`` (an idle pump sends a fake one within seconds)."""
+        for item in self.binlogs(after):
+            return item
+        raise AssertionError("binlogs() never ends without an error")
+
+
+def _with_idle_timeout(answers: Any, idle_timeout: float) -> Iterator[bytes]:
+    """The messages of a grpcio stream, failing with DEADLINE_EXCEEDED after ``idle_timeout`` seconds
+    without one (grpcio's own deadline bounds the whole call, not a silence). A reader thread hands
+    them over through a small queue; it ends when the stream does or when the caller stops."""
+    box: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=8)
+    stop = threading.Event()
+
+    def hand_over(kind: str, value: Any) -> bool:
+        while not stop.is_set():
+            try:
+                box.put((kind, value), timeout=0.5)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def read() -> None:
+        try:
+            for raw in answers:
+                if not hand_over("message", raw):
+                    return
+            hand_over("end", None)
+        except grpc.RpcError as exc:
+            hand_over("error", exc)
+
+    threading.Thread(target=read, name="pull-binlogs-reader", daemon=True).start()
+    try:
+        while True:
+            try:
+                kind, value = box.get(timeout=idle_timeout)
+            except queue.Empty:
+                raise WireRpcError(grpc.StatusCode.DEADLINE_EXCEEDED, f"sent nothing for {idle_timeout:g}s") from None
+            if kind == "error":
+                raise value
+            if kind == "end":
+                return
+            yield value
+    finally:
+        stop.set()
