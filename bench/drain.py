@@ -26,6 +26,14 @@ and compare time and driver memory with the smallest.
     .venv/bin/python bench/drain.py                   # 1,000,000 row changes over 4 tables
     .venv/bin/python bench/drain.py --rows 1M,3M,10M  # one 10M load, three drains, ratios to 1M
     .venv/bin/python bench/drain.py --small           # 1,000 row changes, wall time incl. Spark start
+    .venv/bin/python bench/drain.py --pull-binlogs    # also through TiDB's PullBinlogs, side by side
+
+``--pull-binlogs``: after each PumpScan drain, the same two pumps are restarted with ``pump-scan =
+false`` (as TiDB Binlog's Go pump, they serve only ``/binlog.Pump/PullBinlogs``) and the same range
+is drained again into a fresh warehouse, once with one pull task per pump and once with
+``--splits-per-pump 4`` (each sub-range task seeks to its start, as the pump's index is keyed by ts:
+no re-read). The pumps are restarted with PumpScan before the next size. Printed side by side: the
+pull stage and the end-to-end row changes/s, and their ratios to the PumpScan drain (the baseline).
 """
 from __future__ import annotations
 
@@ -423,7 +431,7 @@ class _TreeSampler:
 
 
 def drain(env: Env, warehouse: Path, to_ts: int, log: Path, driver_memory: str,
-          profile: Path | None = None) -> tuple[dict[str, Any], float, _TreeSampler]:
+          profile: Path | None = None, extra: tuple[str, ...] = ()) -> tuple[dict[str, Any], float, _TreeSampler]:
     """``binlake drain`` of (0, to_ts] as a fresh process with ``spark.driver.memory``; (run report,
     wall seconds from exec to exit, the CPU and memory samples of the process tree). With
     ``profile``, py-spy samples the whole tree (driver and Spark's Python workers) into a raw
@@ -432,7 +440,7 @@ def drain(env: Env, warehouse: Path, to_ts: int, log: Path, driver_memory: str,
     cmd = [sys.executable, "-m", "binlake.cli", "drain", "--registry", env.registry,
            "--pd-urls", env.cluster.tso_url, "--upstream-status-url", env.cluster.status_url,
            "--warehouse", str(warehouse), "--spark-master", "local[2]", "--to-ts", str(to_ts),
-           "--report", str(report), "--spark-conf", f"spark.driver.memory={driver_memory}"]
+           "--report", str(report), "--spark-conf", f"spark.driver.memory={driver_memory}", *extra]
     if profile is not None:
         cmd = ["py-spy", "record", "--subprocesses", "--idle", "--format", "raw", "--rate", "20",
                "-o", str(profile), "--"] + cmd
@@ -530,6 +538,59 @@ def _mib(n: int) -> str:
     return f"{n / 2**20:,.0f} MiB"
 
 
+def restart_pumps(env: Env, pump_scan: bool, to_ts: int) -> None:
+    """Restart both pumps on their data dirs, serving PumpScan or not, and wait until the registry
+    watermark they publish (what a plan reads of a pump without PumpScan) reaches ``to_ts``."""
+    from ingest.registry import load_registry
+    from ingest.registry.base import PUMP
+
+    for p in env.pumps:
+        p.terminate(timeout=20)
+        p.extra_args = [a for a in p.extra_args if a not in ("--pump-scan", "false")]
+        if not pump_scan:
+            p.extra_args += ["--pump-scan", "false"]
+        p.start(wait=True, timeout=60)
+    deadline = time.monotonic() + 60
+    registry = load_registry(env.registry)
+    try:
+        while min(n.max_commit_ts for n in registry.list_nodes(PUMP)) < to_ts:
+            if time.monotonic() > deadline:
+                raise BenchError(f"the restarted pumps' registry watermark did not reach {to_ts}")
+            time.sleep(0.1)
+    finally:
+        registry.close()
+
+
+def pull_binlogs(env: Env, root: Path, label: str, phase: dict[str, Any], driver_memory: str,
+                 scan: dict[str, Any]) -> str:
+    """The same range drained through PullBinlogs (1 and 4 tasks per pump), checked like the scan's;
+    the side-by-side lines."""
+    restart_pumps(env, pump_scan=False, to_ts=phase["to_ts"])
+    runs: list[tuple[str, dict[str, Any]]] = [("PumpScan, 1 task per pump", scan["report"])]
+    try:
+        for splits in (1, 4):
+            name = f"{label}-pull{splits}"
+            report, _, _ = drain(env, root / f"wh-{name}", phase["to_ts"], root / f"drain-{name}.log", driver_memory,
+                                 extra=("--splits-per-pump", str(splits)))
+            got = {p["protocol"] for p in report["pumps"]}
+            if got != {"PullBinlogs"}:
+                raise BenchError(f"the drain read the pumps through {got}, not PullBinlogs")
+            check(env, root / f"wh-{name}", report, phase)
+            runs.append((f"PullBinlogs, {splits} task{'s' if splits > 1 else ''} per pump", report))
+    finally:
+        restart_pumps(env, pump_scan=True, to_ts=phase["to_ts"])
+    rows = phase["rows"]
+    base = scan["report"]["stages"]
+    lines = [f"  [{label}] PumpScan vs PullBinlogs on the same {rows:,} row changes (same pumps, restarted with "
+             f"pump-scan = false; every run checked as above):"]
+    for name, report in runs:
+        st = report["stages"]
+        lines.append(f"    {name:<30} pull {st['pull']:6.1f} s ({rows / st['pull']:9,.0f} row changes/s, "
+                     f"{st['pull'] / base['pull']:.2f}x the scan's); total {st['total']:6.1f} s "
+                     f"({rows / st['total']:8,.0f}/s end to end, {base['total'] / st['total']:.2f}x the scan's rate)")
+    return "\n".join(lines)
+
+
 def run_one(env: Env, root: Path, label: str, phase: dict[str, Any], driver_memory: str,
             profile: Path | None) -> dict[str, Any]:
     """One timed drain of ``(0, phase.to_ts]`` plus its checks and the write floor."""
@@ -617,6 +678,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (pumps, warehouses, logs)")
     ap.add_argument("--profile", type=Path, help="py-spy the drain process tree into this directory (slower)")
+    ap.add_argument("--pull-binlogs", action="store_true",
+                    help="also drain each range through TiDB's PullBinlogs (pumps restarted without PumpScan)")
     args = ap.parse_args(argv)
     sizes = [1_000] if args.small else args.rows
     phases = [b - a for a, b in zip([0, *sizes], sizes)]
@@ -632,9 +695,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  emulator + 2 pumps + 4 tables (schema version {env.schema_version}) in "
               f"{time.perf_counter() - t0:.1f} s; work dir {root}", flush=True)
         loads = generate(env, phases, args.seed)
-        results = [run_one(env, root, _label(n), load, args.driver_memory, args.profile)
-                   for n, load in zip(sizes, loads)]
+        results = []
+        side_by_side = []
+        for n, load in zip(sizes, loads):
+            results.append(run_one(env, root, _label(n), load, args.driver_memory, args.profile))
+            if args.pull_binlogs:
+                side_by_side.append(pull_binlogs(env, root, _label(n), load, args.driver_memory, results[-1]))
+                print(side_by_side[-1], flush=True)
         print()
+        if side_by_side:
+            print("SUMMARY drain --pull-binlogs:\n" + "\n".join(side_by_side))
         first = results[0]
         if args.small:
             st = first["report"]["stages"]

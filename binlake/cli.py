@@ -285,6 +285,10 @@ def _drain_parser(sub: Any) -> None:
                    help="MySQL sink: DMLs per downstream transaction (default 20)")
     p.add_argument("--parquet-dir", dest="parquet.dir", help="root directory of the Parquet sink")
     p.add_argument("--spark-master", dest="spark.master", help="default local[*]")
+    p.add_argument("--splits-per-pump", dest="spark.splits-per-pump", type=int, metavar="N",
+                   help="at least this many pull tasks (ts sub-ranges) per pump (default 1; at least one per core)")
+    p.add_argument("--compressor", dest="compressor", choices=["", "gzip"],
+                   help="gzip: ask pumps read through PullBinlogs (TiDB Binlog's) for a gzip stream")
     p.add_argument("--spark-conf", dest="spark_conf", type=_key_value, action="append", metavar="KEY=VALUE",
                    help="a Spark setting, verbatim (repeatable; over [spark.conf] and binlake's local defaults)")
     p.add_argument("--tag-runs", dest="iceberg.tag-runs", action="store_const", const=True,
