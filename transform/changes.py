@@ -146,6 +146,7 @@ class RunBatch:
     batch_id: str
     tables: dict[int, TableChanges] = field(default_factory=dict)
     nulled_values: int = 0
+    stale_rows: int = 0   # row changes written to a table id that had ended before they committed: dropped
     frame: DataFrame | None = None
     ddl: list[DDLJob] = field(default_factory=list)   # every DDL job of the range, in commit order
     per_transaction: bool = False

@@ -211,7 +211,7 @@ def _stages(spark: SparkSession, plan: Plan, history: SchemaHistory, table_filte
                                           lambda: local_checkpoint(txns.mapInArrow(decode, spark_ddl(OUT_SCHEMA))))
     try:
         meta = stages.run("collect", lambda: _metadata(decoded),
-                          lambda t: f"{sum(t.column('rows').to_pylist())} row changes")
+                          lambda t: f"{_row_changes(t)} row changes")
         _assemble(batch, meta, history, table_filter)
     except BaseException:
         release_decoded()
@@ -219,18 +219,26 @@ def _stages(spark: SparkSession, plan: Plan, history: SchemaHistory, table_filte
     batch.frame = decoded.where(F.col("kind") == "rows").select("table_id", "schema_version", "commit_ts", "rows",
                                                                "data")
     result.counts = {"transactions": txn_count, "lookups": len(lost),
-                     "row_changes": sum(t.row_count for t in batch.tables.values())}
+                     "row_changes": sum(t.row_count for t in batch.tables.values()),
+                     "stale_row_changes": batch.stale_rows}
     return release_decoded
 
 
+def _row_changes(meta: pa.Table) -> int:
+    """The row changes the metadata counts (stale ones not among them)."""
+    kinds, rows = meta.column("kind").to_pylist(), meta.column("rows").to_pylist()
+    return sum(n for k, n in zip(kinds, rows) if k == "rows")
+
+
 def _metadata(decoded: DataFrame) -> pa.Table:
-    """The decoded records without their rows (``OUT_SCHEMA`` without ``data``), those of one table
-    and schema version summed into one (its first commit_ts, its row and nulled-value counts)."""
+    """The decoded records without their rows (``OUT_SCHEMA`` without ``data``), the rows and stale
+    records of one table and schema version summed into one (its first commit_ts, its row and
+    nulled-value counts)."""
     kind = F.col("kind")
-    rows = (decoded.where(kind == "rows").groupBy("kind", "table_id", "schema_version")
-            .agg(F.min("commit_ts").alias("commit_ts"), F.lit(0).cast("long").alias("job_id"),
-                 F.sum("rows").alias("rows"), F.sum("nulled").alias("nulled")))
-    meta: pa.Table = decoded.where(kind == "ddl").drop("data").unionByName(rows).toArrow()
+    counted = (decoded.where(kind != "ddl").groupBy("kind", "table_id", "schema_version")
+               .agg(F.min("commit_ts").alias("commit_ts"), F.lit(0).cast("long").alias("job_id"),
+                    F.sum("rows").alias("rows"), F.sum("nulled").alias("nulled")))
+    meta: pa.Table = decoded.where(kind == "ddl").drop("data").unionByName(counted).toArrow()
     return meta
 
 
@@ -249,6 +257,9 @@ def _assemble(batch: ch.RunBatch, decoded: pa.Table, history: SchemaHistory, tab
     versions: dict[int, int] = defaultdict(int)
     records: list[OutRecord] = decoded.to_pylist()  # rows of OUT_SCHEMA (``data`` left out)
     for rec in records:
+        if rec["kind"] == "stale":
+            batch.stale_rows += rec["rows"]
+            continue
         if rec["kind"] == "ddl":
             job = history.job(rec["job_id"])
             batch.ddl.append(ch.DDLJob(rec["commit_ts"], job))

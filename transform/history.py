@@ -183,24 +183,29 @@ class SchemaHistory:
     def version_in_force(self, table_id: int, schema_version: int, commit_ts: int,
                          order: CommitOrder) -> TableVersion | None:
         """The table id's definition a DML written at ``schema_version`` and committed at ``commit_ts``
-        is decoded with: the newer of the one at ``schema_version`` and the newest live one whose DDL
-        committed before ``commit_ts`` (``order``). None: not created at ``schema_version``."""
+        is decoded with: the newer of the one at ``schema_version`` and the newest one whose DDL
+        committed before ``commit_ts`` (``order``). None: not created at ``schema_version`` nor by a
+        DDL committed before ``commit_ts``. A version without a table: the table had ended (see
+        :meth:`ended`)."""
         steps = self.steps_after(table_id, schema_version, order)
         i = bisect.bisect_left([pos for pos, _ in steps], commit_ts)   # the positions before commit_ts
         return self.version_at(table_id, steps[i - 1][1] if i else schema_version)
 
     def steps_after(self, table_id: int, schema_version: int, order: CommitOrder) -> list[tuple[int, int]]:
-        """The live definitions newer than the one at ``schema_version`` that are in force for some
-        DML of ``order``'s range, as (commit position, schema version) in position order, each
-        schema version above the previous ones: a DML committed after a position takes the latest
-        such version (:meth:`version_in_force`, precomputed for a decoder's many rows)."""
+        """The definitions newer than the one at ``schema_version`` that are in force for some DML of
+        ``order``'s range, as (commit position, schema version) in position order, each schema
+        version above the previous ones: a DML committed after a position takes the latest such
+        version (:meth:`version_in_force`, precomputed for a decoder's many rows). The table's end
+        (TRUNCATE's old id, DROP TABLE) is a step too: a DML committed after it finds no table."""
+        # a table id the DML's own version does not know yet may still be in force for it: TiDB runs
+        # each statement of a pessimistic transaction with the newest schema, so a transaction begun
+        # before a TRUNCATE (or a CREATE) can write the new table id and commit after its DDL binlog
         base = self.version_at(table_id, schema_version)
-        if base is None:
-            return []
+        floor = base.schema_version if base is not None else schema_version
         found = []
         for v in self._versions[table_id]:
             pos = order.position(v.job)
-            if v.schema_version > base.schema_version and v.table is not None and pos is not None:
+            if v.schema_version > floor and pos is not None and (v.table is not None or base is not None):
                 found.append((pos, v.schema_version))
         found.sort()
         steps: list[tuple[int, int]] = []
@@ -208,6 +213,14 @@ class SchemaHistory:
             if not steps or version > steps[-1][1]:
                 steps.append((pos, version))
         return steps
+
+    def ended(self, table_id: int, schema_version: int) -> bool:
+        """True when ``table_id`` existed and no longer does at ``schema_version`` (truncated away or
+        dropped). A DML that writes such a table id and commits after that DDL (TiDB lets one whose
+        statement saw the older schema do so) changed nothing anybody can read: TiDB shows the
+        truncated or dropped table to no one, and TiDB Binlog drops these mutations too."""
+        tv = self.version_at(table_id, schema_version)
+        return tv is not None and tv.table is None
 
     def table_at(self, table_id: int, schema_version: int) -> TableInfo:
         """The TableInfo to decode a DML on ``table_id`` written at ``schema_version`` with.

@@ -9,10 +9,16 @@ never passes the pump's watermark, so no commit at or below either can still arr
 
 ``to_ts`` defaults to the minimum watermark over every pump that is not offline; a requested
 ``to_ts`` above it is refused (never a silent partial batch), and so is a ``from_ts`` below a
-PumpScan pump's GC point (its records may be gone; a Go pump does not tell its GC point).
+pump's GC point (its records may be gone): Watermark tells a PumpScan pump's; TiDB Binlog's pump
+publishes its own as the ``binlog_pump_storage_gc_ts`` gauge (physical ms) of the ``/metrics``
+it serves on its gRPC address. A pump that tells neither gets a note: its GC is not checked.
 """
 from __future__ import annotations
 
+import http.client
+import re
+import ssl
+import urllib.request
 from dataclasses import dataclass, field
 
 import grpc
@@ -94,7 +100,7 @@ def make_plan(registry_uri: str, cluster_id: int, from_ts: int, to_ts: int | Non
     if not nodes:
         raise PlanError(f"no pump that is not offline is registered in {registry_uri}")
     credentials = security.grpc_channel_credentials()
-    targets = [_target(node, cluster_id, timeout, credentials, compressor)
+    targets = [_target(node, cluster_id, timeout, credentials, compressor, security.client_context())
                for node in sorted(nodes, key=lambda n: n.node_id)]
     floor = min(t.watermark for t in targets)
     notes = []
@@ -110,6 +116,8 @@ def make_plan(registry_uri: str, cluster_id: int, from_ts: int, to_ts: int | Non
                             f"records in between may have been purged")
     if to_ts <= from_ts:
         notes.append("nothing to do: the watermark has not passed the checkpoint")
+    notes.extend(f"pump {t.node_id} does not tell its GC point: a from_ts older than its gc retention is not "
+                 f"detected (keep runs within it)" for t in targets if t.protocol == PULL_BINLOGS and not t.gc_ts)
     for n in gone:
         notes.append(f"WARNING: pump {n.node_id} is offline with binlogs up to {n.max_commit_ts}, above from_ts "
                      f"{from_ts}; they are not read (a pump waits for registered drainers before going offline)")
@@ -117,7 +125,7 @@ def make_plan(registry_uri: str, cluster_id: int, from_ts: int, to_ts: int | Non
 
 
 def _target(node: NodeStatus, cluster_id: int, timeout: float, credentials: grpc.ChannelCredentials | None,
-            compressor: str) -> PumpTarget:
+            compressor: str, tls: ssl.SSLContext | None) -> PumpTarget:
     """How to read ``node`` and its watermark: PumpScan's Watermark, else the PullBinlogs probe."""
     where = f"pump {node.node_id} at {node.host} (state {node.state})"
     try:
@@ -140,7 +148,28 @@ def _target(node: NodeStatus, cluster_id: int, timeout: float, credentials: grpc
         raise _answer_error(where, "its PullBinlogs stream", e) from e
     except PullStreamError as e:
         raise PlanError(f"{where}: {e}") from e
-    return PumpTarget(node.node_id, node.host, node.state, max(node.max_commit_ts, first.commit_ts), 0, PULL_BINLOGS)
+    return PumpTarget(node.node_id, node.host, node.state, max(node.max_commit_ts, first.commit_ts),
+                      published_gc_ts(node.host, tls), PULL_BINLOGS)
+
+
+_GC_GAUGE = re.compile(rb"^binlog_pump_storage_gc_ts(?:\{[^}]*\})?\s+(\S+)", re.MULTILINE)
+
+
+def published_gc_ts(addr: str, tls: ssl.SSLContext | None, timeout: float = 3.0) -> int:
+    """The GC ts TiDB Binlog's pump at ``addr`` publishes on its ``/metrics`` (0: none published)."""
+    url = f"{'https' if tls else 'http'}://{addr}/metrics"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout, context=tls) as resp:
+            found = _GC_GAUGE.search(resp.read())
+    except (OSError, http.client.HTTPException, ValueError):   # not an HTTP/1.1 server: none published
+        return 0
+    if found is None:
+        return 0
+    try:
+        physical_ms = int(float(found.group(1)))
+    except ValueError:
+        return 0
+    return physical_ms << 18 if physical_ms > 0 else 0
 
 
 def _answer_error(where: str, what: str, e: grpc.RpcError) -> PlanError:

@@ -35,7 +35,7 @@ from transform.filters import TableFilter
 from transform.history import CommitOrder, SchemaHistory
 
 OUT_SCHEMA = pa.schema([
-    pa.field("kind", pa.string(), nullable=False),        # "rows" or "ddl"
+    pa.field("kind", pa.string(), nullable=False),        # "rows", "ddl" or "stale"
     pa.field("table_id", pa.int64(), nullable=False),
     pa.field("schema_version", pa.int64(), nullable=False),
     pa.field("commit_ts", pa.int64(), nullable=False),    # ddl: the DDL's commit ts
@@ -72,7 +72,21 @@ class DDLRecord(TypedDict):
     data: None
 
 
-OutRecord = RowsRecord | DDLRecord  # one row of OUT_SCHEMA, told apart by ``kind``
+class StaleRecord(TypedDict):
+    """An ``OUT_SCHEMA`` record counting the row changes a task dropped because they wrote a table id
+    that had ended (truncated away or dropped) before they committed (``SchemaHistory.ended``)."""
+
+    kind: Literal["stale"]
+    table_id: int
+    schema_version: int     # the version that ended the table
+    commit_ts: int          # the first such commit
+    job_id: int             # 0
+    rows: int
+    nulled: int             # 0
+    data: None
+
+
+OutRecord = RowsRecord | DDLRecord | StaleRecord  # one row of OUT_SCHEMA, told apart by ``kind``
 
 _FLUSH_ROWS = 16384   # rows decoded together; their blobs leave the task as one Arrow batch (a few MB)
 _OLD_ORDER = {DELETE: 0, UPDATE: 1, INSERT: 2}
@@ -137,6 +151,8 @@ class _Decoder:
         self.ctx = ctx
         self.groups: dict[tuple[int, int], _Group] = {}
         self.allowed: dict[tuple[int, int], bool] = {}
+        self.ended: dict[tuple[int, int], bool] = {}
+        self.stale: dict[tuple[int, int], list[int]] = {}   # (table id, ending version) → [first commit, rows]
         self.pending = 0
         self.seen: set[int] = set()   # start_ts decoded by this task: a transaction stored twice comes once
         # (table id, prewrite schema version) → the commit positions of newer definitions and their versions
@@ -183,6 +199,15 @@ class _Decoder:
         seq = 0
         for m in pv.mutations:
             version = self._version(m.table_id, pv.schema_version, commit_ts)
+            key = (m.table_id, version)
+            ended = self.ended.get(key)
+            if ended is None:
+                ended = self.ended[key] = self.ctx.history.ended(m.table_id, version)
+            if ended:   # written to a table truncated away or dropped before this commit: nobody sees it
+                count = self.stale.setdefault(key, [commit_ts, 0])
+                count[0] = min(count[0], commit_ts)
+                count[1] += len(_mutation_rows(m))
+                continue
             if not self._allowed(m.table_id, version, commit_ts):
                 continue
             g = self.groups.get((m.table_id, version))
@@ -199,7 +224,11 @@ class _Decoder:
         if self.pending >= _FLUSH_ROWS:
             yield from self.flush()
 
-    def flush(self) -> Iterator[RowsRecord]:
+    def flush(self) -> Iterator[RowsRecord | StaleRecord]:
+        for (table_id, version), (first, count) in self.stale.items():
+            yield {"kind": "stale", "table_id": table_id, "schema_version": version, "commit_ts": first,
+                   "job_id": 0, "rows": count, "nulled": 0, "data": None}
+        self.stale.clear()
         for (table_id, version), g in self.groups.items():
             table = self.ctx.history.table_at(table_id, version)
             decoded = decode_batch(table, g.kinds, g.payloads)

@@ -57,15 +57,20 @@ def _dml(start_ts: int, version: int, info: TableInfo, kind: str, before: dict |
                              prewrite_value=pv.SerializeToString()).SerializeToString()
 
 
-def _decode(txns: list[tuple[int, int, bytes]], order: CommitOrder) -> list[tuple[int, int, list[dict[str, Any]]]]:
-    """(schema version decoded with, commit ts, rows) of each output record."""
+def _decode(txns: list[tuple[int, int, bytes]], order: CommitOrder, history: SchemaHistory = HISTORY
+            ) -> list[tuple[int, int, list[dict[str, Any]]]]:
+    """(schema version decoded with, commit ts, rows) of each rows record; a stale record (rows
+    dropped) as (its table id, commit ts, [its row count])."""
     rb = pa.record_batch({"start_ts": pa.array([t[0] for t in txns], pa.int64()),
                           "commit_ts": pa.array([t[1] for t in txns], pa.int64()),
                           "payload": pa.array([t[2] for t in txns], pa.binary())})
-    ctx = DecodeContext(HISTORY, TableFilter(), per_transaction=True, order=order)
-    out = []
+    ctx = DecodeContext(history, TableFilter(), per_transaction=True, order=order)
+    out: list[tuple[int, int, list[Any]]] = []
     for batch in decode_transactions(ctx, [rb]):
         for rec in batch.to_pylist():
+            if rec["kind"] == "stale":
+                out.append((rec["table_id"], rec["commit_ts"], [rec["rows"]]))
+                continue
             rows = ch.read_segment(rec["data"]).drop_columns(
                 [ch.COMMIT_TIME, ch.START_TS, ch.SEQ]).to_pylist()
             out.append((rec["schema_version"], rec["commit_ts"], rows))
@@ -86,6 +91,34 @@ def test_the_history_gives_the_definition_in_force_at_a_commit_position() -> Non
     assert HISTORY.version_in_force(TID, 10, 150, CommitOrder(from_ts=100)).schema_version == 10
     unknown = SchemaHistory([_job(1, 3, 10, V1), _job(2, 5, 12, V2)])           # FinishedTS 0: not known
     assert unknown.version_in_force(TID, 10, 500, CommitOrder(from_ts=400)).schema_version == 10
+
+
+def test_a_table_id_newer_than_the_dmls_schema_version_is_in_force_once_its_ddl_committed() -> None:
+    """TiDB runs each statement of a pessimistic transaction with the newest schema: one begun before
+    a TRUNCATE writes the new table id with its older schema version, and commits after the DDL."""
+    new_id = TID + 5
+    truncated = table(new_id, "t", _cols("a"), pk_is_handle=True)
+    history = SchemaHistory([_job(1, 3, 10, V1, 50),
+                             Job(id=4, type=11, schema_id=1, table_id=TID, schema_name="test", state=6,
+                                 binlog=HistoryInfo(16, None, truncated, 390))])
+    order = CommitOrder(from_ts=100, ddl_commits={4: 400})
+    assert history.version_in_force(new_id, 15, 401, order).table.id == new_id
+    assert history.version_in_force(new_id, 15, 401, order).schema_version == 16
+    assert history.version_in_force(new_id, 15, 399, order) is None   # its DDL has not committed yet
+    assert history.ended(TID, history.version_in_force(TID, 15, 401, order).schema_version)   # the old id ended
+    assert history.version_in_force(TID, 15, 399, order).schema_version == 10
+    # decoded: the new id's row with the new table; a row the old id took after the TRUNCATE is dropped,
+    # counted (TiDB shows it to nobody; TiDB Binlog drops it too)
+    pv = binlog_pb2.PrewriteValue(schema_version=15)
+    pv.mutations.add(table_id=new_id, inserted_rows=[encode_row(truncated, "insert", None, {"id": 1, "a": 1})],
+                     sequence=[binlog_pb2.Insert])
+    late_new = binlog_pb2.Binlog(tp=binlog_pb2.Prewrite, start_ts=380,
+                                 prewrite_value=pv.SerializeToString()).SerializeToString()
+    late_old = _dml(385, 10, V1, "insert", None, {"id": 9, "a": 9, "gone": 9})
+    before = _dml(300, 10, V1, "insert", None, {"id": 8, "a": 8, "gone": 8})
+    got = _decode([(380, 410, late_new), (385, 420, late_old), (300, 310, before)], order, history)
+    assert [(v, c) for v, c, _ in got] == [(10, 310), (16, 410), (TID, 420)]
+    assert got[1][2][0]["id"] == 1 and got[2][2] == [1]
 
 
 def test_a_dml_committed_after_drop_and_add_column_is_decoded_with_the_newer_table() -> None:

@@ -19,7 +19,7 @@ from ingest.registry import load_registry
 from ingest.registry.base import PUMP, NodeStatus
 from tests.drain.conftest import Env, make_env, read_table
 from tests.drain.crashing_cli import CRASH_STATUS
-from tests.drain.test_drain_cli import ROOT, binlake, cli_args
+from tests.drain.test_drain_cli import ROOT, binlake, cli_args, rerun_equals_an_uninterrupted_run
 from tests.drain.test_follow import last_ts
 from tests.drain.test_mysql_sink import checkpoint_row, mysql_options, verify_mysql
 from tests.servers import MariaDBServer
@@ -117,17 +117,7 @@ def test_a_run_killed_mid_commit_over_pull_only_pumps_is_finished_exactly_by_the
     assert r.returncode == CRASH_STATUS, r.stderr[-2000:]
     assert "via PullBinlogs" in r.stdout
     pulled.sql("insert into c values (3, 'c3')")
-    rerun = pulled.drain()
-    assert rerun["checkpoint_before"] is None and rerun["checkpoint_after"] == rerun["to_ts"]
-    control = pulled.fresh_options("control")
-    pulled.drain(control, from_ts=0, to_ts=rerun["to_ts"])
-    cat, cat2 = pulled.catalog(), pulled.catalog(control)
-    for t in ("a", "b", "c"):
-        for ident in (f"test.{t}", f"test.{t}__changelog"):
-            order = [("_tidb_commit_ts", "ascending"), ("id", "ascending")]
-            got, want = read_table(cat, ident).sort_by(order), read_table(cat2, ident).sort_by(order)
-            assert got.to_pylist() == want.to_pylist(), ident
-    pulled.verify(rerun["to_ts"])
+    rerun_equals_an_uninterrupted_run(pulled, ("a", "b", "c"))
 
 
 def test_follow_mode_over_pull_only_pumps(pulled: Env, maria: MariaDBServer) -> None:

@@ -212,3 +212,67 @@ def scratch_dir(prefix: str) -> Path:
 def remove(path: Path) -> None:
     """Remove a scratch directory, ignoring what is already gone."""
     shutil.rmtree(path, ignore_errors=True)
+
+
+GO_PUMP_ENV = "BINLAKE_GO_PUMP"   # path of TiDB Binlog's pump binary, built by hand (not in CI)
+
+
+@dataclass
+class GoPump:
+    """TiDB Binlog's own pump process, registered in ``pd``'s etcd as TiDB's pump client expects.
+
+    The binary cannot be built in CI (the Go module proxy does not serve tidb-binlog); tests that
+    need one read its path from ``BINLAKE_GO_PUMP``."""
+
+    binary: Path
+    root: Path
+    pd: PDEtcd
+    node_id: str
+    addr: str = field(default_factory=lambda: f"127.0.0.1:{free_port()}")
+    extra_args: list[str] = field(default_factory=list)
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def registry(self) -> str:
+        """Where it registers: PD's etcd."""
+        return f"etcd://{self.pd.addr}"
+
+    @property
+    def log(self) -> Path:
+        """The pump's log file."""
+        return self.root / f"{self.node_id}.log"
+
+    def start(self, timeout: float = 60.0) -> GoPump:
+        """Start it (heartbeat and fake binlogs every second) and wait until it is registered online."""
+        from ingest.registry import load_registry
+        from ingest.registry.base import ONLINE, PUMP
+
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen(
+            [str(self.binary), "-addr", self.addr, "-advertise-addr", self.addr, "-pd-urls", self.pd.url,
+             "-data-dir", str(self.root / self.node_id), "-node-id", self.node_id, "-heartbeat-interval", "1",
+             "-fake-binlog-interval", "1", "-log-file", str(self.log), *self.extra_args],
+            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True, cwd=self.root)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the Go pump exited with {self.proc.returncode}:\n{self.log_tail()}")
+            registry = load_registry(self.registry)
+            try:
+                node = registry.get_node(PUMP, self.node_id)
+            finally:
+                registry.close()
+            if node is not None and node.state == ONLINE and node.max_commit_ts > 0:
+                return self
+            time.sleep(0.3)
+        raise RuntimeError(f"the Go pump is not registered online after {timeout}s:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last lines of its log."""
+        return _tail(self.log, lines)
+
+    def kill(self) -> None:
+        """``kill -9`` it."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
