@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -120,6 +121,22 @@ class PullClient:
             yield item
             if item.commit_ts == to_ts:
                 return
+
+    def latest(self, after: int, budget: float = 2.0) -> int:
+        """The highest commit ts the pump sends above ``after`` until it has been silent for this
+        client's ``idle_timeout`` or ``budget`` seconds have passed (``after`` if it sends none):
+        what the pump has emitted, so at or below its watermark now."""
+        last = after
+        deadline = time.monotonic() + budget
+        try:
+            for item in self.binlogs(after):
+                last = item.commit_ts
+                if time.monotonic() >= deadline:
+                    break
+        except grpc.RpcError as e:
+            if e.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise
+        return last
 
     def first(self, after: int) -> Pulled:
         """The first binlog above ``after`` (an idle pump sends a fake one within seconds)."""

@@ -3,9 +3,11 @@
 Each pump is read through the protocol it serves, decided once per run from its answer: binlake's
 ``binlake.v1.PumpScan`` (its ``Watermark``), else TiDB's ``/binlog.Pump/PullBinlogs`` (TiDB
 Binlog's Go pump, which has no Watermark RPC). A PullBinlogs pump's watermark is the larger of the
-``maxCommitTS`` its registry entry carries (its sorter's watermark, refreshed every heartbeat) and
-the commit ts of the first binlog its stream sends after it: the stream is in commit order and
-never passes the pump's watermark, so no commit at or below either can still arrive there.
+``maxCommitTS`` its registry entry carries (its sorter's watermark as of its last heartbeat; a
+pump waiting to go offline stops updating it) and the last commit ts its stream sends from there
+until it falls silent (at most ``CATCH_UP_BUDGET`` seconds): the stream is in commit order and
+never passes the pump's watermark, so no commit at or below either can still arrive there (TiDB
+Binlog's drainer merges by what each pump has sent, the same bound).
 
 ``to_ts`` defaults to the minimum watermark over every pump that is not offline; a requested
 ``to_ts`` above it is refused (never a silent partial batch), and so is a ``from_ts`` below a
@@ -124,6 +126,10 @@ def make_plan(registry_uri: str, cluster_id: int, from_ts: int, to_ts: int | Non
     return Plan(cluster_id, from_ts, to_ts, tuple(targets), tuple(notes), security, compressor)
 
 
+CATCH_UP_QUIET = 0.5    # seconds of silence that end a PullBinlogs pump's watermark read
+CATCH_UP_BUDGET = 2.0   # seconds the read may take at most
+
+
 def _target(node: NodeStatus, cluster_id: int, timeout: float, credentials: grpc.ChannelCredentials | None,
             compressor: str, tls: ssl.SSLContext | None) -> PumpTarget:
     """How to read ``node`` and its watermark: PumpScan's Watermark, else the PullBinlogs probe."""
@@ -148,7 +154,11 @@ def _target(node: NodeStatus, cluster_id: int, timeout: float, credentials: grpc
         raise _answer_error(where, "its PullBinlogs stream", e) from e
     except PullStreamError as e:
         raise PlanError(f"{where}: {e}") from e
-    return PumpTarget(node.node_id, node.host, node.state, max(node.max_commit_ts, first.commit_ts),
+    # the registry entry lags a heartbeat, and stops moving while the pump waits to go offline: read on
+    # to what the pump has emitted by now (it sends what it holds at once, new binlogs within 0.1 s)
+    caught_up = PullClient(node.host, cluster_id, idle_timeout=CATCH_UP_QUIET, credentials=credentials,
+                           compressor=compressor).latest(first.commit_ts, CATCH_UP_BUDGET)
+    return PumpTarget(node.node_id, node.host, node.state, max(node.max_commit_ts, caught_up),
                       published_gc_ts(node.host, tls), PULL_BINLOGS)
 
 
