@@ -203,7 +203,7 @@ class SchemaHistory:
         base = self.version_at(table_id, schema_version)
         floor = base.schema_version if base is not None else schema_version
         found = []
-        for v in self._versions[table_id]:
+        for v in self._versions.get(table_id, []):
             pos = order.position(v.job)
             if v.schema_version > floor and pos is not None and (v.table is not None or base is not None):
                 found.append((pos, v.schema_version))

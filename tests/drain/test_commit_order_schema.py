@@ -105,6 +105,7 @@ def test_a_table_id_newer_than_the_dmls_schema_version_is_in_force_once_its_ddl_
     assert history.version_in_force(new_id, 15, 401, order).table.id == new_id
     assert history.version_in_force(new_id, 15, 401, order).schema_version == 16
     assert history.version_in_force(new_id, 15, 399, order) is None   # its DDL has not committed yet
+    assert history.version_in_force(999, 15, 401, order) is None      # an id the history never had
     assert history.ended(TID, history.version_in_force(TID, 15, 401, order).schema_version)   # the old id ended
     assert history.version_in_force(TID, 15, 399, order).schema_version == 10
     # decoded: the new id's row with the new table; a row the old id took after the TRUNCATE is dropped,

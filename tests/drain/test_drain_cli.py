@@ -48,20 +48,26 @@ def test_dry_run_prints_the_plan_and_a_too_high_to_ts_is_refused(env: Env) -> No
 
 
 def test_a_drain_killed_mid_commit_and_rerun_equals_an_uninterrupted_run(env: Env) -> None:
+    crash_mid_commit(env)
+    env.sql("insert into c values (3, 'c3')")                              # more work arrives meanwhile
+    rerun_equals_an_uninterrupted_run(env, ("a", "b", "c"))
+
+
+def crash_mid_commit(env: Env) -> subprocess.CompletedProcess:
+    """Tables a, b, c with changes from both servers, drained by a CLI killed right after its 3rd table
+    commit (b's changelog committed, b's mirror not); returns the killed run."""
     for t in ("a", "b", "c"):
         env.sql(f"create table {t} (id int primary key, v varchar(10))")
         env.sql(f"insert into {t} values (1, '{t}1'), (2, '{t}2')")
         env.sql(f"update {t} set v = 'x' where id = 1", server=1)
     env.settle()
-    # killed right after its 3rd table commit (b's changelog committed, b's mirror not)
     r = binlake("drain", *cli_args(env.options), "--spark-master", "local[2]", failpoints=("sink-commit=3",),
                 cwd=env.root)
     assert r.returncode == CRASH_STATUS, r.stderr[-2000:]
     cat = env.catalog()
     assert cat.table_exists("test.a") and cat.table_exists("test.b__changelog")
     assert not cat.table_exists("test.b") or cat.load_table("test.b").current_snapshot() is None
-    env.sql("insert into c values (3, 'c3')")                              # more work arrives meanwhile
-    rerun_equals_an_uninterrupted_run(env, ("a", "b", "c"))
+    return r
 
 
 def rerun_equals_an_uninterrupted_run(env: Env, tables: tuple[str, ...]) -> None:

@@ -18,8 +18,7 @@ import pytest
 from ingest.registry import load_registry
 from ingest.registry.base import PUMP, NodeStatus
 from tests.drain.conftest import Env, make_env, read_table
-from tests.drain.crashing_cli import CRASH_STATUS
-from tests.drain.test_drain_cli import ROOT, binlake, cli_args, rerun_equals_an_uninterrupted_run
+from tests.drain.test_drain_cli import ROOT, cli_args, crash_mid_commit, rerun_equals_an_uninterrupted_run
 from tests.drain.test_follow import last_ts
 from tests.drain.test_mysql_sink import checkpoint_row, mysql_options, verify_mysql
 from tests.servers import MariaDBServer
@@ -107,15 +106,7 @@ def test_a_mixed_cluster_drains_exactly_while_a_workload_with_ddl_runs(mixed: En
 
 
 def test_a_run_killed_mid_commit_over_pull_only_pumps_is_finished_exactly_by_the_next(pulled: Env) -> None:
-    for t in ("a", "b", "c"):
-        pulled.sql(f"create table {t} (id int primary key, v varchar(10))")
-        pulled.sql(f"insert into {t} values (1, '{t}1'), (2, '{t}2')")
-        pulled.sql(f"update {t} set v = 'x' where id = 1", server=1)
-    pulled.settle()
-    r = binlake("drain", *cli_args(pulled.options), "--spark-master", "local[2]", failpoints=("sink-commit=3",),
-                cwd=pulled.root)
-    assert r.returncode == CRASH_STATUS, r.stderr[-2000:]
-    assert "via PullBinlogs" in r.stdout
+    assert "via PullBinlogs" in crash_mid_commit(pulled).stdout
     pulled.sql("insert into c values (3, 'c3')")
     rerun_equals_an_uninterrupted_run(pulled, ("a", "b", "c"))
 
