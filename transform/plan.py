@@ -146,6 +146,10 @@ def _target(node: NodeStatus, cluster_id: int, timeout: float, credentials: grpc
     puller = PullClient(node.host, cluster_id, idle_timeout=timeout, credentials=credentials, compressor=compressor)
     try:
         first = puller.first(max(node.max_commit_ts - 1, 0))
+        # the registry entry lags a heartbeat, and stops moving while the pump waits to go offline: read
+        # on to what the pump has emitted by now (it sends what it holds at once, new binlogs within 0.1 s)
+        caught_up = PullClient(node.host, cluster_id, idle_timeout=CATCH_UP_QUIET, credentials=credentials,
+                               compressor=compressor).latest(first.commit_ts, CATCH_UP_BUDGET)
     except grpc.RpcError as e:
         if e.code() == grpc.StatusCode.UNIMPLEMENTED:
             raise PlanError(f"{where} serves neither binlake.v1.PumpScan ({scan_error}) nor TiDB's "
@@ -154,10 +158,6 @@ def _target(node: NodeStatus, cluster_id: int, timeout: float, credentials: grpc
         raise _answer_error(where, "its PullBinlogs stream", e) from e
     except PullStreamError as e:
         raise PlanError(f"{where}: {e}") from e
-    # the registry entry lags a heartbeat, and stops moving while the pump waits to go offline: read on
-    # to what the pump has emitted by now (it sends what it holds at once, new binlogs within 0.1 s)
-    caught_up = PullClient(node.host, cluster_id, idle_timeout=CATCH_UP_QUIET, credentials=credentials,
-                           compressor=compressor).latest(first.commit_ts, CATCH_UP_BUDGET)
     return PumpTarget(node.node_id, node.host, node.state, max(node.max_commit_ts, caught_up),
                       published_gc_ts(node.host, tls), PULL_BINLOGS)
 

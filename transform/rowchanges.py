@@ -176,8 +176,7 @@ class _Decoder:
         key = (table_id, version)
         ok = self.allowed.get(key)
         if ok is None:
-            tv = self.ctx.history.version_at(table_id, version)
-            if tv is None or tv.table is None:
+            if self.ctx.history.version_at(table_id, version) is None:
                 raise DrainError(f"transaction committed at {commit_ts} changes table id {table_id}, which the "
                                  f"DDL history does not know at schema version {version}")
             ok = any(self.ctx.filter.allows(v.db, v.table.name)
@@ -199,6 +198,8 @@ class _Decoder:
         seq = 0
         for m in pv.mutations:
             version = self._version(m.table_id, pv.schema_version, commit_ts)
+            if not self._allowed(m.table_id, version, commit_ts):
+                continue
             key = (m.table_id, version)
             ended = self.ended.get(key)
             if ended is None:
@@ -207,8 +208,6 @@ class _Decoder:
                 count = self.stale.setdefault(key, [commit_ts, 0])
                 count[0] = min(count[0], commit_ts)
                 count[1] += len(_mutation_rows(m))
-                continue
-            if not self._allowed(m.table_id, version, commit_ts):
                 continue
             g = self.groups.get((m.table_id, version))
             if g is None:
