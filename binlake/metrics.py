@@ -6,7 +6,9 @@ Pushgateway (job ``binlake_drain``, grouped by cluster id); follow mode also ser
 Names follow TiDB Binlog's drainer where it has one (``binlog_drainer_checkpoint_tso``,
 ``binlog_drainer_checkpoint_delay_seconds``, ``binlog_drainer_event_total{type}``); the per-run
 figures it has no name for are ``binlake_drain_last_run_*`` gauges (the batch-job convention: the
-values of the last run, with its outcome and end time), and ``binlake_drain_runs_total{outcome}``.
+values of the last run, with its outcome and end time), ``binlake_drain_runs_total{outcome}``, and
+``binlake_drain_stale_row_changes_total``: row changes dropped because they were written to a table
+id truncated away or dropped before they committed (TiDB shows them to nobody; alert on a rise).
 """
 from __future__ import annotations
 
@@ -40,6 +42,9 @@ class DrainerMetrics:
                                       "seconds between now and the checkpoint's physical time", registry=r)
         self.events = Counter("binlog_drainer_event", "row changes and DDLs applied", ["type"], registry=r)
         self.runs = Counter("binlake_drain_runs", "runs by outcome", ["outcome"], registry=r)
+        self.stale = Counter("binlake_drain_stale_row_changes",
+                             "row changes dropped: written to a table id that had ended before they committed",
+                             registry=r)
         self.success = Gauge("binlake_drain_last_run_success", "1 when the last run succeeded, else 0", registry=r)
         self.finished = Gauge("binlake_drain_last_run_timestamp_seconds", "when the last run ended", registry=r)
         self.to_ts = Gauge("binlake_drain_last_run_to_ts", "the last run's range end (a TSO)", registry=r)
@@ -69,6 +74,7 @@ class DrainerMetrics:
             self.events.labels("DDL").inc(len(t.get("ddl", [])))
         for stage, seconds in report.get("stages", {}).items():
             self.stages.labels(stage).set(seconds)
+        self.stale.inc(report.get("counts", {}).get("stale_row_changes", 0))
         self.observe_checkpoint(report.get("checkpoint_after"))
 
     def failed(self) -> None:

@@ -68,6 +68,7 @@ def test_a_run_writes_and_pushes_its_metrics_and_a_failed_run_says_so(env: Env, 
     assert rows == {"I": 3, "U": 1, "D": 1}
     assert got[("binlake_drain_last_run_success", ())] == 1
     assert got[("binlake_drain_runs_total", (("outcome", "ok"),))] == 1
+    assert got[("binlake_drain_stale_row_changes_total", ())] == report["counts"]["stale_row_changes"] == 0
     assert got[("binlog_drainer_checkpoint_tso", ())] == report["checkpoint_after"] >> 18
     assert got[("binlog_drainer_event_total", (("type", "Insert"),))] >= 3
     stages = {dict(labels)["stage"]: v for (name, labels), v in got.items()
@@ -93,3 +94,13 @@ def test_a_run_writes_and_pushes_its_metrics_and_a_failed_run_says_so(env: Env, 
     observed_ms = (report["checkpoint_after"] >> 18) + failed[("binlog_drainer_checkpoint_delay_seconds", ())] * 1000
     assert tso_before <= observed_ms <= env.cluster.ts() >> 18
     assert samples(gateway.pushes[-1][2]) == failed
+
+
+def test_stale_row_changes_add_up_over_runs(tmp_path: Path) -> None:
+    from binlake.metrics import DrainerMetrics
+
+    metrics = DrainerMetrics()
+    for stale in (5, 0, 2):
+        metrics.succeeded({"to_ts": 1 << 18, "checkpoint_after": 1 << 18, "counts": {"stale_row_changes": stale}})
+    metrics.publish(str(tmp_path))
+    assert samples((tmp_path / "metrics.prom").read_text())[("binlake_drain_stale_row_changes_total", ())] == 7
