@@ -6,11 +6,14 @@ TiDB's own SQL is the upstream; nothing goes through the emulator."""
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
-from dataclasses import dataclass
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pymysql
 import pytest
 
 from binlake.drain import run_drain_command, run_verify_command
@@ -18,6 +21,14 @@ from binlake.drain_config import DrainerConfig, IcebergSection, ParquetSection, 
 from binlake.local import PumpProcess
 from tests.realtidb.peers import PDEtcd, TiDBServer, remove, scratch_dir
 from tests.upstream.binlogs import wait_watermarks
+
+
+@dataclass
+class Writes:
+    """What ``RealCluster.writing``'s threads did: transactions committed, TiDB's refusals."""
+
+    committed: int = 0
+    errors: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -59,6 +70,44 @@ class RealCluster:
         report = run_drain_command(options, out=out)
         report["output"] = out.getvalue()
         return report
+
+    @contextmanager
+    def writing(self, database: str, transaction: Callable[[Any, int, int], None], writers: int = 4
+                ) -> Iterator[Writes]:
+        """While the block runs, ``writers`` threads, each on a connection of its own to ``database``,
+        call ``transaction(cursor, writer, i)`` for i = 1, 2, …; it commits what it writes. A MySQL
+        error (write conflict, schema changed, no binlog written) rolls back and is kept in ``errors``."""
+        stop = threading.Event()
+        done = Writes()
+        lock = threading.Lock()
+
+        def writer(w: int) -> None:
+            conn = self.tidb.connect(database)
+            i = 0
+            try:
+                while not stop.is_set():
+                    i += 1
+                    try:
+                        with conn.cursor() as cur:
+                            transaction(cur, w, i)
+                        with lock:
+                            done.committed += 1
+                    except pymysql.err.MySQLError as e:   # TiDB's answers under concurrent DDL and faults
+                        conn.rollback()
+                        with lock:
+                            done.errors.append(str(e))
+            finally:
+                conn.close()
+
+        threads = [threading.Thread(target=writer, args=(w,)) for w in range(writers)]
+        for thread in threads:
+            thread.start()
+        try:
+            yield done
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join(60)
 
     def verify(self, options: DrainerConfig, ts: int | None = None, against: str | None = None) -> str:
         """``binlake verify`` against TiDB's MySQL port; fails the test with its output on a difference."""

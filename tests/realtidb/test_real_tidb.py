@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import json
 import random
-import threading
 import time
 from typing import Any
 
 import pyarrow as pa
-import pymysql
 import pytest
 
 from binlake.drain import open_iceberg_catalog
@@ -227,42 +225,22 @@ def test_add_and_drop_column_under_concurrent_writes(real: RealCluster, maria: M
     """TiDB lets a transaction begun in DROP COLUMN's delete-only state commit after the job's last DDL
     binlog with the older schema version; every sink must still equal TiDB."""
     run(real, "rt_load", ["CREATE TABLE t (id INT PRIMARY KEY, a INT, b VARCHAR(20))"])
-    stop = threading.Event()
-    errors: list[str] = []
-    committed = [0]
+    rngs = [random.Random(seed) for seed in range(4)]
 
-    def writer(seed: int) -> None:
-        rng = random.Random(seed)
-        conn = real.tidb.connect("rt_load")
-        try:
-            while not stop.is_set():
-                key = rng.randrange(200)
-                try:
-                    with conn.cursor() as cur:
-                        cur.execute("BEGIN")
-                        cur.execute(f"DELETE FROM t WHERE id = {key}")
-                        cur.execute(f"INSERT INTO t (id, a, b) VALUES ({key}, {rng.randrange(1000)}, 'w{seed}')")
-                        cur.execute(f"UPDATE t SET a = a + 1 WHERE id = {rng.randrange(200)}")
-                        cur.execute("COMMIT")
-                    committed[0] += 1
-                except pymysql.err.MySQLError as e:   # write conflicts, schema changed: TiDB's answers
-                    conn.rollback()
-                    errors.append(str(e))
-        finally:
-            conn.close()
+    def transaction(cur: Any, w: int, i: int) -> None:
+        rng = rngs[w]
+        key = rng.randrange(200)
+        cur.execute("BEGIN")
+        cur.execute(f"DELETE FROM t WHERE id = {key}")
+        cur.execute(f"INSERT INTO t (id, a, b) VALUES ({key}, {rng.randrange(1000)}, 'w{w}')")
+        cur.execute(f"UPDATE t SET a = a + 1 WHERE id = {rng.randrange(200)}")
+        cur.execute("COMMIT")
 
-    threads = [threading.Thread(target=writer, args=(seed,)) for seed in range(4)]
-    for thread in threads:
-        thread.start()
-    try:
+    with real.writing("rt_load", transaction) as writes:
         for cycle in range(6):
             real.tidb.execute(f"ALTER TABLE t ADD COLUMN c{cycle} INT DEFAULT {cycle}",
                               f"ALTER TABLE t DROP COLUMN c{cycle}", database="rt_load")
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join(60)
-    assert committed[0] > 50, errors[-5:]
+    assert writes.committed > 50, writes.errors[-5:]
     drain_everywhere(real, maria, "load", ["rt_load"])
 
 
@@ -271,40 +249,19 @@ def test_truncate_under_concurrent_writes(real: RealCluster, maria: MariaDBServe
     the new table id under its older schema version, committing after the DDL binlog: the DML is
     decoded with the new table (it happened here at least once in every run tried)."""
     run(real, "rt_trunc", ["CREATE TABLE a (id INT PRIMARY KEY, n INT)", "CREATE TABLE t (a INT, b INT)"])
-    stop = threading.Event()
-    committed = [0]
 
-    def writer(w: int) -> None:
-        conn = real.tidb.connect("rt_trunc")
-        i = 0
-        try:
-            while not stop.is_set():
-                i += 1
-                try:
-                    with conn.cursor() as cur:
-                        cur.execute("BEGIN")
-                        cur.execute(f"INSERT INTO a VALUES ({w * 10**6 + i}, {i})")
-                        time.sleep(0.002)
-                        cur.execute(f"INSERT INTO t VALUES ({w}, {i})")
-                        cur.execute("COMMIT")
-                    committed[0] += 1
-                except pymysql.err.MySQLError:   # schema changed: TiDB's answer to some of them
-                    conn.rollback()
-        finally:
-            conn.close()
+    def transaction(cur: Any, w: int, i: int) -> None:
+        cur.execute("BEGIN")
+        cur.execute(f"INSERT INTO a VALUES ({w * 10**6 + i}, {i})")
+        time.sleep(0.002)
+        cur.execute(f"INSERT INTO t VALUES ({w}, {i})")
+        cur.execute("COMMIT")
 
-    threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
-    for thread in threads:
-        thread.start()
-    try:
+    with real.writing("rt_trunc", transaction) as writes:
         for _ in range(10):
             time.sleep(0.3)
             real.tidb.execute("TRUNCATE TABLE rt_trunc.t")
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join(60)
-    assert committed[0] > 50
+    assert writes.committed > 50, writes.errors[-5:]
     to_ts = drain_everywhere(real, maria, "trunc", ["rt_trunc"])
     assert written_ahead_of_their_schema(real, to_ts) > 0, "no transaction wrote a table id newer than its version"
 

@@ -1,10 +1,8 @@
 """Faults with a real tidb-server: a pump killed with ``kill -9`` under TiDB's load loses nothing."""
 from __future__ import annotations
 
-import threading
 import time
-
-import pymysql
+from typing import Any
 
 from tests.realtidb.conftest import RealCluster
 from tests.waiting import wait_for
@@ -14,43 +12,23 @@ def test_a_pump_killed_under_load_loses_no_commit(real: RealCluster) -> None:
     """TiDB's pump client moves to the other pump when one dies; the dead pump comes back with what
     it acknowledged; the drain equals TiDB, and every transaction TiDB acknowledged is in the lake."""
     real.tidb.execute("CREATE DATABASE rt_kill", "CREATE TABLE rt_kill.t (id INT PRIMARY KEY, w INT, n INT)")
-    stop = threading.Event()
     acknowledged: list[tuple[int, int]] = []
-    failures: list[str] = []
 
-    def writer(w: int) -> None:
-        conn = real.tidb.connect("rt_kill")
-        n = 0
-        try:
-            while not stop.is_set():
-                n += 1
-                try:
-                    with conn.cursor() as cur:
-                        cur.execute(f"INSERT INTO t VALUES ({w * 1_000_000 + n}, {w}, {n})")
-                    acknowledged.append((w, n))
-                except pymysql.err.MySQLError as e:   # a commit whose binlog could not be written fails
-                    failures.append(str(e))
-        finally:
-            conn.close()
+    def transaction(cur: Any, w: int, n: int) -> None:   # autocommit: one INSERT, acknowledged when it returns
+        cur.execute(f"INSERT INTO t VALUES ({w * 1_000_000 + n}, {w}, {n})")
+        acknowledged.append((w, n))
 
-    threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
-    for thread in threads:
-        thread.start()
-    try:
+    with real.writing("rt_kill", transaction) as writes:   # a commit whose binlog could not be written fails
         wait_for(lambda: len(acknowledged) > 200, 60, "TiDB commits before the kill")
         victim = real.pumps[0]
         victim.kill()
         at_kill = len(acknowledged)
         wait_for(lambda: len(acknowledged) > at_kill + 200, 120,
-                 lambda: f"TiDB commits after the kill (failures: {failures[-3:]})")
+                 lambda: f"TiDB commits after the kill (failures: {writes.errors[-3:]})")
         victim.start()                                  # same data dir and node id: what it acknowledged is back
         time.sleep(1)
         at_restart = len(acknowledged)
         wait_for(lambda: len(acknowledged) > at_restart + 100, 120, "TiDB commits after the restart")
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join(60)
 
     options = real.options("kill", ["rt_kill"])
     report = real.drain(options)
