@@ -15,7 +15,7 @@ PYTEST_ARGS ?=
 # pins the tidb that TiDB Binlog v8.3.0 uses) into a git-ignored folder; a built binary is kept.
 PEERS := .peers
 GO_ENV := GOTOOLCHAIN=go1.21.13 CGO_ENABLED=0 GOFLAGS='-mod=mod -buildvcs=false'
-PEER_BINS := $(PEERS)/tidb-server $(PEERS)/pdetcd $(PEERS)/pdts
+PEER_BINS := $(PEERS)/tidb-server $(PEERS)/pdetcd $(PEERS)/pdts $(PEERS)/pumpbench
 
 export SPARK_LOCAL_IP := 127.0.0.1
 export GX_ANALYTICS_ENABLED := false
@@ -51,7 +51,8 @@ system-deps:
 			--no-install-recommends $(APT_PACKAGES) || { $(HAVE_SYSTEM_DEPS); } >/dev/null 2>&1; }; \
 	fi
 
-# tidb-server (the first build takes 15-25 min on 2 cores, then seconds) and the PD + etcd test peer.
+# tidb-server (the first build takes 15-25 min on 2 cores, then seconds), the PD + etcd test peer, PD's
+# Go client (pdts) and TiDB's pump client as a load (pumpbench, bench/pump_write_go.py).
 $(PEERS)/tidb-server: tests/peers/go.mod
 	cd tests/peers && $(GO_ENV) go build -o ../../$@ github.com/pingcap/tidb/tidb-server
 
