@@ -87,9 +87,14 @@ def ddl_job_ids(batch: ScanBatch, commits: np.ndarray) -> pa.Int64Array:
     for i in np.flatnonzero(commits).tolist():
         off = int(batch.offsets[i])
         b = parse(data[off:off + int(batch.lengths[i])])
-        if b.ddl_job_id and b.ddl_schema_state != mt.STATE_DELETE_ONLY:
-            out[i] = b.ddl_job_id
+        out[i] = ddl_commit_job(b.ddl_job_id, b.ddl_schema_state)
     return pa.array(out, pa.int64())
+
+
+def ddl_commit_job(job_id: int, schema_state: int) -> int:
+    """The DDL job whose commit position a commit binlog with these DDL fields marks (0: none; the
+    delete-only state's extra binlog of DROP COLUMN marks none)."""
+    return job_id if schema_state != mt.STATE_DELETE_ONLY else 0
 
 
 def scan_range(addr: str, cluster_id: int, from_ts: int, to_ts: int, source: int = 0,
@@ -118,7 +123,7 @@ def pull_range(addr: str, cluster_id: int, from_ts: int, to_ts: int, source: int
     for item in client.read_range(from_ts, to_ts):
         if item.fake or item.tp != bl.COMMIT:
             continue
-        ddl = item.ddl_job_id if item.ddl_schema_state != mt.STATE_DELETE_ONLY else 0
+        ddl = ddl_commit_job(item.ddl_job_id, item.ddl_schema_state)
         tp += (bl.PREWRITE, bl.COMMIT)
         start += (item.start_ts, item.start_ts)
         commit += (0, item.commit_ts)
