@@ -3,7 +3,9 @@ the registry as an *online* drainer the way TiDB Binlog's drainer is.
 
 - gRPC ``binlog.Cistern`` on ``addr`` (registered as the node's host): ``Notify`` answers, so a pump
   (re)joining the cluster can notify this drainer before serving writes.
-- HTTP on ``status-addr`` (the registry label pumps and ``binlake ctl`` use): ``GET /status``
+- HTTP on ``addr`` too, as TiDB's drainer serves it (``binlogctl -cmd pause-drainer`` sends its
+  request to the registered host), and on ``status-addr`` (the registry label pumps and
+  ``binlake ctl`` use): ``GET /status``
   (TiDB's keys: ``PumpPos``, ``Synced``, ``LastTS``, ``TsMap``), ``GET /metrics`` (Prometheus,
   TiDB Binlog's drainer names), ``PUT /state/<node-id>/pause|close``.
 - The registry entry is rewritten every second with ``maxCommitTS`` = the checkpoint, so a pump
@@ -20,10 +22,10 @@ import logging
 import signal
 import threading
 import time
-from concurrent import futures
 from typing import Any, TextIO
 
 import grpc
+from google.protobuf.message import DecodeError
 from prometheus_client import generate_latest
 
 from binlake.drain import cluster_id_of, open_sink, run_drain_command
@@ -31,30 +33,34 @@ from binlake.drain_config import DrainerConfig
 from binlake.metrics import DrainerMetrics
 from binlake.presence import UpdateClock
 from ingest.config import ConfigError
-from ingest.httpserver import GuardedHandler, SecureHTTPServer, make_server, serve_in_thread
+from ingest.frontdoor import FrontDoor
+from ingest.http2.server import Call, Method, Methods, RpcAbort
+from ingest.httpserver import GuardedHandler, warn_if_plain
+from ingest.peerlog import PeerLog
 from ingest.registry import load_registry
 from ingest.registry.base import DRAINER, OFFLINE, ONLINE, PAUSED, STATUS_ADDR_LABEL, NodeStatus
-from ingest.security import SecurityConfig, grpc_peer_cn
-from schemas import cistern_pb2, cistern_pb2_grpc
+from ingest.security import SecurityConfig
+from schemas import cistern_pb2
 
 log = logging.getLogger(__name__)
 
 
-class _Cistern(cistern_pb2_grpc.CisternServicer):
+def _cistern(security: SecurityConfig) -> Methods:
     """``/binlog.Cistern/Notify``: a pump (re)joining tells the drainer; under mutual TLS only the
     Common Names in ``cert-allowed-cn`` may call."""
 
-    def __init__(self, security: SecurityConfig) -> None:
-        self.security = security
-
-    def Notify(self, request: cistern_pb2.NotifyReq, context: grpc.ServicerContext) -> cistern_pb2.NotifyResp:
-        if self.security.enabled and self.security.ssl_ca:
-            cn = grpc_peer_cn(context.auth_context())
-            if not self.security.allows(cn):
-                context.abort(grpc.StatusCode.PERMISSION_DENIED,
-                              f"client certificate CN {cn!r} is not in the drainer's cert-allowed-cn")
+    def notify(raw: bytes, call: Call) -> bytes:
+        if security.enabled and security.ssl_ca and not security.allows(call.cn):
+            raise RpcAbort(grpc.StatusCode.PERMISSION_DENIED,
+                           f"client certificate CN {call.cn!r} is not in the drainer's cert-allowed-cn")
+        try:
+            cistern_pb2.NotifyReq.FromString(raw)
+        except DecodeError as e:
+            raise RpcAbort(grpc.StatusCode.INVALID_ARGUMENT,
+                           f"malformed NotifyReq: not valid protobuf ({e})") from None
         log.info("notified by a pump")
-        return cistern_pb2.NotifyResp()
+        return b""
+    return {"/binlog.Cistern/Notify": Method(notify)}
 
 
 class Follower:
@@ -70,9 +76,7 @@ class Follower:
         self.last_applied = time.monotonic()
         self.pump_pos: dict[str, int] = {}
         self.metrics = DrainerMetrics()
-        self.cistern = _Cistern(options.security)
-        self.grpc_server: grpc.Server | None = None
-        self.httpd: SecureHTTPServer | None = None
+        self.door: FrontDoor | None = None
         self.advertise = ""
         self.status_addr = ""
         self.clock: UpdateClock | None = None
@@ -131,20 +135,24 @@ class Follower:
     # ---- servers ---------------------------------------------------------------------------
 
     def _start_servers(self) -> None:
+        """Cistern and the HTTP API on ``addr`` (TiDB's tools send ``PUT /state/…`` there), and the
+        HTTP API on ``status-addr`` too (binlake's tools find it in the registry label)."""
         o = self.options
-        self.grpc_server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-        cistern_pb2_grpc.add_CisternServicer_to_server(self.cistern, self.grpc_server)
-        creds = o.security.grpc_server_credentials()
-        port = self.grpc_server.add_secure_port(o.addr, creds) if creds else self.grpc_server.add_insecure_port(o.addr)
-        if port == 0:
-            raise ConfigError(f"addr {o.addr}: cannot listen")
-        self.grpc_server.start()
-        host = o.addr.rsplit(":", 1)[0]
-        self.advertise = o.advertise_addr or f"{host}:{port}"
-        shost = o.status_addr.rpartition(":")[0]
-        self.httpd = make_server(o.status_addr, _handler(self), o.security, "the drainer's status API")
-        serve_in_thread(self.httpd, "drainer-http")
-        self.status_addr = f"{shost or '127.0.0.1'}:{self.httpd.server_address[1]}"
+        self.door = FrontDoor(_cistern(o.security), _handler(self), o.security, 4 << 20, PeerLog(log), "drainer-door")
+        try:
+            port = self.door.listen(o.addr)
+            host = o.addr.rsplit(":", 1)[0]
+            self.advertise = o.advertise_addr or f"{host}:{port}"
+            if o.status_addr and o.status_addr != o.addr:
+                warn_if_plain(o.status_addr, o.security, "the drainer's status API")
+                sport = self.door.listen(o.status_addr)
+                self.status_addr = f"{o.status_addr.rpartition(':')[0] or '127.0.0.1'}:{sport}"
+            else:
+                self.status_addr = self.advertise
+        except OSError as e:
+            self.door.stop(0)
+            self.door = None
+            raise ConfigError(f"addr {o.addr} / status-addr {o.status_addr}: cannot listen ({e})") from None
 
     def status(self) -> dict[str, Any]:
         """TiDB's drainer ``/status`` body."""
@@ -163,7 +171,7 @@ class Follower:
         self.checkpoint = self.saved_checkpoint()
         self.metrics.observe_checkpoint(self.checkpoint)
         self._start_servers()
-        scheme = self.httpd.scheme if self.httpd else "http"
+        scheme = "https" if self.options.security.enabled else "http"
         print(f"binlake drain --follow: Cistern on {self.advertise}, status on {scheme}://{self.status_addr}, "
               f"every {self.interval:g} s", file=self.out, flush=True)
         self._register(ONLINE)
@@ -185,10 +193,8 @@ class Follower:
             self.stop.set()
             beat.join(5)
             self._register(self.final_state)
-            if self.httpd is not None:
-                self.httpd.shutdown()
-            if self.grpc_server is not None:
-                self.grpc_server.stop(1).wait()
+            if self.door is not None:
+                self.door.stop(1)
         print(f"binlake drain --follow: stopped at checkpoint {self.checkpoint}, registry state "
               f"{self.final_state}", file=self.out, flush=True)
         return 0

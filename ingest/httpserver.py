@@ -1,65 +1,71 @@
-"""The HTTP(S) server under every binlake status API (the pump's, the following drainer's).
+"""HTTP/1.1 under every binlake status API (the pump's, the following drainer's), as the front door
+(``ingest.frontdoor``) serves it beside gRPC on one port.
 
-With ``[security]`` set it is HTTPS with the component's certificate: client certificates are
-required when ``ssl-ca`` is set, and ``cert-allowed-cn`` applies as on the gRPC ports (``403``
-otherwise). The TLS handshake runs in the connection's own thread, so a client that never finishes
-it holds no one else up. Without ``[security]`` a bind beyond loopback is warned about at start.
-Refused handshakes, refused clients and handler errors are logged as one line per client per
-interval (:class:`ingest.peerlog.PeerLog`), never as tracebacks.
+A route table is a ``GuardedHandler`` subclass (``http.server``'s handler: ``do_GET``, ``do_PUT``…);
+``Http1`` parses requests off a connection's bytes (at most ``MAX_HEAD`` bytes of request line and
+headers, ``MAX_BODY`` of body, ``Content-Length`` bodies only), runs the handler on a thread (handlers
+may block on the registry or PD), and writes its response; keep-alive as HTTP/1.1 has it. Under
+``[security]`` the connection is TLS: ``cert-allowed-cn`` applies as on gRPC (``403`` otherwise).
+Refused clients and handler errors are logged as one line per client per interval
+(:class:`ingest.peerlog.PeerLog`), never as tracebacks.
 """
 from __future__ import annotations
 
+import asyncio
+import io
 import ipaddress
 import logging
-import socket
-import ssl
-import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
+from concurrent.futures import Executor
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from ingest.peerlog import PeerLog
-from ingest.security import SecurityConfig, http_peer_cn
+from ingest.security import SecurityConfig
 
 log = logging.getLogger(__name__)
 
-HANDSHAKE_TIMEOUT = 10.0   # seconds a client has to finish the TLS handshake
+MAX_HEAD = 64 << 10      # request line and headers
+MAX_BODY = 1 << 20       # a request body (the status APIs take none or a small one)
+IDLE_TIMEOUT = 120.0     # seconds a kept-alive connection may sit idle
 
 
-class SecureHTTPServer(ThreadingHTTPServer):
-    """ThreadingHTTPServer with TLS set up per connection in its thread, and one-line error logs."""
+class HttpSide:
+    """What handlers see as ``self.server``: the scheme and the per-client log."""
 
-    daemon_threads = True
-    tls: ssl.SSLContext | None = None
-    peer_log: PeerLog
-
-    def finish_request(self, request: Any, client_address: Any) -> None:
-        if self.tls is not None:
-            request.settimeout(HANDSHAKE_TIMEOUT)
-            try:
-                request = self.tls.wrap_socket(request, server_side=True)
-            except (ssl.SSLError, OSError) as exc:
-                self.peer_log.warn(client_address[0], f"HTTPS handshake refused: {exc}")
-                return
-            request.settimeout(None)
-        super().finish_request(request, client_address)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        exc = sys.exc_info()[1]
-        self.peer_log.warn(client_address[0], f"HTTP request failed: {type(exc).__name__}: {exc}")
+    def __init__(self, tls: bool, peer_log: PeerLog) -> None:
+        self.tls = tls
+        self.peer_log = peer_log
 
     @property
     def scheme(self) -> str:
         """``https`` under TLS, else ``http``."""
-        return "https" if self.tls is not None else "http"
+        return "https" if self.tls else "http"
 
 
 class GuardedHandler(BaseHTTPRequestHandler):
-    """A request handler that refuses clients ``cert-allowed-cn`` does not list (under mutual TLS)."""
+    """A request handler run on one buffered request; refuses clients ``cert-allowed-cn`` does not
+    list (under mutual TLS)."""
 
     security: SecurityConfig = SecurityConfig()
     protocol_version = "HTTP/1.1"
-    server: SecureHTTPServer
+    server: HttpSide  # type: ignore[assignment]
+    peer_cn: str | None = None
+
+    def __init__(self, raw: bytes, client_address: tuple[str, int], server: HttpSide, peer_cn: str | None) -> None:
+        self.peer_cn = peer_cn
+        super().__init__(raw, client_address, server)  # type: ignore[arg-type]
+
+    def setup(self) -> None:
+        self.rfile = io.BytesIO(self.request)
+        self.wfile = io.BytesIO()
+
+    def handle(self) -> None:
+        self.close_connection = True
+        self.handle_one_request()
+
+    def finish(self) -> None:
+        pass
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("http %s", format % args)
@@ -75,15 +81,116 @@ class GuardedHandler(BaseHTTPRequestHandler):
     def parse_request(self) -> bool:
         if not super().parse_request():
             return False
-        if isinstance(self.connection, ssl.SSLSocket) and self.security.ssl_ca:
-            cn = http_peer_cn(self.connection)
-            if not self.security.allows(cn):
-                self.server.peer_log.warn(self.client_address[0],
-                                          f"HTTPS request refused: certificate CN {cn!r} is not in cert-allowed-cn")
-                self.send_body(403, f"client certificate CN {cn!r} is not in cert-allowed-cn\n".encode(),
-                               "text/plain; charset=utf-8")
-                return False
+        if self.server.tls and self.security.ssl_ca and not self.security.allows(self.peer_cn):
+            cn = self.peer_cn
+            self.server.peer_log.warn(self.client_address[0],
+                                      f"HTTPS request refused: certificate CN {cn!r} is not in cert-allowed-cn")
+            self.send_body(403, f"client certificate CN {cn!r} is not in cert-allowed-cn\n".encode(),
+                           "text/plain; charset=utf-8")
+            return False
         return True
+
+
+def respond(handler: type[GuardedHandler], raw: bytes, client: tuple[str, int], side: HttpSide,
+            cn: str | None) -> tuple[bytes, bool]:
+    """Run ``handler`` on one request: its response bytes, and whether the connection may stay."""
+    try:
+        done = handler(raw, client, side, cn)
+    except Exception as exc:  # noqa: BLE001 - one line per client, and a 500 to the client
+        side.peer_log.warn(client[0], f"HTTP request failed: {type(exc).__name__}: {exc}")
+        body = b"internal error\n"
+        return (b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+                b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body, False)
+    out = done.wfile
+    assert isinstance(out, io.BytesIO)
+    return out.getvalue(), not done.close_connection
+
+
+class Http1:
+    """The HTTP/1.1 side of one connection: requests in order, one at a time."""
+
+    def __init__(self, transport: asyncio.Transport, handler: type[GuardedHandler], side: HttpSide,
+                 client: tuple[str, int], cn: str | None, executor: Executor) -> None:
+        self.transport = transport
+        self.handler = handler
+        self.side = side
+        self.client = client
+        self.cn = cn
+        self.executor = executor
+        self.loop = asyncio.get_running_loop()
+        self.buf = bytearray()
+        self.busy = False
+        self.idle: asyncio.TimerHandle | None = None
+
+    def feed(self, data: bytes) -> None:
+        """Bytes from the client."""
+        self.buf += data
+        if not self.busy:
+            self._next()
+
+    def _next(self) -> None:
+        if self.idle is not None:
+            self.idle.cancel()
+            self.idle = None
+        head_end = self.buf.find(b"\r\n\r\n")
+        if head_end < 0:
+            if len(self.buf) > MAX_HEAD:
+                self._refuse(431, "Request Header Fields Too Large")
+            elif self.transport.is_closing():
+                return
+            else:
+                self.idle = self.loop.call_later(IDLE_TIMEOUT, self.transport.close)
+            return
+        if head_end > MAX_HEAD:
+            self._refuse(431, "Request Header Fields Too Large")
+            return
+        length = 0
+        for line in bytes(self.buf[:head_end]).split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            key = name.strip().lower()
+            if key == b"transfer-encoding":
+                self._refuse(411, "Length Required")
+                return
+            if key == b"content-length":
+                if not value.strip().isdigit():
+                    self._refuse(400, "Bad Request")
+                    return
+                length = int(value)
+        if length > MAX_BODY:
+            self._refuse(413, "Content Too Large")
+            return
+        end = head_end + 4 + length
+        if len(self.buf) < end:
+            return
+        raw = bytes(self.buf[:end])
+        del self.buf[:end]
+        self.busy = True
+        self.transport.pause_reading()
+        future = self.loop.run_in_executor(self.executor, respond, self.handler, raw, self.client, self.side, self.cn)
+        future.add_done_callback(self._answered)
+
+    def _answered(self, future: asyncio.Future[tuple[bytes, bool]]) -> None:
+        self.busy = False
+        if self.transport.is_closing():
+            return
+        response, keep = future.result()
+        self.transport.write(response)
+        if not keep:
+            self.transport.close()
+            return
+        self.transport.resume_reading()
+        self._next()
+
+    def _refuse(self, status: int, reason: str) -> None:
+        body = f"{status} {reason}\n".encode()
+        self.transport.write(f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+                             f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        self.transport.close()
+
+    def closed(self) -> None:
+        """The connection ended."""
+        if self.idle is not None:
+            self.idle.cancel()
 
 
 def is_loopback(host: str) -> bool:
@@ -96,28 +203,10 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def make_server(addr: str, handler: type[GuardedHandler], security: SecurityConfig | None, what: str
-                ) -> SecureHTTPServer:
-    """A server for ``handler`` on ``addr`` (``host:port``; port 0 picks one), HTTPS under ``security``;
-    ``what`` names it in the plain-HTTP warning."""
-    security = security or SecurityConfig()
-    host, _, port = addr.rpartition(":")
-    host = host.strip("[]") or "127.0.0.1"
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    server_class: type[SecureHTTPServer] = type("Server", (SecureHTTPServer,), {"address_family": family})
-    bound = type(handler.__name__, (handler,), {"security": security})
-    httpd = server_class((host, int(port)), bound)
-    httpd.tls = security.server_context()
-    httpd.peer_log = PeerLog(log)
-    if httpd.tls is None and not is_loopback(host):
-        log.warning("%s on %s is plain HTTP without authentication: whoever reaches it can change the node's "
-                    "state and read what it serves; set [security] ssl-cert/ssl-key (and ssl-ca) or bind it "
-                    "to 127.0.0.1", what, addr)
-    return httpd
-
-
-def serve_in_thread(httpd: SecureHTTPServer, name: str) -> threading.Thread:
-    """Start ``httpd.serve_forever`` in a daemon thread."""
-    thread = threading.Thread(target=httpd.serve_forever, name=name, daemon=True)
-    thread.start()
-    return thread
+def warn_if_plain(addr: str, security: SecurityConfig, what: str, warn: Callable[..., Any] = log.warning) -> None:
+    """Warn that ``what`` on ``addr`` is plain HTTP reachable beyond this machine (no ``[security]``)."""
+    host = addr.rpartition(":")[0].strip("[]") or "127.0.0.1"
+    if not security.enabled and not is_loopback(host):
+        warn("%s on %s is plain HTTP without authentication: whoever reaches it can change the node's "
+             "state and read what it serves; set [security] ssl-cert/ssl-key (and ssl-ca) or bind it "
+             "to 127.0.0.1", what, addr)

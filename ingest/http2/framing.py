@@ -1,5 +1,5 @@
 """The gRPC-over-HTTP/2 wire pieces binlake's own clients share (without grpcio): frame layout
-(RFC 9113), HPACK decoding of responses, the request header block, and how an HTTP/2 or gRPC ending
+(RFC 9113), the request header block, and how an HTTP/2 or gRPC ending
 maps to a ``grpc.StatusCode``.
 
 Two clients build on it: the Drainer's range-scan reader (``ingest.http2.stream``) and the emulated
@@ -13,8 +13,6 @@ from collections.abc import Sequence
 from urllib.parse import unquote
 
 import grpc
-from hpack import Decoder
-from hpack.table import HeaderTable
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS, PUSH_PROMISE, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = range(10)
@@ -38,46 +36,6 @@ _HTTP_STATUS = {400: grpc.StatusCode.INTERNAL, 401: grpc.StatusCode.UNAUTHENTICA
                 403: grpc.StatusCode.PERMISSION_DENIED, 404: grpc.StatusCode.UNIMPLEMENTED,
                 429: grpc.StatusCode.UNAVAILABLE, 502: grpc.StatusCode.UNAVAILABLE,
                 503: grpc.StatusCode.UNAVAILABLE, 504: grpc.StatusCode.UNAVAILABLE}
-
-
-class _CountingTable(HeaderTable):
-    """hpack's dynamic table, counting insertions (so a decoded block can tell it changed nothing)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.changes = 0
-
-    def add(self, name: bytes, value: bytes) -> None:
-        self.changes += 1
-        super().add(name, value)
-
-
-class HeaderDecoder:
-    """HPACK decoding of one connection's header blocks (``hpack``), memoized: a block that left
-    the dynamic table as it was (no insertion, no size update) decodes the same way until the
-    table changes, so repeated response headers cost a dict lookup; a block that changes the
-    table clears the memo."""
-
-    def __init__(self, memo_size: int = 256) -> None:
-        self._decoder = Decoder()
-        self._table = self._decoder.header_table = _CountingTable()
-        self._memo: dict[bytes, Sequence[tuple[bytes, bytes]]] = {}
-        self._memo_size = memo_size
-
-    def decode(self, block: bytes) -> Sequence[tuple[bytes, bytes]]:
-        """The (name, value) pairs of ``block``; ``HPACKError`` when it is malformed."""
-        known = self._memo.get(block)
-        if known is not None:
-            return known
-        before = (self._table.changes, self._table.maxsize)
-        headers = self._decoder.decode(block, raw=True)
-        assert isinstance(headers, list)  # typed Iterable[HeaderTuple]; a list, which the memo may hand out again
-        if (self._table.changes, self._table.maxsize) == before:
-            if len(self._memo) < self._memo_size:
-                self._memo[block] = headers
-        else:
-            self._memo.clear()
-        return headers
 
 
 class WireRpcError(grpc.RpcError):  # type: ignore[misc]  # grpc has no type information: RpcError is Any
@@ -130,7 +88,7 @@ def trailers_error(headers: Sequence[tuple[bytes, bytes]], http_status: bytes | 
     return WireRpcError(code, unquote(message.decode("utf-8", "replace")) if message else "")
 
 
-def _hpack_string(value: bytes) -> bytes:
+def hpack_string(value: bytes) -> bytes:
     """An HPACK string literal without Huffman coding (7-bit prefix length)."""
     n = len(value)
     if n < 0x7f:
@@ -149,11 +107,11 @@ def request_headers(authority: str, path: str, gzip: bool = False) -> bytes:
     ``gzip``: the request is gzip-compressed and gzip responses are accepted."""
     block = (b"\x83"                                          # :method POST (static 3)
              + b"\x86"                                        # :scheme http (static 6)
-             + b"\x04" + _hpack_string(path.encode())         # :path, name = static 4
-             + b"\x01" + _hpack_string(authority.encode())    # :authority, name = static 1
-             + b"\x0f\x10" + _hpack_string(b"application/grpc")  # content-type, name = static 31
-             + b"\x00" + _hpack_string(b"te") + _hpack_string(b"trailers"))
+             + b"\x04" + hpack_string(path.encode())         # :path, name = static 4
+             + b"\x01" + hpack_string(authority.encode())    # :authority, name = static 1
+             + b"\x0f\x10" + hpack_string(b"application/grpc")  # content-type, name = static 31
+             + b"\x00" + hpack_string(b"te") + hpack_string(b"trailers"))
     if gzip:
         for name in (b"grpc-encoding", b"grpc-accept-encoding"):
-            block += b"\x00" + _hpack_string(name) + _hpack_string(b"gzip")
+            block += b"\x00" + hpack_string(name) + hpack_string(b"gzip")
     return block

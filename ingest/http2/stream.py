@@ -57,7 +57,6 @@ from ingest.http2.framing import (
     S_MAX_FRAME_SIZE,
     SETTINGS,
     WINDOW_UPDATE,
-    HeaderDecoder,
     WireRpcError,
     frame,
     http_error,
@@ -65,6 +64,7 @@ from ingest.http2.framing import (
     rst_error,
     trailers_error,
 )
+from ingest.http2.hpack_decoder import HpackDecoder
 
 WINDOW = 1 << 30               # what the server may send before it sees a WINDOW_UPDATE
 MAX_FRAME = (1 << 24) - 1      # the largest DATA frame we accept (RFC 9113's maximum)
@@ -96,7 +96,7 @@ class _Call:
         self.buf = bytearray(READ_BUFFER)
         self.view = memoryview(self.buf)
         self.lo = self.hi = 0                          # buffered bytes: buf[lo:hi]
-        self.headers = HeaderDecoder()
+        self.headers = HpackDecoder()
         self.http_status: bytes | None = None
         self.header_parts: list[bytes] = []
         self.header_flags = 0

@@ -1,5 +1,5 @@
-"""The pump's HTTP status API (TiDB Binlog's routes) on its own address; HTTPS under ``[security]``
-(``ingest.httpserver``)."""
+"""The pump's HTTP status API (TiDB Binlog's routes), served by the front door on the pump's gRPC
+address (and ``status-addr``); HTTPS under ``[security]``."""
 from __future__ import annotations
 
 import json
@@ -12,9 +12,8 @@ from google.protobuf.message import DecodeError
 
 from ingest import binlog as bl
 from ingest.errors import IngestError, TSOError
-from ingest.httpserver import GuardedHandler, make_server, serve_in_thread
+from ingest.httpserver import GuardedHandler
 from ingest.registry.base import DRAINER, PUMP
-from ingest.security import SecurityConfig
 from schemas import binlog_pb2
 
 if TYPE_CHECKING:
@@ -26,26 +25,9 @@ _STATE_ROUTE = re.compile(r"^/state/(?P<node>[^/]+)/(?P<action>[^/]+)$")
 _DEBUG_BINLOG_ROUTE = re.compile(r"^/debug/binlog/(?P<ts>-?\d+)$")
 
 
-class StatusServer:
-    """Serves ``/status``, ``/state/{id}/{pause|close}``, ``/drainers``, ``/debug/…`` and ``/metrics``
-    (HTTPS under ``security``, see the module doc)."""
+class StatusHandler(GuardedHandler):
+    """``/status``, ``/state/{id}/{pause|close}``, ``/drainers``, ``/debug/…`` and ``/metrics`` of ``pump``."""
 
-    def __init__(self, pump: Pump, addr: str, security: SecurityConfig | None = None) -> None:
-        handler = type("Handler", (_Handler,), {"pump": pump})
-        self.httpd = make_server(addr, handler, security, "the pump's status API")
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        """Start serving in a background thread."""
-        self._thread = serve_in_thread(self.httpd, "pump-http")
-
-    def stop(self) -> None:
-        """Stop serving and close the socket."""
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-class _Handler(GuardedHandler):
     pump: Pump
 
     def _json(self, obj: Any, status: int = 200) -> None:

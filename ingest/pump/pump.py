@@ -13,7 +13,6 @@ from ingest import binlog as bl
 from ingest.errors import IngestError, NotOnline, TSOError
 from ingest.pump import datadir
 from ingest.pump.config import PumpConfig
-from ingest.pump.http_api import StatusServer
 from ingest.pump.metrics import PumpMetrics
 from ingest.pump.node import Node, NotifyError, resolve_node_id
 from ingest.pump.resolver import UpstreamResolver
@@ -72,7 +71,6 @@ class Pump:
         self._gc_trigger = threading.Event()
         self.gc_running = False
         self._grpc: ServerThread | None = None
-        self._http: StatusServer | None = None
 
     # ---- lifecycle --------------------------------------------------------------------------
 
@@ -82,14 +80,12 @@ class Pump:
             raise IngestError("cluster id unknown: PD answered cluster id 0 and no --cluster-id was given")
         try:
             self._grpc = ServerThread(self, self.options)
-            self._http = StatusServer(self, self.options.status_addr, self.options.security)
         except OSError as exc:
             self._shutdown()
             raise IngestError(f"cannot serve on {self.options.addr} / {self.options.status_addr}: {exc}") from exc
         except IngestError:
             self._shutdown()
             raise
-        self._http.start()
         rejoining = self.node.previous_state == OFFLINE
         self.node.set_state(ONLINE)
         if rejoining:
@@ -149,8 +145,6 @@ class Pump:
         self.stopping = True
         if self._grpc is not None:
             self._grpc.stop(grace=10)
-        if self._http is not None:
-            self._http.stop()
         self.storage.close()
         self.tso.close()
         self.registry.close()

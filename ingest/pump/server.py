@@ -1,33 +1,36 @@
 """gRPC services of a pump: TiDB's ``binlog.Pump`` and binlake's ``binlake.v1.PumpScan``.
 
-Served by ``grpc.aio`` on one event loop: a WriteBinlog call is a coroutine parked on a future
-that the storage writer resolves once its group commit is durable, so 32 or 3,200 concurrent
-writers cost no threads and arrive together for group commit. Blocking storage reads (scans,
-pulls) run on a thread pool and hand their batches back to the loop.
+Served by the front door (``ingest.frontdoor``, gRPC over HTTP/2 by ``ingest.http2.server``) on one
+event loop: a WriteBinlog call answers with the storage's future, which the writer resolves once its
+group commit is durable, so 32 or 3,200 concurrent writers cost no threads and arrive together for
+group commit. Blocking storage reads (scans, pulls) run on a thread pool and hand their batches back
+to the loop.
 """
 from __future__ import annotations
 
 import asyncio
 import enum
 import logging
-import os
 import socket
 import stat
 import threading
 import time
-from collections.abc import AsyncIterator, Coroutine, Iterator
+from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar
 
 import grpc
-import uvloop
 
 from ingest.errors import DiskFull, IngestError, MalformedBinlog, NotOnline, StorageClosed
-from ingest.http2.framing import HTTP2_OPTIONS
+from ingest.frontdoor import FrontDoor
+from ingest.http2.server import Call, Methods, Reply, RpcAbort
+from ingest.httpserver import warn_if_plain
+from ingest.peerlog import PeerLog
 from ingest.pump.config import PumpConfig
 from ingest.pump.guard import CallGuard
-from schemas import binlake_pb2, binlake_pb2_grpc, pump_pb2, pump_pb2_grpc
+from ingest.pump.http_api import StatusHandler
+from schemas import binlake_pb2, pump_pb2
 
 if TYPE_CHECKING:
     from ingest.pump.pump import Pump
@@ -42,7 +45,6 @@ log = logging.getLogger(__name__)
 DEFAULT_BATCH_BYTES = 16 << 20
 MAX_BATCH_BYTES = 64 << 20
 SCAN_AHEAD = 1  # encoded batches a scan may have ready while one is being sent (2 measured the same)
-SOCKET_MODE = 0o660  # the unix socket: the pump's user and group may connect (connecting needs write)
 T = TypeVar("T")
 
 
@@ -55,7 +57,7 @@ class _End(enum.Enum):
 _DONE: Final = _End.DONE
 
 
-class PumpService(pump_pb2_grpc.PumpServicer):
+class PumpService:
     """``/binlog.Pump/WriteBinlog`` and ``/binlog.Pump/PullBinlogs`` as TiDB's client and drainer expect."""
 
     def __init__(self, pump: Pump, io: ThreadPoolExecutor) -> None:
@@ -65,40 +67,50 @@ class PumpService(pump_pb2_grpc.PumpServicer):
         self._fail = pump.metrics.rpc_duration.labels("WriteBinlog", "fail")
         self._writer: LoopWriter | None = None  # batches this server loop's writes (set on first call)
 
-    async def WriteBinlog(self, request: pump_pb2.WriteBinlogReq,
-                          context: grpc.aio.ServicerContext) -> pump_pb2.WriteBinlogResp:
+    def WriteBinlog(self, request: pump_pb2.WriteBinlogReq, call: Call) -> Reply:
+        """Start storing the binlog; the reply is the storage's future, done once it is durable
+        (an empty ``WriteBinlogResp`` serializes to no bytes)."""
         started = time.monotonic()
         pump = self.pump
         if request.clusterID != pump.cluster_id:
-            await _check_cluster(pump, request.clusterID, context)
+            _check_cluster(pump, request.clusterID)
+        writer = self._writer
+        if writer is None:
+            writer = self._writer = pump.storage.loop_writer(asyncio.get_running_loop())
         try:
-            writer = self._writer
-            if writer is None:
-                writer = self._writer = pump.storage.loop_writer(asyncio.get_running_loop())
             durable = pump.write_binlog(request.payload, writer)
-            if durable is not None:
-                await durable
-        except MalformedBinlog as exc:
-            await self._failed(context, started, grpc.StatusCode.INVALID_ARGUMENT,
-                               f"malformed binlog payload: {exc}")
-        except (NotOnline, DiskFull) as exc:
-            await self._failed(context, started, grpc.StatusCode.FAILED_PRECONDITION, str(exc))
-        except StorageClosed as exc:
-            await self._failed(context, started, grpc.StatusCode.UNAVAILABLE, str(exc))
-        except OSError as exc:
-            await self._failed(context, started, grpc.StatusCode.INTERNAL, f"write binlog failed: {exc}")
-        self._succ.observe(time.monotonic() - started)
-        return pump_pb2.WriteBinlogResp()
+        except (MalformedBinlog, NotOnline, DiskFull, StorageClosed, OSError) as exc:
+            raise self.failed(exc, started) from None
+        if durable is None:
+            self._succ.observe(time.monotonic() - started)
+            return b""
+        durable.add_done_callback(lambda f: self._observe(f, started))
+        return durable
 
-    async def _failed(self, context: grpc.aio.ServicerContext, started: float, code: grpc.StatusCode,
-                      message: str) -> None:
-        self._fail.observe(time.monotonic() - started)
+    def _observe(self, future: asyncio.Future[None], started: float) -> None:
+        if future.cancelled() or future.exception() is None:
+            self._succ.observe(time.monotonic() - started)
+
+    def failed(self, exc: BaseException, started: float | None = None) -> RpcAbort | BaseException:
+        """The status a failed write ends with (counted as a lost binlog, as TiDB's pump does)."""
+        if isinstance(exc, MalformedBinlog):
+            answer: RpcAbort | BaseException = RpcAbort(grpc.StatusCode.INVALID_ARGUMENT,
+                                                        f"malformed binlog payload: {exc}")
+        elif isinstance(exc, (NotOnline, DiskFull)):
+            answer = RpcAbort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+        elif isinstance(exc, StorageClosed):
+            answer = RpcAbort(grpc.StatusCode.UNAVAILABLE, str(exc))
+        elif isinstance(exc, OSError):
+            answer = RpcAbort(grpc.StatusCode.INTERNAL, f"write binlog failed: {exc}")
+        else:
+            return exc
+        if started is not None:
+            self._fail.observe(time.monotonic() - started)
         self.pump.metrics.loss_binlog.inc()
-        await context.abort(code, message)
+        return answer
 
-    async def PullBinlogs(self, request: pump_pb2.PullBinlogReq,
-                          context: grpc.aio.ServicerContext) -> AsyncIterator[pump_pb2.PullBinlogResp]:
-        await _check_cluster(self.pump, request.clusterID, context)
+    async def PullBinlogs(self, request: pump_pb2.PullBinlogReq, call: Call) -> AsyncIterator[bytes]:
+        _check_cluster(self.pump, request.clusterID)
         cancelled = False
 
         def stopped() -> bool:
@@ -107,7 +119,7 @@ class PumpService(pump_pb2_grpc.PumpServicer):
         try:
             items = self.pump.storage.pull_commits(request.startFrom.offset, stopped)
             async for entry, payload in _drain(items, self.io):
-                yield _pull_answer(payload, entry.start_ts, entry.commit_ts)
+                yield _pull_answer(payload, entry.start_ts, entry.commit_ts).SerializeToString()
         finally:
             cancelled = True
 
@@ -120,24 +132,22 @@ def _pull_answer(payload: bytes, start_ts: int, commit_ts: int) -> pump_pb2.Pull
         pos=pump_pb2.Pos(), payload=payload, meta=pump_pb2.Meta(startTs=start_ts, commitTs=commit_ts)))
 
 
-class ScanService(binlake_pb2_grpc.PumpScanServicer):
+class ScanService:
     """binlake's range scans: raw records in columnar batches bounded by bytes.
 
     Scan and LookupPrewrites yield ``RecordBatch`` messages already encoded (``ScanColumns.encode``,
-    byte-identical to protobuf's serializer); ``add_services`` registers them with a
-    pass-through serializer, so the wire contract is that of ``binlake.proto``.
+    byte-identical to protobuf's serializer), so the wire contract is that of ``binlake.proto``.
     """
 
     def __init__(self, pump: Pump, io: ThreadPoolExecutor) -> None:
         self.pump = pump
         self.io = io
 
-    async def Scan(self, request: binlake_pb2.ScanRequest,
-                   context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
-        await _check_cluster(self.pump, request.cluster_id, context)
+    async def Scan(self, request: binlake_pb2.ScanRequest, call: Call) -> AsyncIterator[bytes]:
+        _check_cluster(self.pump, request.cluster_id)
         if request.to_ts and request.to_ts < request.from_ts:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                f"empty range: to_ts {request.to_ts} < from_ts {request.from_ts}")
+            raise RpcAbort(grpc.StatusCode.INVALID_ARGUMENT,
+                           f"empty range: to_ts {request.to_ts} < from_ts {request.from_ts}")
         storage = self.pump.storage
         wm = storage.max_commit_ts
         to = wm if request.to_ts <= 0 else min(request.to_ts, wm)
@@ -148,20 +158,20 @@ class ScanService(binlake_pb2_grpc.PumpScanServicer):
         async for message in _prefetch((columns.encode(to) for columns in batches), self.io):
             yield message
 
-    async def LookupPrewrites(self, request: binlake_pb2.LookupRequest,
-                              context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
-        await _check_cluster(self.pump, request.cluster_id, context)
+    async def LookupPrewrites(self, request: binlake_pb2.LookupRequest, call: Call) -> AsyncIterator[bytes]:
+        _check_cluster(self.pump, request.cluster_id)
         batches = self.pump.storage.lookup_batches(list(request.start_ts), _batch_limit(request.max_batch_bytes))
         async for message in _prefetch((columns.encode(0) for columns in batches), self.io):
             yield message
 
-    async def Watermark(self, request: binlake_pb2.WatermarkRequest,
-                        context: grpc.aio.ServicerContext) -> binlake_pb2.WatermarkResponse:
-        await _check_cluster(self.pump, request.cluster_id, context)
+    def Watermark(self, request: binlake_pb2.WatermarkRequest, call: Call) -> bytes:
+        _check_cluster(self.pump, request.cluster_id)
         s = self.pump.storage
-        return binlake_pb2.WatermarkResponse(
+        answer: bytes = binlake_pb2.WatermarkResponse(
             node_id=self.pump.node_id, cluster_id=self.pump.cluster_id, max_commit_ts=s.max_commit_ts,
-            oldest_unresolved_ts=s.oldest_unresolved(), state=self.pump.state, gc_ts=s.gc_ts)
+            oldest_unresolved_ts=s.oldest_unresolved(), state=self.pump.state,
+            gc_ts=s.gc_ts).SerializeToString()
+        return answer
 
 
 async def _drain(items: Iterator[T], io: ThreadPoolExecutor) -> AsyncIterator[T]:
@@ -214,42 +224,33 @@ async def _prefetch(items: Iterator[T], io: ThreadPoolExecutor, depth: int = SCA
         room.release()  # a producer waiting for room sees ``stopped`` and ends
 
 
-def add_services(pump_service: PumpService, scan_service: ScanService | None, server: grpc.aio.Server,
-                 guard: CallGuard) -> None:
-    """Register ``binlog.Pump`` and, given ``scan_service``, ``binlake.v1.PumpScan``, every method
-    through ``guard``; Scan and LookupPrewrites send pre-encoded RecordBatches."""
-    pump = {
-        "WriteBinlog": guard.unary("WriteBinlog", pump_pb2.WriteBinlogReq.FromString, pump_service.WriteBinlog,
-                                   pump_pb2.WriteBinlogResp.SerializeToString),
-        "PullBinlogs": guard.stream("PullBinlogs", pump_pb2.PullBinlogReq.FromString, pump_service.PullBinlogs,
-                                    pump_pb2.PullBinlogResp.SerializeToString),
+def pump_methods(pump_service: PumpService, scan_service: ScanService | None, guard: CallGuard) -> Methods:
+    """``binlog.Pump`` and, given ``scan_service``, ``binlake.v1.PumpScan``, every method through ``guard``."""
+    methods = {
+        "/binlog.Pump/WriteBinlog": guard.unary("WriteBinlog", pump_pb2.WriteBinlogReq.FromString,
+                                                pump_service.WriteBinlog, errors=pump_service.failed),
+        "/binlog.Pump/PullBinlogs": guard.stream("PullBinlogs", pump_pb2.PullBinlogReq.FromString,
+                                                 pump_service.PullBinlogs),
     }
-    if scan_service is None:
-        server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("binlog.Pump", pump)])
-        return
-    scan = {
-        "Scan": guard.stream("Scan", binlake_pb2.ScanRequest.FromString, scan_service.Scan, _encoded),
-        "LookupPrewrites": guard.stream("LookupPrewrites", binlake_pb2.LookupRequest.FromString,
-                                        scan_service.LookupPrewrites, _encoded),
-        "Watermark": guard.unary("Watermark", binlake_pb2.WatermarkRequest.FromString, scan_service.Watermark,
-                                 binlake_pb2.WatermarkResponse.SerializeToString),
-    }
-    server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("binlog.Pump", pump),
-                                     grpc.method_handlers_generic_handler("binlake.v1.PumpScan", scan)])
-
-
-def _encoded(message: bytes) -> bytes:
-    return message
+    if scan_service is not None:
+        methods.update({
+            "/binlake.v1.PumpScan/Scan": guard.stream("Scan", binlake_pb2.ScanRequest.FromString, scan_service.Scan),
+            "/binlake.v1.PumpScan/LookupPrewrites": guard.stream(
+                "LookupPrewrites", binlake_pb2.LookupRequest.FromString, scan_service.LookupPrewrites),
+            "/binlake.v1.PumpScan/Watermark": guard.unary("Watermark", binlake_pb2.WatermarkRequest.FromString,
+                                                          scan_service.Watermark),
+        })
+    return methods
 
 
 def _batch_limit(requested: int) -> int:
     return min(requested, MAX_BATCH_BYTES) if requested > 0 else DEFAULT_BATCH_BYTES
 
 
-async def _check_cluster(pump: Pump, cluster_id: int, context: grpc.aio.ServicerContext) -> None:
+def _check_cluster(pump: Pump, cluster_id: int) -> None:
     if cluster_id != pump.cluster_id:
-        await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                            f"cluster ID are mismatch, {cluster_id} vs {pump.cluster_id}")
+        raise RpcAbort(grpc.StatusCode.FAILED_PRECONDITION,
+                       f"cluster ID are mismatch, {cluster_id} vs {pump.cluster_id}")
 
 
 def claim_socket(path: str) -> Path:
@@ -294,61 +295,32 @@ def remove_socket(sock: Path | None) -> None:
         log.warning("cannot remove the socket %s: %s", sock, exc)
 
 
-async def start_server(pump: Pump, options: PumpConfig, io: ThreadPoolExecutor,
-                       sock: Path | None = None) -> grpc.aio.Server:
-    """Create and start the aio gRPC server with its services (PumpScan unless ``pump-scan`` is off)
-    on ``options.addr`` and, given one, on
-    the unix socket ``sock`` (TLS on both if configured, as TiDB's pump does)."""
-    server = grpc.aio.server(options=[("grpc.max_receive_message_length", options.max_message_size),
-                                      ("grpc.max_send_message_length", -1),
-                                      ("grpc.so_reuseport", 0), *HTTP2_OPTIONS])
-    add_services(PumpService(pump, io), ScanService(pump, io) if options.pump_scan else None, server,
-                 CallGuard(options.security))
-    creds = options.security.grpc_server_credentials()
-    for target in [options.addr] + ([f"unix:{sock}"] if sock is not None else []):
-        port = server.add_secure_port(target, creds) if creds else server.add_insecure_port(target)
-        if port == 0:
-            raise OSError(f"cannot listen on {target} (address in use?)")
-    await server.start()
-    if sock is not None:
-        os.chmod(sock, SOCKET_MODE)
-    return server
-
-
 class ServerThread:
-    """Runs the aio server's event loop (uvloop: ~10 % more WriteBinlog calls/s than asyncio's
-    default loop, bench/pump_write.py) in a thread of its own; start/stop from any thread."""
+    """The pump's front door (``ingest.frontdoor``): gRPC and the HTTP API on ``addr``, on
+    ``status-addr`` (an alias kept for binlake's own tools) and on the unix socket, served by one
+    uvloop event loop in a thread of its own; start/stop from any thread."""
 
     def __init__(self, pump: Pump, options: PumpConfig, io_threads: int = 32) -> None:
         self.io = ThreadPoolExecutor(max_workers=io_threads, thread_name_prefix="pump-io")
-        self.loop = uvloop.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="pump-grpc", daemon=True)
-        self._thread.start()
-        self._server: grpc.aio.Server | None = None
+        handler = type("StatusHandler", (StatusHandler,), {"pump": pump})
+        methods = pump_methods(PumpService(pump, self.io), ScanService(pump, self.io) if options.pump_scan else None,
+                               CallGuard(options.security))
+        self.door = FrontDoor(methods, handler, options.security, options.max_message_size, PeerLog(log), "pump-door")
         self.socket: Path | None = None   # the unix socket this server made (removed at stop)
         try:
+            self.port = self.door.listen(options.addr)
+            if options.status_addr and options.status_addr != options.addr:
+                warn_if_plain(options.status_addr, options.security, "the pump's status API")
+                self.door.listen(options.status_addr)
             if options.socket:
                 self.socket = claim_socket(options.socket)
-            self._server = self._run(start_server(pump, options, self.io, self.socket))
+                self.door.listen(f"unix:{self.socket}")
         except BaseException:
-            self._stop_loop()
-            remove_socket(self.socket)
+            self.stop(grace=0)
             raise
-
-    def _run(self, coro: Coroutine[Any, Any, T], timeout: float = 30) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def _stop_loop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(5)
-        self.io.shutdown(wait=False, cancel_futures=True)
 
     def stop(self, grace: float = 10.0) -> None:
         """Stop accepting calls, give running ones ``grace`` seconds, then stop the loop."""
-        if self._server is not None:
-            try:
-                self._run(self._server.stop(grace), timeout=grace + 5)
-            except Exception:
-                log.exception("gRPC server stop failed")
-        self._stop_loop()
+        self.door.stop(grace)
+        self.io.shutdown(wait=False, cancel_futures=True)
         remove_socket(self.socket)

@@ -107,12 +107,13 @@ def test_pump_grpc_admits_only_allowed_certificates(tls_pump: PumpProcess, tso: 
 
 
 def test_pump_http_api_is_https_with_the_same_rules(tls_pump: PumpProcess, world: TLSWorld) -> None:
-    url = f"https://{tls_pump.status_addr}/status"
-    assert _https(url, world.client) == 200
-    assert _https(url, world.intruder) == 403
-    assert _https(url, world.stranger) == REFUSED
-    assert _https(url, world.no_cert) == REFUSED
-    assert _https(f"http://{tls_pump.status_addr}/status", None) == REFUSED
+    for addr in (tls_pump.status_addr, tls_pump.addr):   # the gRPC port serves the HTTP API too
+        url = f"https://{addr}/status"
+        assert _https(url, world.client) == 200
+        assert _https(url, world.intruder) == 403
+        assert _https(url, world.stranger) == REFUSED
+        assert _https(url, world.no_cert) == REFUSED
+        assert _https(f"http://{addr}/status", None) == REFUSED
     # binlogctl's pause/close go through the HTTP API: refused for the intruder, done for the client
     registry = load_registry(tls_pump.registry)
     try:
@@ -141,15 +142,15 @@ def test_drainer_notify_and_status_under_tls(tmp_path: Path, world: TLSWorld) ->
                 node.notify_drainers(timeout=2, credentials=bad.grpc_channel_credentials())
         with pytest.raises(NotifyError):
             node.notify_drainers(timeout=2)   # plain gRPC
-        url = f"https://{follower.status_addr}/status"
-        assert _https(url, world.client) == 200
-        assert _https(url, world.intruder) == 403
-        assert _https(url, world.no_cert) == REFUSED
+        for addr in (follower.status_addr, follower.advertise):   # the Cistern port answers HTTPS too
+            url = f"https://{addr}/status"
+            assert _https(url, world.client) == 200
+            assert _https(url, world.intruder) == 403
+            assert _https(url, world.no_cert) == REFUSED
     finally:
         follower.stop.set()
-        assert follower.httpd is not None and follower.grpc_server is not None
-        follower.httpd.shutdown()
-        follower.grpc_server.stop(0)
+        assert follower.door is not None
+        follower.door.stop(0)
         registry.close()
 
 
@@ -227,14 +228,14 @@ def test_pd_over_tls_when_pd_urls_are_https(world: TLSWorld) -> None:
 
 def test_a_plain_status_api_beyond_loopback_is_warned_about(caplog: pytest.LogCaptureFixture,
                                                            world: TLSWorld) -> None:
-    from ingest.httpserver import GuardedHandler, make_server
+    from ingest.httpserver import warn_if_plain
+    from ingest.security import SecurityConfig
 
-    for addr, sec, warned in (("0.0.0.0:0", None, True), ("127.0.0.1:0", None, False),
+    for addr, sec, warned in (("0.0.0.0:0", SecurityConfig(), True), ("127.0.0.1:0", SecurityConfig(), False),
                               ("0.0.0.0:0", world.server, False)):
         caplog.clear()
         with caplog.at_level("WARNING", logger="ingest.httpserver"):
-            httpd = make_server(addr, GuardedHandler, sec, "the test's status API")
-            httpd.server_close()
+            warn_if_plain(addr, sec, "the test's status API")
         assert ("plain HTTP without authentication" in caplog.text) == warned, (addr, caplog.text)
 
 

@@ -225,21 +225,3 @@ def test_transport_choice() -> None:
         open_write_channel("127.0.0.1:1", creds, transport="h2")
     with pytest.raises(ValueError, match="unknown pump client transport"):
         open_write_channel("127.0.0.1:1", transport="quic")
-
-
-def test_header_memo_follows_the_dynamic_table() -> None:
-    from hpack import Encoder
-
-    from ingest.http2.framing import HeaderDecoder
-    enc, dec = Encoder(), HeaderDecoder()
-    first = enc.encode([(b":status", b"200"), (b"grpc-status", b"0")])          # inserts grpc-status
-    assert dec.decode(first) == [(b":status", b"200"), (b"grpc-status", b"0")]
-    again = enc.encode([(b"grpc-status", b"0")])                                 # indexed only: memoized
-    assert dec.decode(again) == [(b"grpc-status", b"0")]
-    assert dec.decode(again) is dec.decode(again)
-    plain = enc.encode([(b"grpc-message", b"x")], huffman=False)                 # inserts: clears the memo
-    assert dec.decode(plain) == [(b"grpc-message", b"x")]
-    shifted = enc.encode([(b"grpc-status", b"0")])                               # same header, new index
-    assert shifted != again
-    assert dec.decode(shifted) == [(b"grpc-status", b"0")]
-    assert dec.decode(again) == [(b"grpc-message", b"x")]                        # old bytes, new meaning

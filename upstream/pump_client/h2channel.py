@@ -17,7 +17,7 @@ Promises:
   ``grpc.StatusCode`` (the server's status, ``DEADLINE_EXCEEDED`` at the deadline, ``UNAVAILABLE``
   when the connection is lost or refuses the stream), as a grpcio call would.
 - Header blocks are encoded with literals only (no dynamic table); responses are decoded with the
-  ``hpack`` library, whose dynamic table sees every block the peer sends (``HeaderDecoder``).
+  ``hpack`` library, whose dynamic table sees every block the peer sends (``ingest.http2.hpack_decoder``).
 """
 from __future__ import annotations
 
@@ -56,7 +56,6 @@ from ingest.http2.framing import (
     S_MAX_FRAME_SIZE,
     SETTINGS,
     WINDOW_UPDATE,
-    HeaderDecoder,
     WireRpcError,
     frame,
     http_error,
@@ -64,6 +63,7 @@ from ingest.http2.framing import (
     rst_error,
     trailers_error,
 )
+from ingest.http2.hpack_decoder import HpackDecoder
 
 log = logging.getLogger(__name__)
 
@@ -168,7 +168,7 @@ class H2Connection:
         self._peer_max_streams = MAX_WINDOW
         self._goaway_last: int | None = None
         self._closed: str | None = None
-        self._headers = HeaderDecoder()
+        self._headers = HpackDecoder()
         self._received = 0                             # connection-level bytes since our last WINDOW_UPDATE
         self._header_stream = 0
         self._header_flags = 0

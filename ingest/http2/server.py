@@ -1,0 +1,779 @@
+"""The server side of gRPC over HTTP/2 (RFC 9113, gRPC's PROTOCOL-HTTP2), without grpcio.
+
+One ``GrpcConnection`` per client connection, on an asyncio (uvloop) event loop: frames are parsed
+from the connection's buffer, header blocks decoded by ``HpackDecoder``, and every method of the
+``Methods`` table is either
+
+- *unary*: ``handler(raw_request, call)`` returns the response bytes, or an awaitable of them (a
+  WriteBinlog returns the storage's future, so waiting for the group commit costs no coroutine), or
+- *server-streaming*: ``handler(raw_request, call)`` is an async iterator of response messages,
+  sent as the client's flow-control windows allow.
+
+A handler raises ``RpcAbort`` to end the call with a status. What the connection promises:
+many streams at once (``MAX_STREAMS``, more are refused with REFUSED_STREAM, which clients retry),
+flow control both ways, ``grpc-timeout`` honoured (``DEADLINE_EXCEEDED`` at the deadline, a stream's
+iterator cancelled), gzip request and response messages (``grpc-encoding``), messages over the
+limit answered ``RESOURCE_EXHAUSTED``, at most ``PARTIAL_LIMIT`` bytes of unfinished requests held
+per connection, and every protocol violation answered with the RFC's error code (a stream's with
+RST_STREAM, the connection's with GOAWAY and a close). Responses of one loop iteration leave in one
+write.
+"""
+from __future__ import annotations
+
+import asyncio
+import gzip
+import logging
+import zlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Final, Union
+from urllib.parse import quote
+
+import grpc
+
+from ingest.http2.framing import (
+    ACK,
+    CONTINUATION,
+    DATA,
+    END_HEADERS,
+    END_STREAM,
+    GOAWAY,
+    HEADERS,
+    MAX_WINDOW,
+    PADDED,
+    PING,
+    PRIORITY,
+    PRIORITY_FLAG,
+    PUSH_PROMISE,
+    RST_STREAM,
+    SETTINGS,
+    WINDOW_UPDATE,
+    hpack_string,
+)
+from ingest.http2.hpack_decoder import HeaderListTooLarge, HpackDecoder, HpackError
+
+log = logging.getLogger(__name__)
+
+# HTTP/2 error codes (RFC 9113 §7)
+NO_ERROR, PROTOCOL_ERROR, INTERNAL_ERROR, FLOW_CONTROL_ERROR = 0x0, 0x1, 0x2, 0x3
+STREAM_CLOSED, FRAME_SIZE_ERROR, REFUSED_STREAM, CANCEL = 0x5, 0x6, 0x7, 0x8
+COMPRESSION_ERROR, ENHANCE_YOUR_CALM = 0x9, 0xb
+# SETTINGS identifiers
+S_HEADER_TABLE_SIZE, S_ENABLE_PUSH, S_MAX_CONCURRENT_STREAMS = 0x1, 0x2, 0x3
+S_INITIAL_WINDOW_SIZE, S_MAX_FRAME_SIZE, S_MAX_HEADER_LIST_SIZE = 0x4, 0x5, 0x6
+
+MAX_STREAMS: Final = 4096              # concurrent streams per connection
+STREAM_WINDOW: Final = 1 << 20         # our initial stream receive window
+CONN_WINDOW: Final = 16 << 20          # our connection receive window
+MAX_FRAME: Final = 1 << 20             # largest frame we accept
+MAX_HEADER_LIST: Final = 64 << 10      # decoded header list limit we advertise
+MAX_HEADER_BLOCK: Final = 256 << 10    # encoded header block (HEADERS + CONTINUATION) we buffer at most
+PARTIAL_LIMIT: Final = 256 << 20       # bytes of unfinished request messages one connection may hold
+DEFAULT_WINDOW: Final = 65535
+DEFAULT_FRAME: Final = 16384
+
+RESPONSE_HEADERS: Final = b"\x88" + b"\x0f\x10" + hpack_string(b"application/grpc")   # :status 200, content-type
+GZIP_HEADERS: Final = RESPONSE_HEADERS + b"\x00" + hpack_string(b"grpc-encoding") + hpack_string(b"gzip")
+TRAILERS_OK: Final = b"\x00" + hpack_string(b"grpc-status") + hpack_string(b"0")
+_TIMEOUT_UNITS: Final = {ord("H"): 3600.0, ord("M"): 60.0, ord("S"): 1.0, ord("m"): 1e-3, ord("u"): 1e-6,
+                         ord("n"): 1e-9}
+
+Reply = Union[bytes, Awaitable[bytes], Awaitable[None]]  # noqa: UP007 - a runtime alias
+Unary = Callable[[bytes, "Call"], Reply]
+Streaming = Callable[[bytes, "Call"], AsyncIterator[bytes]]
+
+
+class RpcAbort(Exception):
+    """Raised by a handler: the call ends with ``code`` and ``message``."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(f"{code.name}: {message}")
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Method:
+    """One RPC: ``streaming`` tells which kind of handler it has; ``errors`` turns an exception an
+    awaited reply ends with into the call's status (others end it ``UNKNOWN``)."""
+
+    handler: Unary | Streaming
+    streaming: bool = False
+    errors: Callable[[BaseException], RpcAbort | None] | None = None
+
+
+Methods = dict[str, Method]   # keyed by path, "/binlog.Pump/WriteBinlog"
+
+
+class Call:
+    """What a handler knows about its call."""
+
+    __slots__ = ("method", "peer", "cn", "deadline")
+
+    def __init__(self, method: str, peer: str, cn: str | None, deadline: float | None) -> None:
+        self.method = method
+        self.peer = peer           # the client's host, for logs
+        self.cn = cn               # the client certificate's Common Name under mutual TLS
+        self.deadline = deadline   # loop time, or None
+
+
+class ConnectionError_(Exception):
+    """A connection-level protocol error: GOAWAY with ``code``, then close."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def frame_header(length: int, typ: int, flags: int, sid: int) -> bytes:
+    return length.to_bytes(3, "big") + bytes((typ, flags)) + sid.to_bytes(4, "big")
+
+
+def status_block(code: grpc.StatusCode, message: str, with_headers: bool) -> bytes:
+    """A trailers block (with the response headers first for a trailers-only response)."""
+    block = RESPONSE_HEADERS if with_headers else b""
+    block += b"\x00" + hpack_string(b"grpc-status") + hpack_string(str(code.value[0]).encode())
+    if message:
+        encoded = quote(message, safe=" !\"#$&'()*+,-./:;<=>?@[\\]^_`{|}~").encode("ascii")
+        block += b"\x00" + hpack_string(b"grpc-message") + hpack_string(encoded[:8192])
+    return block
+
+
+def parse_timeout(value: bytes) -> float | None:
+    """Seconds of a ``grpc-timeout`` value (``"15S"``, ``"14999937u"``); None when malformed."""
+    if len(value) < 2 or len(value) > 9 or not value[:-1].isdigit():
+        return None
+    unit = _TIMEOUT_UNITS.get(value[-1])
+    return None if unit is None else int(value[:-1]) * unit
+
+
+class _Stream:
+    __slots__ = ("sid", "method", "call", "data", "closed_remote", "answered", "send_window", "task", "timer",
+                 "gzip_in", "gzip_out", "unacked", "waiter", "headers_sent", "ready")
+
+    def __init__(self, sid: int, send_window: int) -> None:
+        self.sid = sid
+        self.method: Method | None = None
+        self.call: Call | None = None
+        self.data = bytearray()          # request bytes received (gRPC length-prefixed)
+        self.closed_remote = False       # END_STREAM received
+        self.answered = False            # our END_STREAM sent (or the stream was reset)
+        self.send_window = send_window
+        self.task: asyncio.Task[Any] | None = None
+        self.timer: asyncio.TimerHandle | None = None
+        self.gzip_in = False
+        self.gzip_out = False
+        self.unacked = 0                 # request bytes received since our last stream WINDOW_UPDATE
+        self.waiter: asyncio.Future[None] | None = None
+        self.headers_sent = False
+        self.ready = False               # the request message was handed to the handler
+
+
+class GrpcConnection(asyncio.Protocol):
+    """One HTTP/2 connection serving ``methods`` (see the module doc); ``start`` is called with the
+    bytes the front door already read (the client preface included)."""
+
+    def __init__(self, methods: Methods, max_message: int, peer: str, cn: str | None,
+                 on_close: Callable[[GrpcConnection], None] | None = None) -> None:
+        self.methods = methods
+        self.max_message = max_message
+        self.peer = peer
+        self.cn = cn
+        self.on_close = on_close
+        self.transport: asyncio.Transport | None = None
+        self.loop = asyncio.get_running_loop()
+        self.buf = bytearray()
+        self.decoder = HpackDecoder(max_header_list=MAX_HEADER_LIST)
+        self.streams: dict[int, _Stream] = {}
+        self.last_sid = 0
+        self.send_window = DEFAULT_WINDOW        # connection send window
+        self.peer_window = DEFAULT_WINDOW        # peer's SETTINGS_INITIAL_WINDOW_SIZE
+        self.peer_frame = DEFAULT_FRAME          # peer's SETTINGS_MAX_FRAME_SIZE
+        self.recv_window = CONN_WINDOW           # what the peer may still send us
+        self.partial = 0                         # bytes of unfinished request messages
+        self.out: list[bytes] = []
+        self.flush_pending = False
+        self.going_away = False
+        self.closed = False
+        self.paused = False
+        self.drained: asyncio.Future[None] | None = None
+        self.headers_sid = 0                     # a HEADERS awaiting CONTINUATION
+        self.headers_block = bytearray()
+        self.headers_end_stream = False
+        self.idle: asyncio.Future[None] | None = None   # set by ``shutdown`` to learn when streams end
+
+    # ---- asyncio.Protocol ---------------------------------------------------------------------
+
+    def start(self, transport: asyncio.Transport, received: bytes) -> None:
+        """Take over ``transport``: send our SETTINGS and process ``received`` (preface first)."""
+        self.transport = transport
+        settings = b"".join(k.to_bytes(2, "big") + v.to_bytes(4, "big") for k, v in (
+            (S_MAX_CONCURRENT_STREAMS, MAX_STREAMS), (S_INITIAL_WINDOW_SIZE, STREAM_WINDOW),
+            (S_MAX_FRAME_SIZE, MAX_FRAME), (S_MAX_HEADER_LIST_SIZE, MAX_HEADER_LIST)))
+        self.out.append(frame_header(len(settings), SETTINGS, 0, 0) + settings)
+        self.out.append(frame_header(4, WINDOW_UPDATE, 0, 0) + (CONN_WINDOW - DEFAULT_WINDOW).to_bytes(4, "big"))
+        self.data_received(received[24:])
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        buf = self.buf
+        buf += data
+        pos = 0
+        end = len(buf)
+        try:
+            while end - pos >= 9:
+                length = (buf[pos] << 16) | (buf[pos + 1] << 8) | buf[pos + 2]
+                if length > MAX_FRAME:
+                    raise ConnectionError_(FRAME_SIZE_ERROR, f"frame of {length} bytes over our {MAX_FRAME}")
+                if end - pos - 9 < length:
+                    break
+                typ = buf[pos + 3]
+                flags = buf[pos + 4]
+                sid = int.from_bytes(buf[pos + 5:pos + 9], "big") & 0x7fffffff
+                payload = bytes(buf[pos + 9:pos + 9 + length])
+                pos += 9 + length
+                if self.headers_sid and typ != CONTINUATION:
+                    raise ConnectionError_(PROTOCOL_ERROR, "a header block was interrupted by another frame")
+                if typ == DATA:
+                    self._data(sid, flags, payload)
+                elif typ == HEADERS:
+                    self._headers(sid, flags, payload)
+                elif typ == CONTINUATION:
+                    self._continuation(sid, flags, payload)
+                elif typ == WINDOW_UPDATE:
+                    self._window_update(sid, payload)
+                elif typ == SETTINGS:
+                    self._settings(sid, flags, payload)
+                elif typ == PING:
+                    if sid or length != 8:
+                        raise ConnectionError_(PROTOCOL_ERROR if sid else FRAME_SIZE_ERROR, "malformed PING")
+                    if not flags & ACK:
+                        self.out.append(frame_header(8, PING, ACK, 0) + payload)
+                elif typ == RST_STREAM:
+                    self._rst(sid, payload)
+                elif typ == PRIORITY:
+                    if not sid or length != 5:
+                        raise ConnectionError_(PROTOCOL_ERROR, "malformed PRIORITY")
+                elif typ == GOAWAY:
+                    if sid:
+                        raise ConnectionError_(PROTOCOL_ERROR, "GOAWAY on a stream")
+                    self.going_away = True
+                elif typ == PUSH_PROMISE:
+                    raise ConnectionError_(PROTOCOL_ERROR, "a client sent PUSH_PROMISE")
+                # other frame types are ignored (RFC 9113 §5.5)
+        except ConnectionError_ as exc:
+            self._fail(exc.code, str(exc))
+            return
+        del buf[:pos]
+        if self.out:
+            self.flush()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        for st in self.streams.values():
+            self._forget(st)
+        self.streams.clear()
+        if self.drained is not None and not self.drained.done():
+            self.drained.set_result(None)
+        if self.idle is not None and not self.idle.done():
+            self.idle.set_result(None)
+        if self.on_close is not None:
+            self.on_close(self)
+
+    def pause_writing(self) -> None:
+        self.paused = True
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        if self.drained is not None and not self.drained.done():
+            self.drained.set_result(None)
+        self.drained = None
+
+    # ---- output -------------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Write what is queued, in one write."""
+        self.flush_pending = False
+        if self.out and not self.closed and self.transport is not None:
+            out = self.out
+            self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+            self.out = []
+
+    def _later(self) -> None:
+        if not self.flush_pending:
+            self.flush_pending = True
+            self.loop.call_soon(self.flush)
+
+    def _fail(self, code: int, message: str) -> None:
+        log.info("closing the HTTP/2 connection of %s: %s", self.peer, message)
+        self.out.append(frame_header(8, GOAWAY, 0, 0) + self.last_sid.to_bytes(4, "big") + code.to_bytes(4, "big")
+                        + message.encode()[:256])
+        self.flush()
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+    def goaway(self) -> None:
+        """Tell the client no new stream will be served (graceful stop)."""
+        if not self.closed and not self.going_away:
+            self.going_away = True
+            self.out.append(frame_header(8, GOAWAY, 0, 0) + self.last_sid.to_bytes(4, "big") + bytes(4))
+            self.flush()
+
+    def close(self) -> None:
+        if self.transport is not None and not self.closed:
+            self.flush()
+            self.transport.close()
+
+    # ---- frames -------------------------------------------------------------------------------
+
+    def _headers(self, sid: int, flags: int, payload: bytes) -> None:
+        if not sid:
+            raise ConnectionError_(PROTOCOL_ERROR, "HEADERS on stream 0")
+        start, stop = 0, len(payload)
+        if flags & PADDED:
+            if not payload:
+                raise ConnectionError_(FRAME_SIZE_ERROR, "padded HEADERS without a pad length")
+            start = 1
+            stop -= payload[0]
+        if flags & PRIORITY_FLAG:
+            start += 5
+        if stop < start:
+            raise ConnectionError_(PROTOCOL_ERROR, "HEADERS padding longer than the frame")
+        block = payload[start:stop]
+        end_stream = bool(flags & END_STREAM)
+        if not flags & END_HEADERS:
+            self.headers_sid = sid
+            self.headers_block = bytearray(block)
+            self.headers_end_stream = end_stream
+            return
+        self._header_block(sid, block, end_stream)
+
+    def _continuation(self, sid: int, flags: int, payload: bytes) -> None:
+        if not self.headers_sid or sid != self.headers_sid:
+            raise ConnectionError_(PROTOCOL_ERROR, "CONTINUATION without a HEADERS before it")
+        self.headers_block += payload
+        if len(self.headers_block) > MAX_HEADER_BLOCK:
+            raise ConnectionError_(ENHANCE_YOUR_CALM, f"header block over {MAX_HEADER_BLOCK} bytes")
+        if flags & END_HEADERS:
+            self.headers_sid = 0
+            block, self.headers_block = bytes(self.headers_block), bytearray()
+            self._header_block(sid, block, self.headers_end_stream)
+
+    def _header_block(self, sid: int, block: bytes, end_stream: bool) -> None:
+        try:
+            headers = self.decoder.decode(block)
+            too_large = None
+        except HpackError as exc:
+            raise ConnectionError_(COMPRESSION_ERROR, f"header block: {exc}") from None
+        except HeaderListTooLarge as exc:
+            headers, too_large = [], str(exc)
+        st = self.streams.get(sid)
+        if st is not None:                          # trailers from the client
+            if not end_stream:
+                raise ConnectionError_(PROTOCOL_ERROR, "a second HEADERS without END_STREAM")
+            self._remote_end(st)
+            return
+        if sid % 2 == 0 or sid <= self.last_sid:
+            raise ConnectionError_(PROTOCOL_ERROR, f"HEADERS on stream {sid}, which cannot open now")
+        self.last_sid = sid
+        if self.going_away or len(self.streams) >= MAX_STREAMS:
+            self._reset(sid, REFUSED_STREAM)
+            return
+        st = _Stream(sid, self.peer_window)
+        st.closed_remote = end_stream
+        self.streams[sid] = st
+        if too_large is not None:
+            self._abort(st, grpc.StatusCode.RESOURCE_EXHAUSTED, too_large)
+            return
+        path = method = content_type = b""
+        timeout = encoding = accept = None
+        for name, value in headers:
+            if name == b":path":
+                path = value
+            elif name == b":method":
+                method = value
+            elif name == b"content-type":
+                content_type = value
+            elif name == b"grpc-timeout":
+                timeout = value
+            elif name == b"grpc-encoding":
+                encoding = value
+            elif name == b"grpc-accept-encoding":
+                accept = value
+        if method != b"POST" or not path:
+            self._reset(sid, PROTOCOL_ERROR)
+            return
+        if not content_type.startswith(b"application/grpc"):
+            self._http_status(st, 415)
+            return
+        call = st.call = Call(path.decode("utf-8", "replace"), self.peer, self.cn, None)
+        if timeout is not None:
+            seconds = parse_timeout(timeout)
+            if seconds is None:
+                self._abort(st, grpc.StatusCode.INTERNAL, f"malformed grpc-timeout {timeout!r}")
+                return
+            call.deadline = self.loop.time() + seconds
+            st.timer = self.loop.call_at(call.deadline, self._expire, st)
+        if encoding is not None and encoding != b"identity":
+            if encoding != b"gzip":
+                self._abort(st, grpc.StatusCode.UNIMPLEMENTED, f"grpc-encoding {encoding!r} is not supported")
+                return
+            st.gzip_in = True
+        st.gzip_out = st.gzip_in and accept is not None and b"gzip" in accept
+        st.method = self.methods.get(call.method)
+        if st.method is None:
+            service = call.method.rpartition("/")[0].lstrip("/")
+            known = any(p.startswith(f"/{service}/") for p in self.methods)
+            self._abort(st, grpc.StatusCode.UNIMPLEMENTED,
+                        f"unknown method {call.method}" if known else f"unknown service {service}")
+            return
+        if end_stream:
+            self._remote_end(st)
+
+    def _data(self, sid: int, flags: int, payload: bytes) -> None:
+        n = len(payload)
+        self.recv_window -= n
+        if self.recv_window < 0:
+            raise ConnectionError_(FLOW_CONTROL_ERROR, "DATA beyond the connection window")
+        if self.recv_window < CONN_WINDOW // 2:
+            self.out.append(frame_header(4, WINDOW_UPDATE, 0, 0) + (CONN_WINDOW - self.recv_window).to_bytes(4, "big"))
+            self.recv_window = CONN_WINDOW
+        if not sid:
+            raise ConnectionError_(PROTOCOL_ERROR, "DATA on stream 0")
+        st = self.streams.get(sid)
+        if st is None:
+            if sid > self.last_sid:
+                raise ConnectionError_(PROTOCOL_ERROR, f"DATA on idle stream {sid}")
+            return                           # a stream we already answered or reset
+        if st.closed_remote:
+            self._reset(sid, STREAM_CLOSED)
+            return
+        if flags & PADDED:
+            if not payload or payload[0] >= n:
+                raise ConnectionError_(PROTOCOL_ERROR, "DATA padding longer than the frame")
+            payload = payload[1:n - payload[0]]
+        if not st.answered and not st.ready:
+            data = st.data
+            data += payload
+            self.partial += len(payload)
+            if len(data) >= 5:
+                size = int.from_bytes(data[1:5], "big")
+                if size > self.max_message:
+                    self._abort(st, grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                f"received message larger than max ({size} vs. {self.max_message})")
+                    return
+                if len(data) > size + 5:
+                    self._abort(st, grpc.StatusCode.INVALID_ARGUMENT, "more than one request message on a unary call")
+                    return
+                if self.partial > PARTIAL_LIMIT:
+                    self._abort(st, grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                f"the connection holds more than {PARTIAL_LIMIT} bytes of unfinished requests")
+                    return
+            st.unacked += n
+            if st.unacked >= STREAM_WINDOW // 2 and not flags & END_STREAM:
+                self.out.append(frame_header(4, WINDOW_UPDATE, 0, sid) + st.unacked.to_bytes(4, "big"))
+                st.unacked = 0
+        if flags & END_STREAM:
+            self._remote_end(st)
+
+    def _remote_end(self, st: _Stream) -> None:
+        """The client finished sending: hand the request to its handler."""
+        st.closed_remote = True
+        if st.answered or st.ready or st.method is None:
+            if st.answered:
+                self._forget(st)
+            return
+        data = st.data
+        st.data = bytearray()
+        self.partial -= len(data)
+        st.ready = True
+        if len(data) < 5:
+            self._abort(st, grpc.StatusCode.INVALID_ARGUMENT if not data else grpc.StatusCode.INTERNAL,
+                        "no request message" if not data else "truncated gRPC message prefix")
+            return
+        size = int.from_bytes(data[1:5], "big")
+        if len(data) != size + 5:
+            self._abort(st, grpc.StatusCode.INVALID_ARGUMENT,
+                        f"a unary request carries {len(data)} bytes, its message prefix says {size + 5}")
+            return
+        raw = bytes(data[5:]) if len(data) > 5 else b""
+        if data[0]:
+            if not st.gzip_in:
+                self._abort(st, grpc.StatusCode.INTERNAL, "compressed message without grpc-encoding")
+                return
+            try:
+                raw = _gunzip(raw, self.max_message)
+            except ValueError as exc:
+                self._abort(st, grpc.StatusCode.RESOURCE_EXHAUSTED if "larger" in str(exc)
+                            else grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+                return
+        method = st.method
+        call = st.call
+        assert call is not None
+        if method.streaming:
+            st.task = self.loop.create_task(self._stream(st, method.handler(raw, call)))  # type: ignore[arg-type]
+            return
+        try:
+            reply = method.handler(raw, call)
+        except Exception as exc:  # noqa: BLE001 - a failed call must not end the connection
+            self._failed(st, exc)
+            return
+        if isinstance(reply, bytes):
+            self._reply(st, reply)
+            return
+        future: asyncio.Future[Any] = asyncio.ensure_future(reply)  # type: ignore[arg-type]
+        if isinstance(future, asyncio.Task):   # a coroutine: cancelled with its stream
+            st.task = future
+        future.add_done_callback(lambda f: self._replied(st, f))
+
+    def _replied(self, st: _Stream, future: asyncio.Future[bytes | None]) -> None:
+        st.task = None
+        if st.answered or self.closed:
+            return
+        if future.cancelled():
+            self._abort(st, grpc.StatusCode.CANCELLED, "the call was cancelled")
+        elif (exc := future.exception()) is None:
+            self._reply(st, future.result() or b"")
+        else:
+            self._failed(st, exc)
+        self._later()
+
+    def _failed(self, st: _Stream, exc: BaseException) -> None:
+        """End the call with the status ``exc`` stands for."""
+        method = st.method
+        if not isinstance(exc, RpcAbort) and method is not None and method.errors is not None:
+            exc = method.errors(exc) or exc
+        if isinstance(exc, RpcAbort):
+            self._abort(st, exc.code, exc.message)
+            return
+        log.error("%s failed: %s: %s", st.call.method if st.call else "?", type(exc).__name__, exc)
+        self._abort(st, grpc.StatusCode.UNKNOWN, f"{type(exc).__name__}: {exc}")
+
+    def _reply(self, st: _Stream, message: bytes) -> None:
+        """A unary response: headers, the message, trailers."""
+        if st.answered or self.closed:
+            return
+        body = self._message(st, message)
+        n = len(body)
+        sid = st.sid
+        if n <= st.send_window and n <= self.send_window and n <= self.peer_frame:
+            st.send_window -= n
+            self.send_window -= n
+            st.answered = True
+            self.out.append(b"".join((
+                frame_header(len(st.gzip_out and GZIP_HEADERS or RESPONSE_HEADERS), HEADERS, END_HEADERS, sid),
+                GZIP_HEADERS if st.gzip_out else RESPONSE_HEADERS,
+                frame_header(n, DATA, 0, sid), body,
+                frame_header(len(TRAILERS_OK), HEADERS, END_HEADERS | END_STREAM, sid), TRAILERS_OK)))
+            self._finish(st)
+            self._later()
+            return
+        self.loop.create_task(self._stream(st, _one(message)))
+
+    def _message(self, st: _Stream, message: bytes) -> bytes:
+        if st.gzip_out:
+            message = gzip.compress(message, compresslevel=1, mtime=0)
+            return b"\x01" + len(message).to_bytes(4, "big") + message
+        return b"\x00" + len(message).to_bytes(4, "big") + message
+
+    async def _stream(self, st: _Stream, messages: AsyncIterator[bytes]) -> None:
+        """Send a server-streaming call's messages as the windows allow, then its status."""
+        try:
+            async for message in messages:
+                if st.answered or self.closed:
+                    return
+                self._send_headers(st)
+                await self._send_data(st, self._message(st, message))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - ends this call, not the connection
+            if not st.answered and not self.closed:
+                self._failed(st, exc)
+                self._later()
+            return
+        finally:
+            aclose = getattr(messages, "aclose", None)
+            if aclose is not None:
+                try:
+                    await aclose()
+                except Exception:  # noqa: BLE001
+                    pass
+        st.task = None       # it ends here: not cancelled by its own stream's end
+        if st.answered or self.closed:
+            return
+        if not st.headers_sent:
+            self._abort(st, grpc.StatusCode.OK, "")
+        else:
+            st.answered = True
+            self.out.append(frame_header(len(TRAILERS_OK), HEADERS, END_HEADERS | END_STREAM, st.sid) + TRAILERS_OK)
+            self._finish(st)
+        self._later()
+
+    def _send_headers(self, st: _Stream) -> None:
+        if not st.headers_sent:
+            st.headers_sent = True
+            block = GZIP_HEADERS if st.gzip_out else RESPONSE_HEADERS
+            self.out.append(frame_header(len(block), HEADERS, END_HEADERS, st.sid) + block)
+
+    async def _send_data(self, st: _Stream, body: bytes) -> None:
+        view = memoryview(body)
+        while view:
+            if st.answered or self.closed:
+                return
+            n = min(len(view), st.send_window, self.send_window, self.peer_frame)
+            if n <= 0:
+                self.flush()
+                st.waiter = self.loop.create_future()
+                await st.waiter
+                continue
+            st.send_window -= n
+            self.send_window -= n
+            self.out.append(frame_header(n, DATA, 0, st.sid) + view[:n])
+            view = view[n:]
+            if self.paused:
+                self.flush()
+                self.drained = self.drained or self.loop.create_future()
+                await self.drained
+        self._later()
+
+    def _window_update(self, sid: int, payload: bytes) -> None:
+        if len(payload) != 4:
+            raise ConnectionError_(FRAME_SIZE_ERROR, "WINDOW_UPDATE of the wrong length")
+        inc = int.from_bytes(payload, "big") & 0x7fffffff
+        if sid == 0:
+            if inc == 0:
+                raise ConnectionError_(PROTOCOL_ERROR, "WINDOW_UPDATE of 0 on the connection")
+            self.send_window += inc
+            if self.send_window > MAX_WINDOW:
+                raise ConnectionError_(FLOW_CONTROL_ERROR, "connection window over 2^31-1")
+            for each in self.streams.values():
+                self._wake(each)
+            return
+        st = self.streams.get(sid)
+        if st is None:
+            return
+        if inc == 0:
+            self._reset(sid, PROTOCOL_ERROR)
+            return
+        st.send_window += inc
+        if st.send_window > MAX_WINDOW:
+            self._reset(sid, FLOW_CONTROL_ERROR)
+            return
+        self._wake(st)
+
+    @staticmethod
+    def _wake(st: _Stream) -> None:
+        if st.waiter is not None and not st.waiter.done():
+            st.waiter.set_result(None)
+
+    def _settings(self, sid: int, flags: int, payload: bytes) -> None:
+        if sid:
+            raise ConnectionError_(PROTOCOL_ERROR, "SETTINGS on a stream")
+        if flags & ACK:
+            if payload:
+                raise ConnectionError_(FRAME_SIZE_ERROR, "SETTINGS ACK with a payload")
+            return
+        if len(payload) % 6:
+            raise ConnectionError_(FRAME_SIZE_ERROR, "SETTINGS of a length not a multiple of 6")
+        for i in range(0, len(payload), 6):
+            key = int.from_bytes(payload[i:i + 2], "big")
+            value = int.from_bytes(payload[i + 2:i + 6], "big")
+            if key == S_INITIAL_WINDOW_SIZE:
+                if value > MAX_WINDOW:
+                    raise ConnectionError_(FLOW_CONTROL_ERROR, "SETTINGS_INITIAL_WINDOW_SIZE over 2^31-1")
+                delta = value - self.peer_window
+                self.peer_window = value
+                for st in self.streams.values():
+                    st.send_window += delta
+                    self._wake(st)
+            elif key == S_MAX_FRAME_SIZE:
+                if not 16384 <= value <= 16777215:
+                    raise ConnectionError_(PROTOCOL_ERROR, f"SETTINGS_MAX_FRAME_SIZE {value} out of range")
+                self.peer_frame = value
+            elif key == S_ENABLE_PUSH and value > 1:
+                raise ConnectionError_(PROTOCOL_ERROR, "SETTINGS_ENABLE_PUSH other than 0 or 1")
+        self.out.append(frame_header(0, SETTINGS, ACK, 0))
+
+    def _rst(self, sid: int, payload: bytes) -> None:
+        if not sid:
+            raise ConnectionError_(PROTOCOL_ERROR, "RST_STREAM on stream 0")
+        if len(payload) != 4:
+            raise ConnectionError_(FRAME_SIZE_ERROR, "RST_STREAM of the wrong length")
+        if sid > self.last_sid:
+            raise ConnectionError_(PROTOCOL_ERROR, f"RST_STREAM on idle stream {sid}")
+        st = self.streams.get(sid)
+        if st is not None:
+            st.answered = True
+            self._forget(st)
+
+    # ---- ending streams -----------------------------------------------------------------------
+
+    def _abort(self, st: _Stream, code: grpc.StatusCode, message: str) -> None:
+        """End the call with a status (trailers-only when nothing was sent yet)."""
+        if st.answered:
+            return
+        st.answered = True
+        block = status_block(code, message, not st.headers_sent)
+        self.out.append(frame_header(len(block), HEADERS, END_HEADERS | END_STREAM, st.sid) + block)
+        if not st.closed_remote:                   # the client may stop sending (RFC 9113 §8.1)
+            self.out.append(frame_header(4, RST_STREAM, 0, st.sid) + NO_ERROR.to_bytes(4, "big"))
+        self._forget(st)
+
+    def _http_status(self, st: _Stream, status: int) -> None:
+        block = b"\x08" + hpack_string(str(status).encode())   # :status, literal, name = static 8
+        st.answered = True
+        self.out.append(frame_header(len(block), HEADERS, END_HEADERS | END_STREAM, st.sid) + block)
+        if not st.closed_remote:
+            self.out.append(frame_header(4, RST_STREAM, 0, st.sid) + NO_ERROR.to_bytes(4, "big"))
+        self._forget(st)
+
+    def _reset(self, sid: int, code: int) -> None:
+        self.out.append(frame_header(4, RST_STREAM, 0, sid) + code.to_bytes(4, "big"))
+        st = self.streams.get(sid)
+        if st is not None:
+            st.answered = True
+            self._forget(st)
+
+    def _expire(self, st: _Stream) -> None:
+        st.timer = None
+        if not st.answered and not self.closed:
+            self._abort(st, grpc.StatusCode.DEADLINE_EXCEEDED, "deadline exceeded")
+            self.flush()
+
+    def _finish(self, st: _Stream) -> None:
+        if st.closed_remote:
+            self._forget(st)
+
+    def _forget(self, st: _Stream) -> None:
+        """Drop the stream's state: its timer, its task, its unfinished request bytes."""
+        if st.timer is not None:
+            st.timer.cancel()
+            st.timer = None
+        if st.task is not None and not st.task.done():
+            st.task.cancel()
+        st.task = None
+        self._wake(st)
+        self.partial -= len(st.data)
+        st.data = bytearray()
+        if self.streams.pop(st.sid, None) is not None and not self.streams and self.idle is not None \
+                and not self.idle.done():
+            self.idle.set_result(None)
+
+
+async def _one(message: bytes) -> AsyncIterator[bytes]:
+    yield message
+
+
+def _gunzip(data: bytes, limit: int) -> bytes:
+    """A gzip message inflated, at most ``limit`` bytes; ValueError when it is not gzip or larger."""
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        out = inflater.decompress(data, limit + 1)
+    except zlib.error as exc:
+        raise ValueError(f"compressed message is not gzip: {exc}") from None
+    if len(out) > limit:
+        raise ValueError(f"received message larger than max after decompression (over {limit})")
+    return out
+
