@@ -349,7 +349,7 @@ def pump(pumps: Callable[..., PumpProcess]) -> PumpProcess:
     return pumps("pump-door")
 
 
-def test_pump_addr_serves_grpc_and_http_and_binlogctl_pause(pump: PumpProcess, tso: object,
+def test_pump_addr_serves_grpc_and_http_and_binlogctl_pause(pump: PumpProcess, tso: Any,
                                                             ts: Callable[[], int]) -> None:
     cid = int(tso.cluster_id)
     host, port = pump.addr.rsplit(":", 1)
