@@ -269,7 +269,8 @@ def _noop_server_main(ready: Any, stop: Any, workers: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     async def serve() -> None:
-        # Same construction as ingest/pump/server.py start_server: grpc.aio, same options.
+        # grpcio's own server (grpc.aio on uvloop) with the pump's message limits: the obvious alternative
+        # to the pump's hand-written front door, answering at once.
         server = grpc.aio.server(options=[("grpc.max_receive_message_length", MAX_MESSAGE_SIZE),
                                           ("grpc.max_send_message_length", -1),
                                           ("grpc.so_reuseport", 0)])

@@ -3,8 +3,8 @@
 Both servers get the same load in the same run: ``--clients`` WriteBinlog calls in flight (grpc.aio,
 from ``--client-procs`` load processes), transactions of one prewrite (``--payload`` bytes of
 prewrite_value) and, after its ack, one commit whose commit_ts is allocated after that ack. The
-no-op server is a separate process built like ``ingest/pump/server.py start_server`` (grpc.aio on
-uvloop, same options) whose WriteBinlog returns at once. Afterwards every
+no-op server is a separate process, grpcio's server (grpc.aio on uvloop, the pump's message limits)
+whose WriteBinlog returns at once. Afterwards every
 acknowledged record is checked to be stored exactly once, through the pump's range scan and in the
 value log itself.
 

@@ -6,18 +6,22 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import io
 import json
 import logging
 import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
 from hpack import Encoder
 
+from binlake.drain_config import DrainerConfig
+from binlake.follow import Follower
 from binlake.local import PumpProcess
 from ingest.frontdoor import FrontDoor
 from ingest.http2.framing import (
@@ -375,3 +379,27 @@ def test_pump_addr_serves_grpc_and_http_and_binlogctl_pause(pump: PumpProcess, t
                  lambda: pump.log_tail())
     finally:
         registry.close()
+
+
+def test_the_follow_drainers_cistern_port_answers_binlogctl(tmp_path: Path) -> None:
+    """``binlogctl -cmd pause-drainer`` sends ``PUT /state/{id}/pause`` to the drainer's registered
+    host, its Cistern gRPC address: answered there, beside ``Notify``."""
+    options = DrainerConfig(registry=f"file://{tmp_path / 'registry.json'}", node_id="d-door",
+                            addr="127.0.0.1:0", status_addr="127.0.0.1:0")
+    follower = Follower(options, 1.0, io.StringIO())
+    follower._start_servers()
+    try:
+        host, port = follower.advertise.rsplit(":", 1)
+        with _channel(int(port)) as ch:
+            notify = ch.unary_unary("/binlog.Cistern/Notify", request_serializer=_ident, response_deserializer=_ident)
+            assert notify(b"", timeout=10) == b""
+        with socket.create_connection((host, int(port)), timeout=10) as s:
+            s.sendall(b"GET /status HTTP/1.1\r\nHost: d\r\n\r\n")
+            assert "LastTS" in json.loads(_read_response(s).partition(b"\r\n\r\n")[2])
+            assert not follower.stop.is_set()
+            s.sendall(b"PUT /state/d-door/pause HTTP/1.1\r\nHost: d\r\n\r\n")
+            assert _read_response(s).startswith(b"HTTP/1.1 200")
+        assert follower.stop.is_set() and follower.final_state == PAUSED
+    finally:
+        assert follower.door is not None
+        follower.door.stop(0)
