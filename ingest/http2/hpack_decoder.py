@@ -39,7 +39,7 @@ class HeaderListTooLarge(HPACKDecodingError):
 class HpackDecoder:
     """The decoding context of one connection (its dynamic table lives as long as the connection)."""
 
-    __slots__ = ("_table", "_size", "_max_size", "_limit", "_max_list", "_memo")
+    __slots__ = ("_table", "_size", "_max_size", "_limit", "_max_list", "_memo", "changes")
 
     def __init__(self, max_table_size: int = DEFAULT_TABLE_SIZE, max_header_list: int = 1 << 20) -> None:
         self._table: deque[Header] = deque()   # newest first: dynamic index 62 is _table[0]
@@ -48,6 +48,8 @@ class HpackDecoder:
         self._limit = max_table_size            # SETTINGS_HEADER_TABLE_SIZE we advertised
         self._max_list = max_header_list
         self._memo: dict[bytes, bytes] = {}
+        self.changes = 0                        # insertions and size updates so far: a block that left it
+                                                # unchanged decodes the same way until it changes
 
     def decode(self, block: bytes) -> list[Header]:
         """The (name, value) pairs of ``block`` in order; ``HpackError`` when it is malformed,
@@ -92,6 +94,7 @@ class HpackDecoder:
                     if size > self._limit:
                         raise HpackError(f"dynamic table size update to {size} over the limit {self._limit}")
                     self._max_size = size
+                    self.changes += 1
                     self._evict(0)
                     continue
                 else:                                           # literal without / never indexed (§6.2.2-3)
@@ -143,6 +146,7 @@ class HpackDecoder:
         return text, end
 
     def _add(self, field: Header) -> None:
+        self.changes += 1
         size = len(field[0]) + len(field[1]) + ENTRY_OVERHEAD
         if size > self._max_size:          # §4.4: an entry larger than the table empties it
             self._table.clear()

@@ -23,10 +23,11 @@ from __future__ import annotations
 import asyncio
 import gzip
 import logging
+import time
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Final, Union
+from typing import Any, Final, NamedTuple, Union
 from urllib.parse import quote
 
 import grpc
@@ -75,6 +76,11 @@ DEFAULT_FRAME: Final = 16384
 RESPONSE_HEADERS: Final = b"\x88" + b"\x0f\x10" + hpack_string(b"application/grpc")   # :status 200, content-type
 GZIP_HEADERS: Final = RESPONSE_HEADERS + b"\x00" + hpack_string(b"grpc-encoding") + hpack_string(b"gzip")
 TRAILERS_OK: Final = b"\x00" + hpack_string(b"grpc-status") + hpack_string(b"0")
+_PLAIN_HEAD: Final = len(RESPONSE_HEADERS).to_bytes(3, "big") + bytes((HEADERS, END_HEADERS))
+_GZIP_HEAD: Final = len(GZIP_HEADERS).to_bytes(3, "big") + bytes((HEADERS, END_HEADERS))
+_DATA_TYPE: Final = bytes((DATA, 0))
+_TRAILERS_HEAD: Final = len(TRAILERS_OK).to_bytes(3, "big") + bytes((HEADERS, END_HEADERS | END_STREAM))
+HEAD_MEMO: Final = 512                 # decoded request heads remembered per connection
 _TIMEOUT_UNITS: Final = {ord("H"): 3600.0, ord("M"): 60.0, ord("S"): 1.0, ord("m"): 1e-3, ord("u"): 1e-6,
                          ord("n"): 1e-9}
 
@@ -95,11 +101,13 @@ class RpcAbort(Exception):
 @dataclass(frozen=True)
 class Method:
     """One RPC: ``streaming`` tells which kind of handler it has; ``errors`` turns an exception an
-    awaited reply ends with into the call's status (others end it ``UNKNOWN``)."""
+    awaited reply ends with into the call's status (others end it ``UNKNOWN``); ``observe`` learns
+    how long each unary call took."""
 
     handler: Unary | Streaming
     streaming: bool = False
-    errors: Callable[[BaseException], RpcAbort | None] | None = None
+    errors: Callable[[BaseException], BaseException] | None = None
+    observe: Callable[[float, bool], None] | None = None   # seconds a unary call took, and whether it succeeded
 
 
 Methods = dict[str, Method]   # keyed by path, "/binlog.Pump/WriteBinlog"
@@ -147,9 +155,59 @@ def parse_timeout(value: bytes) -> float | None:
     return None if unit is None else int(value[:-1]) * unit
 
 
+_OK, _RESET, _UNSUPPORTED_MEDIA, _ABORT = "ok", "reset", "415", "abort"
+
+
+class _Head(NamedTuple):
+    """What a request's header block says, checked: ``kind`` is ``_OK`` or how to refuse it."""
+
+    kind: str
+    path: str
+    timeout: float | None
+    gzip_in: bool
+    gzip_out: bool
+    error: tuple[grpc.StatusCode, str] | None = None
+
+
+def _request_head(headers: list[tuple[bytes, bytes]]) -> _Head:
+    path = method = content_type = b""
+    timeout = encoding = accept = None
+    for name, value in headers:
+        if name == b":path":
+            path = value
+        elif name == b":method":
+            method = value
+        elif name == b"content-type":
+            content_type = value
+        elif name == b"grpc-timeout":
+            timeout = value
+        elif name == b"grpc-encoding":
+            encoding = value
+        elif name == b"grpc-accept-encoding":
+            accept = value
+    if method != b"POST" or not path:
+        return _Head(_RESET, "", None, False, False)
+    if not content_type.startswith(b"application/grpc"):
+        return _Head(_UNSUPPORTED_MEDIA, "", None, False, False)
+    seconds = None
+    if timeout is not None:
+        seconds = parse_timeout(timeout)
+        if seconds is None:
+            return _Head(_ABORT, "", None, False, False,
+                         (grpc.StatusCode.INTERNAL, f"malformed grpc-timeout {timeout!r}"))
+    gzip_in = False
+    if encoding is not None and encoding != b"identity":
+        if encoding != b"gzip":
+            return _Head(_ABORT, "", None, False, False,
+                         (grpc.StatusCode.UNIMPLEMENTED, f"grpc-encoding {encoding!r} is not supported"))
+        gzip_in = True
+    gzip_out = gzip_in and accept is not None and b"gzip" in accept
+    return _Head(_OK, path.decode("utf-8", "replace"), seconds, gzip_in, gzip_out)
+
+
 class _Stream:
     __slots__ = ("sid", "method", "call", "data", "closed_remote", "answered", "send_window", "task", "timer",
-                 "gzip_in", "gzip_out", "unacked", "waiter", "headers_sent", "ready")
+                 "gzip_in", "gzip_out", "unacked", "waiter", "headers_sent", "ready", "started")
 
     def __init__(self, sid: int, send_window: int) -> None:
         self.sid = sid
@@ -167,6 +225,7 @@ class _Stream:
         self.waiter: asyncio.Future[None] | None = None
         self.headers_sent = False
         self.ready = False               # the request message was handed to the handler
+        self.started = 0.0               # time.monotonic() at the handler's start (when the method observes)
 
 
 class GrpcConnection(asyncio.Protocol):
@@ -184,6 +243,8 @@ class GrpcConnection(asyncio.Protocol):
         self.loop = asyncio.get_running_loop()
         self.buf = bytearray()
         self.decoder = HpackDecoder(max_header_list=MAX_HEADER_LIST)
+        self.heads: dict[bytes, _Head] = {}      # request heads by header block, while the table stays
+        self.heads_at = 0                        # the decoder's ``changes`` the memo holds for
         self.streams: dict[int, _Stream] = {}
         self.last_sid = 0
         self.send_window = DEFAULT_WINDOW        # connection send window
@@ -265,13 +326,17 @@ class GrpcConnection(asyncio.Protocol):
         except ConnectionError_ as exc:
             self._fail(exc.code, str(exc))
             return
+        except Exception:  # a bug of ours: this connection ends, the others go on
+            log.exception("HTTP/2 connection of %s failed", self.peer)
+            self._fail(INTERNAL_ERROR, "internal error")
+            return
         del buf[:pos]
         if self.out:
             self.flush()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        for st in self.streams.values():
+        for st in list(self.streams.values()):
             self._forget(st)
         self.streams.clear()
         if self.drained is not None and not self.drained.done():
@@ -362,13 +427,24 @@ class GrpcConnection(asyncio.Protocol):
             self._header_block(sid, block, self.headers_end_stream)
 
     def _header_block(self, sid: int, block: bytes, end_stream: bool) -> None:
-        try:
-            headers = self.decoder.decode(block)
-            too_large = None
-        except HpackError as exc:
-            raise ConnectionError_(COMPRESSION_ERROR, f"header block: {exc}") from None
-        except HeaderListTooLarge as exc:
-            headers, too_large = [], str(exc)
+        decoder = self.decoder
+        if decoder.changes != self.heads_at:
+            self.heads.clear()
+            self.heads_at = decoder.changes
+        head = self.heads.get(block)
+        if head is None:
+            try:
+                head = _request_head(decoder.decode(block))
+            except HpackError as exc:
+                raise ConnectionError_(COMPRESSION_ERROR, f"header block: {exc}") from None
+            except HeaderListTooLarge as exc:
+                head = _Head(_ABORT, "", None, False, False, (grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc)))
+            if decoder.changes == self.heads_at:   # the block left the table as it was: it decodes alike
+                if len(self.heads) < HEAD_MEMO:
+                    self.heads[block] = head
+            else:
+                self.heads.clear()
+                self.heads_at = decoder.changes
         st = self.streams.get(sid)
         if st is not None:                          # trailers from the client
             if not end_stream:
@@ -384,50 +460,28 @@ class GrpcConnection(asyncio.Protocol):
         st = _Stream(sid, self.peer_window)
         st.closed_remote = end_stream
         self.streams[sid] = st
-        if too_large is not None:
-            self._abort(st, grpc.StatusCode.RESOURCE_EXHAUSTED, too_large)
+        kind = head.kind
+        if kind is not _OK:
+            if kind is _RESET:
+                self._reset(sid, PROTOCOL_ERROR)
+            elif kind is _UNSUPPORTED_MEDIA:
+                self._http_status(st, 415)
+            else:
+                assert head.error is not None
+                self._abort(st, *head.error)
             return
-        path = method = content_type = b""
-        timeout = encoding = accept = None
-        for name, value in headers:
-            if name == b":path":
-                path = value
-            elif name == b":method":
-                method = value
-            elif name == b"content-type":
-                content_type = value
-            elif name == b"grpc-timeout":
-                timeout = value
-            elif name == b"grpc-encoding":
-                encoding = value
-            elif name == b"grpc-accept-encoding":
-                accept = value
-        if method != b"POST" or not path:
-            self._reset(sid, PROTOCOL_ERROR)
-            return
-        if not content_type.startswith(b"application/grpc"):
-            self._http_status(st, 415)
-            return
-        call = st.call = Call(path.decode("utf-8", "replace"), self.peer, self.cn, None)
-        if timeout is not None:
-            seconds = parse_timeout(timeout)
-            if seconds is None:
-                self._abort(st, grpc.StatusCode.INTERNAL, f"malformed grpc-timeout {timeout!r}")
-                return
-            call.deadline = self.loop.time() + seconds
+        call = st.call = Call(head.path, self.peer, self.cn, None)
+        if head.timeout is not None:
+            call.deadline = self.loop.time() + head.timeout
             st.timer = self.loop.call_at(call.deadline, self._expire, st)
-        if encoding is not None and encoding != b"identity":
-            if encoding != b"gzip":
-                self._abort(st, grpc.StatusCode.UNIMPLEMENTED, f"grpc-encoding {encoding!r} is not supported")
-                return
-            st.gzip_in = True
-        st.gzip_out = st.gzip_in and accept is not None and b"gzip" in accept
-        st.method = self.methods.get(call.method)
+        st.gzip_in = head.gzip_in
+        st.gzip_out = head.gzip_out
+        st.method = self.methods.get(head.path)
         if st.method is None:
-            service = call.method.rpartition("/")[0].lstrip("/")
+            service = head.path.rpartition("/")[0].lstrip("/")
             known = any(p.startswith(f"/{service}/") for p in self.methods)
             self._abort(st, grpc.StatusCode.UNIMPLEMENTED,
-                        f"unknown method {call.method}" if known else f"unknown service {service}")
+                        f"unknown method {head.path}" if known else f"unknown service {service}")
             return
         if end_stream:
             self._remote_end(st)
@@ -454,27 +508,35 @@ class GrpcConnection(asyncio.Protocol):
             if not payload or payload[0] >= n:
                 raise ConnectionError_(PROTOCOL_ERROR, "DATA padding longer than the frame")
             payload = payload[1:n - payload[0]]
-        if not st.answered and not st.ready:
-            data = st.data
-            data += payload
-            self.partial += len(payload)
-            if len(data) >= 5:
-                size = int.from_bytes(data[1:5], "big")
-                if size > self.max_message:
-                    self._abort(st, grpc.StatusCode.RESOURCE_EXHAUSTED,
-                                f"received message larger than max ({size} vs. {self.max_message})")
-                    return
-                if len(data) > size + 5:
-                    self._abort(st, grpc.StatusCode.INVALID_ARGUMENT, "more than one request message on a unary call")
-                    return
-                if self.partial > PARTIAL_LIMIT:
-                    self._abort(st, grpc.StatusCode.RESOURCE_EXHAUSTED,
-                                f"the connection holds more than {PARTIAL_LIMIT} bytes of unfinished requests")
-                    return
-            st.unacked += n
-            if st.unacked >= STREAM_WINDOW // 2 and not flags & END_STREAM:
-                self.out.append(frame_header(4, WINDOW_UPDATE, 0, sid) + st.unacked.to_bytes(4, "big"))
-                st.unacked = 0
+        if st.answered or st.ready:
+            if flags & END_STREAM:
+                self._remote_end(st)
+            return
+        data = st.data
+        if not data and flags & END_STREAM:        # the whole request in one frame: no copy
+            st.closed_remote = True
+            st.ready = True
+            self._dispatch(st, payload)
+            return
+        data += payload
+        self.partial += len(payload)
+        if len(data) >= 5:
+            size = int.from_bytes(data[1:5], "big")
+            if size > self.max_message:
+                self._abort(st, grpc.StatusCode.RESOURCE_EXHAUSTED,
+                            f"received message larger than max ({size} vs. {self.max_message})")
+                return
+            if len(data) > size + 5:
+                self._abort(st, grpc.StatusCode.INVALID_ARGUMENT, "more than one request message on a unary call")
+                return
+            if self.partial > PARTIAL_LIMIT:
+                self._abort(st, grpc.StatusCode.RESOURCE_EXHAUSTED,
+                            f"the connection holds more than {PARTIAL_LIMIT} bytes of unfinished requests")
+                return
+        st.unacked += n
+        if st.unacked >= STREAM_WINDOW // 2 and not flags & END_STREAM:
+            self.out.append(frame_header(4, WINDOW_UPDATE, 0, sid) + st.unacked.to_bytes(4, "big"))
+            st.unacked = 0
         if flags & END_STREAM:
             self._remote_end(st)
 
@@ -489,16 +551,23 @@ class GrpcConnection(asyncio.Protocol):
         st.data = bytearray()
         self.partial -= len(data)
         st.ready = True
-        if len(data) < 5:
+        self._dispatch(st, data)
+
+    def _dispatch(self, st: _Stream, data: bytes | bytearray) -> None:
+        """Check the request's one gRPC message and start its handler."""
+        n = len(data)
+        if n < 5:
             self._abort(st, grpc.StatusCode.INVALID_ARGUMENT if not data else grpc.StatusCode.INTERNAL,
                         "no request message" if not data else "truncated gRPC message prefix")
             return
         size = int.from_bytes(data[1:5], "big")
-        if len(data) != size + 5:
-            self._abort(st, grpc.StatusCode.INVALID_ARGUMENT,
-                        f"a unary request carries {len(data)} bytes, its message prefix says {size + 5}")
+        if n != size + 5:
+            self._abort(st, grpc.StatusCode.RESOURCE_EXHAUSTED if size > self.max_message
+                        else grpc.StatusCode.INVALID_ARGUMENT,
+                        f"received message larger than max ({size} vs. {self.max_message})" if size > self.max_message
+                        else f"a unary request carries {n} bytes, its message prefix says {size + 5}")
             return
-        raw = bytes(data[5:]) if len(data) > 5 else b""
+        raw = bytes(data[5:])
         if data[0]:
             if not st.gzip_in:
                 self._abort(st, grpc.StatusCode.INTERNAL, "compressed message without grpc-encoding")
@@ -509,12 +578,18 @@ class GrpcConnection(asyncio.Protocol):
                 self._abort(st, grpc.StatusCode.RESOURCE_EXHAUSTED if "larger" in str(exc)
                             else grpc.StatusCode.INVALID_ARGUMENT, str(exc))
                 return
+        elif size > self.max_message:
+            self._abort(st, grpc.StatusCode.RESOURCE_EXHAUSTED,
+                        f"received message larger than max ({size} vs. {self.max_message})")
+            return
         method = st.method
         call = st.call
-        assert call is not None
+        assert method is not None and call is not None
         if method.streaming:
             st.task = self.loop.create_task(self._stream(st, method.handler(raw, call)))  # type: ignore[arg-type]
             return
+        if method.observe is not None:
+            st.started = time.monotonic()
         try:
             reply = method.handler(raw, call)
         except Exception as exc:  # noqa: BLE001 - a failed call must not end the connection
@@ -543,6 +618,8 @@ class GrpcConnection(asyncio.Protocol):
     def _failed(self, st: _Stream, exc: BaseException) -> None:
         """End the call with the status ``exc`` stands for."""
         method = st.method
+        if method is not None and method.observe is not None and st.started:
+            method.observe(time.monotonic() - st.started, False)
         if not isinstance(exc, RpcAbort) and method is not None and method.errors is not None:
             exc = method.errors(exc) or exc
         if isinstance(exc, RpcAbort):
@@ -555,18 +632,19 @@ class GrpcConnection(asyncio.Protocol):
         """A unary response: headers, the message, trailers."""
         if st.answered or self.closed:
             return
+        method = st.method
+        if method is not None and method.observe is not None and st.started:
+            method.observe(time.monotonic() - st.started, True)
         body = self._message(st, message)
         n = len(body)
-        sid = st.sid
         if n <= st.send_window and n <= self.send_window and n <= self.peer_frame:
             st.send_window -= n
             self.send_window -= n
             st.answered = True
+            sid = st.sid.to_bytes(4, "big")
             self.out.append(b"".join((
-                frame_header(len(st.gzip_out and GZIP_HEADERS or RESPONSE_HEADERS), HEADERS, END_HEADERS, sid),
-                GZIP_HEADERS if st.gzip_out else RESPONSE_HEADERS,
-                frame_header(n, DATA, 0, sid), body,
-                frame_header(len(TRAILERS_OK), HEADERS, END_HEADERS | END_STREAM, sid), TRAILERS_OK)))
+                _GZIP_HEAD if st.gzip_out else _PLAIN_HEAD, sid, GZIP_HEADERS if st.gzip_out else RESPONSE_HEADERS,
+                n.to_bytes(3, "big"), _DATA_TYPE, sid, body, _TRAILERS_HEAD, sid, TRAILERS_OK)))
             self._finish(st)
             self._later()
             return

@@ -47,13 +47,14 @@ class CallGuard:
             raise RpcAbort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed {name}: not valid protobuf ({e})") from None
 
     def unary(self, method: str, parse: Callable[[bytes], Message], behaviour: Callable[[Any, Call], Reply],
-              errors: Callable[[BaseException], Any] | None = None) -> Method:
+              errors: Callable[[BaseException], BaseException] | None = None,
+              observe: Callable[[float, bool], None] | None = None) -> Method:
         """A unary method: admitted, decoded, then ``behaviour``."""
         request = self._request
 
         def handle(raw: bytes, call: Call) -> Reply:
             return behaviour(request(method, parse, raw, call), call)
-        return Method(handle, errors=errors)
+        return Method(handle, errors=errors, observe=observe)
 
     def stream(self, method: str, parse: Callable[[bytes], Message],
                behaviour: Callable[[Any, Call], AsyncIterator[bytes]]) -> Method:

@@ -345,6 +345,21 @@ def test_streams_over_the_limit_are_refused_and_rst_cancels(door: Door) -> None:
         c.close()
 
 
+def test_a_connection_lost_with_open_streams_ends_them_quietly(door: Door, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.ERROR):
+        for _ in range(3):
+            c = RawH2(door.port)
+            c.send(*(c.headers(1 + 2 * i, "/t.T/Slow") for i in range(5)),
+                   c.headers(11, "/t.T/Forever"), c.message(11, b""))
+            c.until(lambda t, f, s, p: t == DATA and s == 11)
+            c.close()
+        with _channel(door.port) as ch:
+            assert ch.unary_unary("/t.T/Echo", request_serializer=_ident, response_deserializer=_ident)(
+                b"after", timeout=5) == b"after"
+        assert door.cancelled.wait(5)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+
+
 # ---- a real pump: HTTP/1.1 and gRPC on addr ------------------------------------------------------
 
 
