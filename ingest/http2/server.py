@@ -252,7 +252,8 @@ class GrpcConnection(asyncio.Protocol):
         self.peer_frame = DEFAULT_FRAME          # peer's SETTINGS_MAX_FRAME_SIZE
         self.recv_window = CONN_WINDOW           # what the peer may still send us
         self.partial = 0                         # bytes of unfinished request messages
-        self.out: list[bytes] = []
+        self.out: list[bytes | memoryview] = []
+        self.views = False                       # ``out`` holds views of large messages
         self.flush_pending = False
         self.going_away = False
         self.closed = False
@@ -362,7 +363,11 @@ class GrpcConnection(asyncio.Protocol):
         self.flush_pending = False
         if self.out and not self.closed and self.transport is not None:
             out = self.out
-            self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+            if self.views:                     # large messages: no join, the transport gathers them
+                self.transport.writelines(out)
+                self.views = False
+            else:
+                self.transport.write(out[0] if len(out) == 1 else b"".join(out))
             self.out = []
 
     def _later(self) -> None:
@@ -663,7 +668,7 @@ class GrpcConnection(asyncio.Protocol):
                 if st.answered or self.closed:
                     return
                 self._send_headers(st)
-                await self._send_data(st, self._message(st, message))
+                await self._send_data(st, message)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - ends this call, not the connection
@@ -695,21 +700,31 @@ class GrpcConnection(asyncio.Protocol):
             block = GZIP_HEADERS if st.gzip_out else RESPONSE_HEADERS
             self.out.append(frame_header(len(block), HEADERS, END_HEADERS, st.sid) + block)
 
-    async def _send_data(self, st: _Stream, body: bytes) -> None:
-        view = memoryview(body)
-        while view:
+    async def _send_data(self, st: _Stream, message: bytes) -> None:
+        """One message as DATA frames within the windows; its bytes are not copied on the way to
+        the transport (frames of a large message are written as views, ``flush`` uses writelines)."""
+        if st.gzip_out:
+            message = gzip.compress(message, compresslevel=1, mtime=0)
+        prefix = (b"\x01" if st.gzip_out else b"\x00") + len(message).to_bytes(4, "big")
+        view = memoryview(message)
+        while prefix or view:
             if st.answered or self.closed:
                 return
-            n = min(len(view), st.send_window, self.send_window, self.peer_frame)
-            if n <= 0:
+            n = min(len(prefix) + len(view), st.send_window, self.send_window, self.peer_frame)
+            if n < len(prefix) + (1 if view else 0):   # wait for room for the prefix and some of the message
                 self.flush()
                 st.waiter = self.loop.create_future()
                 await st.waiter
                 continue
             st.send_window -= n
             self.send_window -= n
-            self.out.append(frame_header(n, DATA, 0, st.sid) + view[:n])
-            view = view[n:]
+            self.out.append(frame_header(n, DATA, 0, st.sid) + prefix)
+            n -= len(prefix)
+            prefix = b""
+            if n:
+                self.out.append(view[:n])
+                self.views = True
+                view = view[n:]
             if self.paused:
                 self.flush()
                 self.drained = self.drained or self.loop.create_future()

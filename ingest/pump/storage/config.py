@@ -44,7 +44,7 @@ class StorageConfig(TomlModel):
     # than one), start at most one group commit per this many seconds, so each holds more calls
     # (fewer syncs and thread wake-ups per call; bench/pump_write.py: 2.6 -> 6.8 binlogs per group
     # commit, ~20 % less pump CPU per call). A lone writer is never held. 0 disables.
-    group_commit_interval: Interval = Field(default=0.002, alias="group-commit-interval")
+    group_commit_interval: Interval = Field(default=0.0005, alias="group-commit-interval")
     # binlake: the newest index entries kept in memory for range scans (29 bytes each; 0 disables).
     scan_cache_entries: Int = Field(default=DEFAULT_CAPACITY, alias="scan-cache-entries", ge=0)
     kv: KVConfig = Field(default_factory=KVConfig)
