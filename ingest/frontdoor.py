@@ -5,8 +5,9 @@ requests to the address in the registry, which is the gRPC address.
 A connection is told apart by its first bytes (after TLS, when ``[security]`` is set): the HTTP/2
 client preface makes it a gRPC connection (``ingest.http2.server``); anything else is HTTP/1.1
 (``ingest.httpserver``). Under TLS both share the certificate rules: client certificates are required
-when ``ssl-ca`` is set, ALPN offers ``h2`` and ``http/1.1``, and ``cert-allowed-cn`` is checked per
-call or request. A client that sends nothing for ``SNIFF_TIMEOUT`` seconds (or never finishes the
+when ``ssl-ca`` is set, ALPN settles on ``http/1.1`` for clients offering it (curl, browsers) and
+``h2`` for gRPC clients, which offer only that, and ``cert-allowed-cn`` is checked per call or
+request. A client that sends nothing for ``SNIFF_TIMEOUT`` seconds (or never finishes the
 TLS handshake) is disconnected. TCP addresses and a unix socket use the same code.
 
 ``FrontDoor`` runs on an event loop of its own thread (uvloop), started and stopped from any thread.
@@ -111,6 +112,10 @@ class _Door(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
+    def abort(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()
+
 
 def _peer_cn(cert: Any) -> str | None:
     for rdn in (cert or {}).get("subject", ()):
@@ -170,7 +175,7 @@ class FrontDoor:
     def _tls(self) -> ssl.SSLContext | None:
         ctx = self.security.server_context()
         if ctx is not None:
-            ctx.set_alpn_protocols(["h2", "http/1.1"])
+            ctx.set_alpn_protocols(["http/1.1", "h2"])   # our order decides: curl offering both gets HTTP/1.1
         return ctx
 
     def stop(self, grace: float = 10.0) -> None:
@@ -195,5 +200,11 @@ class FrontDoor:
         if waits:
             await asyncio.wait(waits, timeout=grace)
         for conn in list(self.connections):
-            conn.close()
+            conn.abort()                       # connection_lost cancels each stream's task
         await asyncio.sleep(0)
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=5)
+        await self.loop.shutdown_asyncgens()  # a scan's producer thread learns it may stop

@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 MAX_HEAD = 64 << 10      # request line and headers
 MAX_BODY = 1 << 20       # a request body (the status APIs take none or a small one)
 IDLE_TIMEOUT = 120.0     # seconds a kept-alive connection may sit idle
+REQUEST_TIMEOUT = 30.0   # seconds from a request's first byte to its last
 
 
 class HttpSide:
@@ -120,7 +121,8 @@ class Http1:
         self.loop = asyncio.get_running_loop()
         self.buf = bytearray()
         self.busy = False
-        self.idle: asyncio.TimerHandle | None = None
+        self.in_request = False                   # bytes of a request arrived, not all of it yet
+        self.timer: asyncio.TimerHandle | None = None   # closes the connection: idle, or a request too slow
 
     def feed(self, data: bytes) -> None:
         """Bytes from the client."""
@@ -128,18 +130,23 @@ class Http1:
         if not self.busy:
             self._next()
 
+    def _arm(self, seconds: float) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        self.timer = self.loop.call_later(seconds, self.transport.close)
+
     def _next(self) -> None:
-        if self.idle is not None:
-            self.idle.cancel()
-            self.idle = None
+        if not self.buf:                          # between requests: the idle timeout
+            self._arm(IDLE_TIMEOUT)
+            self.in_request = False
+            return
+        if not self.in_request:                   # a request began: it has REQUEST_TIMEOUT to arrive
+            self._arm(REQUEST_TIMEOUT)
+            self.in_request = True
         head_end = self.buf.find(b"\r\n\r\n")
         if head_end < 0:
             if len(self.buf) > MAX_HEAD:
                 self._refuse(431, "Request Header Fields Too Large")
-            elif self.transport.is_closing():
-                return
-            else:
-                self.idle = self.loop.call_later(IDLE_TIMEOUT, self.transport.close)
             return
         if head_end > MAX_HEAD:
             self._refuse(431, "Request Header Fields Too Large")
@@ -164,6 +171,10 @@ class Http1:
             return
         raw = bytes(self.buf[:end])
         del self.buf[:end]
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        self.in_request = False
         self.busy = True
         self.transport.pause_reading()
         future = self.loop.run_in_executor(self.executor, respond, self.handler, raw, self.client, self.side, self.cn)
@@ -189,8 +200,8 @@ class Http1:
 
     def closed(self) -> None:
         """The connection ended."""
-        if self.idle is not None:
-            self.idle.cancel()
+        if self.timer is not None:
+            self.timer.cancel()
 
 
 def is_loopback(host: str) -> bool:

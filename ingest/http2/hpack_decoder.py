@@ -25,7 +25,8 @@ STATIC: Final[tuple[Header, ...]] = tuple(HeaderTable.STATIC_TABLE)
 STATIC_LEN: Final = len(STATIC)          # 61
 ENTRY_OVERHEAD: Final = 32               # RFC 7541 §4.1
 DEFAULT_TABLE_SIZE: Final = 4096
-HUFFMAN_MEMO: Final = 512
+HUFFMAN_MEMO: Final = 512               # Huffman strings remembered per connection
+HUFFMAN_MEMO_STRING: Final = 256        # of up to this many encoded bytes
 
 
 class HpackError(HPACKDecodingError):
@@ -130,6 +131,8 @@ class HpackDecoder:
         end = i + length
         if end > len(block):
             raise HpackError("string literal runs past the end of the header block")
+        if length > self._max_list:
+            raise HpackError(f"a string of {length} bytes, over the header list limit of {self._max_list}")
         raw = block[i:end]
         if not b & 0x80:
             return raw, end
@@ -140,9 +143,10 @@ class HpackDecoder:
                 text = decode_huffman(raw)
             except HPACKDecodingError as exc:
                 raise HpackError(f"invalid Huffman string: {exc}") from None
-            if len(memo) >= HUFFMAN_MEMO:
-                memo.clear()
-            memo[raw] = text
+            if length <= HUFFMAN_MEMO_STRING:
+                if len(memo) >= HUFFMAN_MEMO:
+                    memo.clear()
+                memo[raw] = text
         return text, end
 
     def _add(self, field: Header) -> None:

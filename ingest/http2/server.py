@@ -14,7 +14,8 @@ many streams at once (``MAX_STREAMS``, more are refused with REFUSED_STREAM, whi
 flow control both ways, ``grpc-timeout`` honoured (``DEADLINE_EXCEEDED`` at the deadline, a stream's
 iterator cancelled), gzip request and response messages (``grpc-encoding``), messages over the
 limit answered ``RESOURCE_EXHAUSTED``, at most ``PARTIAL_LIMIT`` bytes of unfinished requests held
-per connection, and every protocol violation answered with the RFC's error code (a stream's with
+per connection (or one message of the largest size allowed, if that is more), a client that does not
+read its answers not read from either, and every protocol violation answered with the RFC's error code (a stream's with
 RST_STREAM, the connection's with GOAWAY and a close). Responses of one loop iteration leave in one
 write.
 """
@@ -81,6 +82,7 @@ _GZIP_HEAD: Final = len(GZIP_HEADERS).to_bytes(3, "big") + bytes((HEADERS, END_H
 _DATA_TYPE: Final = bytes((DATA, 0))
 _TRAILERS_HEAD: Final = len(TRAILERS_OK).to_bytes(3, "big") + bytes((HEADERS, END_HEADERS | END_STREAM))
 HEAD_MEMO: Final = 512                 # decoded request heads remembered per connection
+HEAD_MEMO_BLOCK: Final = 1024          # of header blocks up to this size
 _TIMEOUT_UNITS: Final = {ord("H"): 3600.0, ord("M"): 60.0, ord("S"): 1.0, ord("m"): 1e-3, ord("u"): 1e-6,
                          ord("n"): 1e-9}
 
@@ -142,8 +144,8 @@ def status_block(code: grpc.StatusCode, message: str, with_headers: bool) -> byt
     block = RESPONSE_HEADERS if with_headers else b""
     block += b"\x00" + hpack_string(b"grpc-status") + hpack_string(str(code.value[0]).encode())
     if message:
-        encoded = quote(message, safe=" !\"#$&'()*+,-./:;<=>?@[\\]^_`{|}~").encode("ascii")
-        block += b"\x00" + hpack_string(b"grpc-message") + hpack_string(encoded[:8192])
+        encoded = quote(message[:2048], safe=" !\"#$&'()*+,-./:;<=>?@[\\]^_`{|}~").encode("ascii")
+        block += b"\x00" + hpack_string(b"grpc-message") + hpack_string(encoded)
     return block
 
 
@@ -252,6 +254,7 @@ class GrpcConnection(asyncio.Protocol):
         self.peer_frame = DEFAULT_FRAME          # peer's SETTINGS_MAX_FRAME_SIZE
         self.recv_window = CONN_WINDOW           # what the peer may still send us
         self.partial = 0                         # bytes of unfinished request messages
+        self.partial_limit = max(PARTIAL_LIMIT, max_message + 5)
         self.out: list[bytes | memoryview] = []
         self.views = False                       # ``out`` holds views of large messages
         self.flush_pending = False
@@ -315,8 +318,10 @@ class GrpcConnection(asyncio.Protocol):
                 elif typ == RST_STREAM:
                     self._rst(sid, payload)
                 elif typ == PRIORITY:
-                    if not sid or length != 5:
-                        raise ConnectionError_(PROTOCOL_ERROR, "malformed PRIORITY")
+                    if not sid:
+                        raise ConnectionError_(PROTOCOL_ERROR, "PRIORITY on stream 0")
+                    if length != 5:
+                        self._reset(sid, FRAME_SIZE_ERROR)
                 elif typ == GOAWAY:
                     if sid:
                         raise ConnectionError_(PROTOCOL_ERROR, "GOAWAY on a stream")
@@ -348,10 +353,16 @@ class GrpcConnection(asyncio.Protocol):
             self.on_close(self)
 
     def pause_writing(self) -> None:
+        """The client reads slower than we answer: read nothing more until it catches up (what we
+        answer without flow control, PING and SETTINGS ACKs, resets, cannot pile up then)."""
         self.paused = True
+        if self.transport is not None:
+            self.transport.pause_reading()
 
     def resume_writing(self) -> None:
         self.paused = False
+        if self.transport is not None and not self.closed:
+            self.transport.resume_reading()
         if self.drained is not None and not self.drained.done():
             self.drained.set_result(None)
         self.drained = None
@@ -377,8 +388,9 @@ class GrpcConnection(asyncio.Protocol):
 
     def _fail(self, code: int, message: str) -> None:
         log.info("closing the HTTP/2 connection of %s: %s", self.peer, message)
-        self.out.append(frame_header(8, GOAWAY, 0, 0) + self.last_sid.to_bytes(4, "big") + code.to_bytes(4, "big")
-                        + message.encode()[:256])
+        debug = message.encode()[:256]
+        self.out.append(frame_header(8 + len(debug), GOAWAY, 0, 0) + self.last_sid.to_bytes(4, "big")
+                        + code.to_bytes(4, "big") + debug)
         self.flush()
         self.closed = True
         if self.transport is not None:
@@ -396,6 +408,11 @@ class GrpcConnection(asyncio.Protocol):
             self.flush()
             self.transport.close()
 
+    def abort(self) -> None:
+        """Drop the connection now, whatever is unsent (the end of a stop's grace)."""
+        if self.transport is not None:
+            self.transport.abort()
+
     # ---- frames -------------------------------------------------------------------------------
 
     def _headers(self, sid: int, flags: int, payload: bytes) -> None:
@@ -412,6 +429,8 @@ class GrpcConnection(asyncio.Protocol):
         if stop < start:
             raise ConnectionError_(PROTOCOL_ERROR, "HEADERS padding longer than the frame")
         block = payload[start:stop]
+        if len(block) > MAX_HEADER_BLOCK:
+            raise ConnectionError_(ENHANCE_YOUR_CALM, f"header block over {MAX_HEADER_BLOCK} bytes")
         end_stream = bool(flags & END_STREAM)
         if not flags & END_HEADERS:
             self.headers_sid = sid
@@ -445,7 +464,7 @@ class GrpcConnection(asyncio.Protocol):
             except HeaderListTooLarge as exc:
                 head = _Head(_ABORT, "", None, False, False, (grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc)))
             if decoder.changes == self.heads_at:   # the block left the table as it was: it decodes alike
-                if len(self.heads) < HEAD_MEMO:
+                if len(self.heads) < HEAD_MEMO and len(block) <= HEAD_MEMO_BLOCK:
                     self.heads[block] = head
             else:
                 self.heads.clear()
@@ -534,9 +553,9 @@ class GrpcConnection(asyncio.Protocol):
             if len(data) > size + 5:
                 self._abort(st, grpc.StatusCode.INVALID_ARGUMENT, "more than one request message on a unary call")
                 return
-            if self.partial > PARTIAL_LIMIT:
+            if self.partial > self.partial_limit:
                 self._abort(st, grpc.StatusCode.RESOURCE_EXHAUSTED,
-                            f"the connection holds more than {PARTIAL_LIMIT} bytes of unfinished requests")
+                            f"the connection holds more than {self.partial_limit} bytes of unfinished requests")
                 return
         st.unacked += n
         if st.unacked >= STREAM_WINDOW // 2 and not flags & END_STREAM:
@@ -653,7 +672,7 @@ class GrpcConnection(asyncio.Protocol):
             self._finish(st)
             self._later()
             return
-        self.loop.create_task(self._stream(st, _one(message)))
+        st.task = self.loop.create_task(self._stream(st, _one(message)))
 
     def _message(self, st: _Stream, message: bytes) -> bytes:
         if st.gzip_out:
@@ -780,6 +799,8 @@ class GrpcConnection(asyncio.Protocol):
                 self.peer_window = value
                 for st in self.streams.values():
                     st.send_window += delta
+                    if st.send_window > MAX_WINDOW:
+                        raise ConnectionError_(FLOW_CONTROL_ERROR, "a stream window over 2^31-1 after SETTINGS")
                     self._wake(st)
             elif key == S_MAX_FRAME_SIZE:
                 if not 16384 <= value <= 16777215:
@@ -868,5 +889,7 @@ def _gunzip(data: bytes, limit: int) -> bytes:
         raise ValueError(f"compressed message is not gzip: {exc}") from None
     if len(out) > limit:
         raise ValueError(f"received message larger than max after decompression (over {limit})")
+    if not inflater.eof or inflater.unused_data:
+        raise ValueError("compressed message is not one whole gzip member (truncated, or bytes after it)")
     return out
 

@@ -12,7 +12,8 @@ hostile traffic cannot fill the log disk. The wrapper costs one function call pe
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import aclosing
 from typing import Any
 
 import grpc
@@ -57,9 +58,10 @@ class CallGuard:
         return Method(handle, errors=errors, observe=observe)
 
     def stream(self, method: str, parse: Callable[[bytes], Message],
-               behaviour: Callable[[Any, Call], AsyncIterator[bytes]]) -> Method:
+               behaviour: Callable[[Any, Call], AsyncGenerator[bytes, None]]) -> Method:
         """A server-streaming method: admitted, decoded, then the messages of ``behaviour``."""
         async def handle(raw: bytes, call: Call) -> AsyncIterator[bytes]:
-            async for message in behaviour(self._request(method, parse, raw, call), call):
-                yield message
+            async with aclosing(behaviour(self._request(method, parse, raw, call), call)) as messages:
+                async for message in messages:
+                    yield message
         return Method(handle, streaming=True)

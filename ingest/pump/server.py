@@ -14,7 +14,7 @@ import logging
 import socket
 import stat
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, TypeVar
@@ -100,7 +100,7 @@ class PumpService:
         self.pump.metrics.loss_binlog.inc()
         return answer
 
-    async def PullBinlogs(self, request: pump_pb2.PullBinlogReq, call: Call) -> AsyncIterator[bytes]:
+    async def PullBinlogs(self, request: pump_pb2.PullBinlogReq, call: Call) -> AsyncGenerator[bytes, None]:
         _check_cluster(self.pump, request.clusterID)
         cancelled = False
 
@@ -134,7 +134,7 @@ class ScanService:
         self.pump = pump
         self.io = io
 
-    async def Scan(self, request: binlake_pb2.ScanRequest, call: Call) -> AsyncIterator[bytes]:
+    async def Scan(self, request: binlake_pb2.ScanRequest, call: Call) -> AsyncGenerator[bytes, None]:
         _check_cluster(self.pump, request.cluster_id)
         if request.to_ts and request.to_ts < request.from_ts:
             raise RpcAbort(grpc.StatusCode.INVALID_ARGUMENT,
@@ -149,7 +149,7 @@ class ScanService:
         async for message in _prefetch((columns.encode(to) for columns in batches), self.io):
             yield message
 
-    async def LookupPrewrites(self, request: binlake_pb2.LookupRequest, call: Call) -> AsyncIterator[bytes]:
+    async def LookupPrewrites(self, request: binlake_pb2.LookupRequest, call: Call) -> AsyncGenerator[bytes, None]:
         _check_cluster(self.pump, request.cluster_id)
         batches = self.pump.storage.lookup_batches(list(request.start_ts), _batch_limit(request.max_batch_bytes))
         async for message in _prefetch((columns.encode(0) for columns in batches), self.io):
@@ -193,7 +193,9 @@ async def _prefetch(items: Iterator[T], io: ThreadPoolExecutor, depth: int = SCA
     def produce() -> None:
         try:
             for item in items:
-                room.acquire()
+                while not room.acquire(timeout=0.5):   # a consumer that went away without a word
+                    if stopped:
+                        return
                 if stopped or not put(item):
                     return
             put(_DONE)

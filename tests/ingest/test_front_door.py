@@ -227,6 +227,17 @@ def test_grpcio_unary_and_streams_and_http_on_one_port(door: Door) -> None:
             assert head.startswith(b"HTTP/1.1 200") and head.endswith(f"hello {path}".encode())
 
 
+def test_http1_requests_that_never_finish_are_cut_off(door: Door, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ingest import httpserver
+    monkeypatch.setattr(httpserver, "REQUEST_TIMEOUT", 0.5)
+    for partial in (b"PUT /x HTTP/1.1\r\nContent-Length: 10\r\n\r\n12345", b"GET /slow HTTP/1.1\r\nHost"):
+        with socket.create_connection(("127.0.0.1", door.port), timeout=10) as s:
+            s.sendall(partial)
+            started = time.monotonic()
+            assert s.recv(100) == b""                                        # closed by the server
+            assert time.monotonic() - started < 5
+
+
 def _read_response(s: socket.socket) -> bytes:
     data = b""
     while b"\r\n\r\n" not in data:
@@ -268,6 +279,10 @@ def test_gzip_requests_get_gzip_answers_and_a_bomb_is_refused(door: Door) -> Non
         assert c.status_of(5)[0] == str(grpc.StatusCode.UNIMPLEMENTED.value[0])
         c.send(c.headers(7, "/t.T/Echo"), c.message(7, b"x", compressed=True))   # flag without encoding
         assert c.status_of(7)[0] == str(grpc.StatusCode.INTERNAL.value[0])
+        whole = gzip.compress(bytes(range(256)) * 40)
+        for sid, cut in ((9, whole[:len(whole) // 2]), (11, whole + b"trailing")):   # truncated, extra bytes
+            c.send(c.headers(sid, "/t.T/Echo", extra=[("grpc-encoding", "gzip")]), c.message(sid, cut, compressed=True))
+            assert c.status_of(sid)[0] == str(grpc.StatusCode.INVALID_ARGUMENT.value[0])
     finally:
         c.close()
 
@@ -321,6 +336,7 @@ def test_connection_errors_get_goaway_with_the_rfc_code(door: Door, attack: Call
     try:
         c.send(attack(c))
         assert c.goaway_code() == code
+        assert c.buf == b"", "bytes after the GOAWAY frame: its length is wrong"
     finally:
         c.close()
     with _channel(door.port) as ch:                                           # the server serves on

@@ -8,6 +8,7 @@ following drainer's HTTP API, every component → etcd (the registry).
 from __future__ import annotations
 
 import io
+import socket
 import ssl
 import urllib.error
 import urllib.request
@@ -114,6 +115,16 @@ def test_pump_http_api_is_https_with_the_same_rules(tls_pump: PumpProcess, world
         assert _https(url, world.stranger) == REFUSED
         assert _https(url, world.no_cert) == REFUSED
         assert _https(f"http://{addr}/status", None) == REFUSED
+    # a client offering h2 and http/1.1 (curl, browsers) gets HTTP/1.1 on the gRPC port
+    ctx = world.client.client_context()
+    assert ctx is not None
+    ctx.set_alpn_protocols(["h2", "http/1.1"])
+    host, port = tls_pump.addr.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as raw, \
+            ctx.wrap_socket(raw, server_hostname=host) as tls:
+        assert tls.selected_alpn_protocol() == "http/1.1"
+        tls.sendall(b"GET /status HTTP/1.1\r\nHost: pump\r\nConnection: close\r\n\r\n")
+        assert tls.recv(64).startswith(b"HTTP/1.1 200")
     # binlogctl's pause/close go through the HTTP API: refused for the intruder, done for the client
     registry = load_registry(tls_pump.registry)
     try:
