@@ -75,15 +75,6 @@ class Round:
         return self.binlogs / self.seconds if self.seconds else 0.0
 
 
-def _registry_state(pd: PDEtcd, node_id: str) -> str:
-    registry = load_registry(f"etcd://{pd.addr}")
-    try:
-        node = registry.get_node(PUMP, node_id)
-    finally:
-        registry.close()
-    return node.state if node is not None else ""
-
-
 def _put_state(pd: PDEtcd, status: NodeStatus) -> None:
     registry = load_registry(f"etcd://{pd.addr}")
     try:
@@ -94,7 +85,7 @@ def _put_state(pd: PDEtcd, status: NodeStatus) -> None:
 
 def _wait_online(pd: PDEtcd, node_id: str, alive: Callable[[], bool], timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
-    while _registry_state(pd, node_id) != ONLINE:
+    while pd.pump_state(node_id) != ONLINE:
         if not alive() or time.monotonic() > deadline:
             raise BenchError(f"pump {node_id} is not registered online in {pd.addr}")
         time.sleep(0.1)

@@ -15,6 +15,8 @@ from types import TracebackType
 import pymysql
 
 from binlake.local import free_port
+from ingest.registry import load_registry
+from ingest.registry.base import PUMP
 
 ROOT = Path(__file__).resolve().parents[2]
 PEERS = ROOT / ".peers"
@@ -63,6 +65,15 @@ class PDEtcd:
             self.__exit__(None, None, None)
             raise RuntimeError(f"pdetcd did not start: {line!r}\n{_tail(self.log)}")
         return self
+
+    def pump_state(self, node_id: str) -> str:
+        """The registry state of pump ``node_id`` in this etcd ("" when it is not registered)."""
+        registry = load_registry(f"etcd://{self.addr}")
+        try:
+            node = registry.get_node(PUMP, node_id)
+        finally:
+            registry.close()
+        return node.state if node is not None else ""
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
@@ -191,6 +202,15 @@ class TiDBServer:
         ts = int(str(row[0]))
         assert ts > 0
         return ts
+
+    def pump_state(self, node_id: str) -> str:
+        """The registry state of pump ``node_id`` in this etcd ("" when it is not registered)."""
+        registry = load_registry(f"etcd://{self.addr}")
+        try:
+            node = registry.get_node(PUMP, node_id)
+        finally:
+            registry.close()
+        return node.state if node is not None else ""
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:

@@ -11,8 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from binlake.local import PumpProcess
-from ingest.registry import load_registry
-from ingest.registry.base import OFFLINE, PAUSED, PUMP
+from ingest.registry.base import OFFLINE, PAUSED
 from tests.realtidb.peers import PDEtcd, remove, scratch_dir
 from tests.waiting import wait_for
 
@@ -38,15 +37,6 @@ def _binlogctl(pd: PDEtcd, *args: str) -> str:
     return r.stdout + r.stderr
 
 
-def _state(pd: PDEtcd, node_id: str) -> str:
-    registry = load_registry(f"etcd://{pd.addr}")
-    try:
-        node = registry.get_node(PUMP, node_id)
-    finally:
-        registry.close()
-    return node.state if node is not None else ""
-
-
 def test_binlogctl_pauses_and_offlines_a_binlake_pump(pd: PDEtcd) -> None:
     root = scratch_dir("binlake-ctl-pump-")
     pump = PumpProcess(data_dir=root / "data", pd_url=pd.url, registry=f"etcd://{pd.addr}", node_id="ctl-pump",
@@ -55,11 +45,11 @@ def test_binlogctl_pauses_and_offlines_a_binlake_pump(pd: PDEtcd) -> None:
         pump.start(wait=True, timeout=60)
         assert "ctl-pump" in _binlogctl(pd, "-cmd", "pumps")
         _binlogctl(pd, "-cmd", "pause-pump", "-node-id", "ctl-pump")
-        wait_for(lambda: _state(pd, "ctl-pump") == PAUSED, 30, lambda: pump.log_tail())
+        wait_for(lambda: pd.pump_state("ctl-pump") == PAUSED, 30, lambda: pump.log_tail())
         assert pump.proc is not None and pump.proc.wait(30) == 0
         pump.start(wait=True, timeout=60)                     # a paused pump comes back online
         _binlogctl(pd, "-cmd", "offline-pump", "-node-id", "ctl-pump")
-        wait_for(lambda: _state(pd, "ctl-pump") == OFFLINE, 60, lambda: pump.log_tail())
+        wait_for(lambda: pd.pump_state("ctl-pump") == OFFLINE, 60, lambda: pump.log_tail())
     finally:
         pump.kill()
         remove(root)

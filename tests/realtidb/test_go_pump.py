@@ -17,8 +17,7 @@ from typing import Any
 
 import pytest
 
-from ingest.registry import load_registry
-from ingest.registry.base import OFFLINE, PUMP
+from ingest.registry.base import OFFLINE
 from ingest.scan_client import ScanClient
 from tests.realtidb.conftest import RealCluster, start_pumps
 from tests.realtidb.peers import GO_PUMP_ENV, GoPump, PDEtcd, TiDBServer, remove, scratch_dir
@@ -161,25 +160,16 @@ def test_binlogctl_offlines_the_go_pump_after_binlake_drained_past_it(go: RealCl
              lambda: f"the Go pump waiting for binlake's drainer\n{go_pump.log_tail()}")
     go.tidb.execute(f"INSERT INTO {DB}.nokey VALUES (9, 'after')")
     time.sleep(3)
-    assert state(go, "go-pump-1") != OFFLINE, "the Go pump left before binlake drained past it"
+    assert go.pd.pump_state("go-pump-1") != OFFLINE, "the Go pump left before binlake drained past it"
     go.pumps.remove(go_pump)   # settle on the binlake pump; the plan still reads both
     report = go.drain(options)
     assert protocols(report) == {"go-pump-1": PULL_BINLOGS, "pump-1": PUMP_SCAN}
-    wait_for(lambda: state(go, "go-pump-1") == OFFLINE, 60, lambda: go_pump.log_tail())
+    wait_for(lambda: go.pd.pump_state("go-pump-1") == OFFLINE, 60, lambda: go_pump.log_tail())
     go.tidb.execute(f"UPDATE {DB}.nokey SET b = 'later' WHERE a = 9")
     last = go.drain(options)
     assert protocols(last) == {"pump-1": PUMP_SCAN}
     go.verify(options, int(last["to_ts"]))
     go.pumps.insert(0, go_pump)   # for the fixture's teardown
-
-
-def state(real: RealCluster, node_id: str) -> str:
-    registry = load_registry(real.registry)
-    try:
-        node = registry.get_node(PUMP, node_id)
-    finally:
-        registry.close()
-    return node.state if node is not None else ""
 
 
 def test_a_go_pumps_gc_point_is_read_from_its_metrics_and_an_older_range_refused() -> None:
