@@ -115,8 +115,10 @@ def test_synchronous_and_loop_writes_mix(tmp_path: Path) -> None:
             await asyncio.gather(*(txn(s, 10 * i) for i in range(1, 20)), fake)
 
         asyncio.run(main())
-        wait_for(lambda: s.max_commit_ts == 1000)
-        assert len(list(s.scan(0, 0))) == 2 * 19 + 1
+        # the fake binlog (ts 1000) may be indexed before transactions of lower ts that were written
+        # beside it (a TiDB cannot do that: its commit ts come after the prewrite's ack), so the
+        # watermark reaching 1000 does not mean all are indexed: wait for the count
+        wait_for(lambda: s.max_commit_ts == 1000 and len(list(s.scan(0, 0))) == 2 * 19 + 1)
     finally:
         s.close()
 

@@ -48,6 +48,20 @@ def stored_prewrites(p: PumpProcess, cluster_id: int, starts: Iterable[int]) -> 
         return {r.start_ts for r in c.lookup_prewrites(sorted(starts))}
 
 
+def assert_stored_prewrites(p: PumpProcess, cluster_id: int, starts: Iterable[int], expected: set[int]) -> None:
+    """The prewrites among ``starts`` that ``p`` holds are ``expected``. A pump indexes what it
+    acknowledged a moment later, so this waits (10 s at most) for the set to match: it only grows."""
+    starts = list(starts)
+    found: set[int] = set()
+
+    def matches() -> bool:
+        nonlocal found
+        found = stored_prewrites(p, cluster_id, starts)
+        return found == expected
+
+    wait_for(matches, 10.0, lambda: f"{p.node_id} to hold the prewrites {expected}; it holds {found}")
+
+
 def stored_commits(p: PumpProcess, cluster_id: int, after: int, up_to: int) -> dict[int, int]:
     """start_ts -> commit_ts of the real commits with commit ts in (after, up_to], once the watermark passed up_to."""
     with ScanClient(p.addr, cluster_id) as c:
@@ -105,7 +119,7 @@ def test_range_round_robin_and_commits_follow_prewrites(pumps: Start, tso: Local
     last = max(commits.values())
     for p in procs:
         mine = {s for s, n in took.items() if n == p.node_id}
-        assert stored_prewrites(p, tso.cluster_id, took) == mine
+        assert_stored_prewrites(p, tso.cluster_id, took, mine)
         assert stored_commits(p, tso.cluster_id, first, last) == {s: commits[s] for s in mine}
 
 
@@ -122,7 +136,7 @@ def test_hash_is_deterministic_by_start_ts(pumps: Start, tso: LocalTSO, ts: TS, 
         for s in took:
             assert c.write_binlog(commit(s, ts())) == took[s]
     for p in procs:
-        assert stored_prewrites(p, tso.cluster_id, took) == {s for s, n in took.items() if n == p.node_id}
+        assert_stored_prewrites(p, tso.cluster_id, took, {s for s, n in took.items() if n == p.node_id})
 
 
 def test_registry_changes_are_followed(pumps: Start, tso: LocalTSO, ts: TS, registry_uri: str) -> None:
@@ -146,7 +160,7 @@ def test_registry_changes_are_followed(pumps: Start, tso: LocalTSO, ts: TS, regi
         registry.delete(node_key(PUMP, "pump-2"))
         wait_until(lambda: c.pump("pump-2") is None and c.unavailable_pumps() == [], "pump-2 to be dropped")
         registry.close()
-    assert stored_prewrites(p1, tso.cluster_id, [a, b, *later]) == {a, *later}
+    assert_stored_prewrites(p1, tso.cluster_id, [a, b, *later], {a, *later})
 
 
 def test_killed_pump_fails_over_and_late_commit_arrives(pumps: Start, tso: LocalTSO, ts: TS,
@@ -178,8 +192,8 @@ def test_killed_pump_fails_over_and_late_commit_arrives(pumps: Start, tso: Local
     # has re-indexed what it stored before the kill (lookups read the index)
     assert stored_commits(p1, tso.cluster_id, first, last) == {s: commits[s] for s in [a, *others]}
     assert stored_commits(p2, tso.cluster_id, first, last) == {b: commits[b]}
-    assert stored_prewrites(p1, tso.cluster_id, commits) == {a, *others}
-    assert stored_prewrites(p2, tso.cluster_id, commits) == {b}
+    assert_stored_prewrites(p1, tso.cluster_id, commits, {a, *others})
+    assert_stored_prewrites(p2, tso.cluster_id, commits, {b})
 
 
 def test_probe_brings_back_a_pump_retired_by_errors(pumps: Start, tso: LocalTSO, ts: TS,
@@ -206,8 +220,7 @@ def test_probe_brings_back_a_pump_retired_by_errors(pumps: Start, tso: LocalTSO,
     # value log): wait for it, as the other tests wait for the watermark
     wait_until(lambda: len(stored_prewrites(p2, tso.cluster_id, again)) == 1, "pump-2 to index its prewrite")
     assert len(stored_prewrites(p2, tso.cluster_id, again)) == 1
-    wait_until(lambda: stored_prewrites(p1, tso.cluster_id, written) == set(written), "pump-1 to index its prewrites")
-    assert stored_prewrites(p1, tso.cluster_id, written) == set(written)
+    assert_stored_prewrites(p1, tso.cluster_id, written, set(written))
 
 
 def test_backoff_path_uses_an_unavailable_online_pump(pumps: Start, tso: LocalTSO, ts: TS,
@@ -224,7 +237,7 @@ def test_backoff_path_uses_an_unavailable_online_pump(pumps: Start, tso: LocalTS
         assert c.write_binlog(prewrite(s2)) == "pump-1"    # available pump-2 fails; backoff tries pump-1
         assert "pump-1" in c.available_pumps()
         assert c.write_binlog(commit(s2, ts())) == "pump-1"
-    assert stored_prewrites(p1, tso.cluster_id, [s, s2]) == {s2}
+    assert_stored_prewrites(p1, tso.cluster_id, [s, s2], {s2})
 
 
 def test_oversize_binlog_fails_at_once(pumps: Start, tso: LocalTSO, ts: TS, registry_uri: str) -> None:
@@ -239,8 +252,8 @@ def test_oversize_binlog_fails_at_once(pumps: Start, tso: LocalTSO, ts: TS, regi
         assert c.pending_prewrites() == 0
         s2 = ts()
         assert c.write_binlog(prewrite(s2)) == "pump-2"
-    assert stored_prewrites(big, tso.cluster_id, [s, s2]) == {s2}
-    assert stored_prewrites(small, tso.cluster_id, [s, s2]) == set()
+    assert_stored_prewrites(big, tso.cluster_id, [s, s2], {s2})
+    assert_stored_prewrites(small, tso.cluster_id, [s, s2], set())
 
 
 def test_no_pump_registered(tmp_path: Path, tso: LocalTSO) -> None:
