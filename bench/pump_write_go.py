@@ -12,8 +12,9 @@ client can choose no other):
 
 - ``binlake``: a ``binlake pump`` process, ``--registry etcd://…``, ``--pd-urls`` pdetcd, sync-log true;
 - ``go``: TiDB Binlog's Go pump (``--go-pump PATH``; sync-log true, its default), when given;
-- ``no-op``: the baseline, a grpc.aio server (``bench._common.NoopServer``, built like binlake's pump
-  server) whose WriteBinlog returns at once, registered online in etcd by this script.
+- ``no-op``: the baseline, grpcio's own server (grpc.aio on uvloop, ``bench._common.NoopServer``, the
+  obvious alternative to binlake's hand-written front door) whose WriteBinlog returns at once,
+  registered online in etcd by this script.
 
 For each goroutine count, ``--rounds`` rounds run every target in turn (the order rotates each round);
 each pump starts fresh (new data dir) for its round and is stopped after it (paused). A round writes for

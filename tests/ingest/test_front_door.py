@@ -53,10 +53,10 @@ from ingest.http2.server import (
 from ingest.httpserver import GuardedHandler
 from ingest.peerlog import PeerLog
 from ingest.registry import load_registry
-from ingest.registry.base import PAUSED, PUMP
+from ingest.registry.base import OFFLINE, PAUSED, PUMP
 from ingest.security import SecurityConfig
 from schemas import binlake_pb2, pump_pb2
-from tests.ingest.helpers import prewrite
+from tests.ingest.helpers import commit, prewrite
 from tests.waiting import wait_for
 
 # ---- a raw HTTP/2 client ------------------------------------------------------------------------
@@ -384,14 +384,18 @@ def pump(pumps: Callable[..., PumpProcess]) -> PumpProcess:
     return pumps("pump-door")
 
 
-def test_pump_addr_serves_grpc_and_http_and_binlogctl_pause(pump: PumpProcess, tso: Any,
-                                                            ts: Callable[[], int]) -> None:
+@pytest.mark.parametrize("action, final", [("pause", PAUSED), ("close", OFFLINE)])
+def test_pump_addr_serves_grpc_and_http_and_binlogctl_state_changes(pump: PumpProcess, tso: Any,
+                                                                    ts: Callable[[], int], action: str,
+                                                                    final: str) -> None:
     cid = int(tso.cluster_id)
     host, port = pump.addr.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=10) as s, _channel(int(port)) as ch:
         write = ch.unary_unary("/binlog.Pump/WriteBinlog", request_serializer=pump_pb2.WriteBinlogReq.SerializeToString,
                                response_deserializer=pump_pb2.WriteBinlogResp.FromString)
-        write(pump_pb2.WriteBinlogReq(clusterID=cid, payload=prewrite(ts())), timeout=10)
+        start = ts()
+        write(pump_pb2.WriteBinlogReq(clusterID=cid, payload=prewrite(start)), timeout=10)
+        write(pump_pb2.WriteBinlogReq(clusterID=cid, payload=commit(start, ts())), timeout=10)   # close waits for it
         s.sendall(b"GET /status HTTP/1.1\r\nHost: pump\r\n\r\n")
         status = json.loads(_read_response(s).partition(b"\r\n\r\n")[2])
         assert status["status"]["pump-door"]["state"] == "online"
@@ -401,18 +405,19 @@ def test_pump_addr_serves_grpc_and_http_and_binlogctl_pause(pump: PumpProcess, t
         assert watermark(binlake_pb2.WatermarkRequest(cluster_id=cid), timeout=10).node_id == "pump-door"
         s.sendall(b"PUT /state/another/pause HTTP/1.1\r\nHost: pump\r\nContent-Length: 0\r\n\r\n")
         assert _read_response(s).startswith(b"HTTP/1.1 400")
-        s.sendall(b"PUT /state/pump-door/pause HTTP/1.1\r\nHost: pump\r\n\r\n")   # binlogctl's request
+        s.sendall(f"PUT /state/pump-door/{action} HTTP/1.1\r\nHost: pump\r\n\r\n".encode())   # binlogctl's
         answer = _read_response(s)
-        assert answer.startswith(b"HTTP/1.1 200") and b"apply state pause success" in answer
+        assert answer.startswith(b"HTTP/1.1 200") and f"apply state {action} success".encode() in answer
     registry = load_registry(pump.registry)
     try:
-        wait_for(lambda: (n := registry.get_node(PUMP, "pump-door")) is not None and n.state == PAUSED, 30,
+        wait_for(lambda: (n := registry.get_node(PUMP, "pump-door")) is not None and n.state == final, 30,
                  lambda: pump.log_tail())
     finally:
         registry.close()
 
 
-def test_the_follow_drainers_cistern_port_answers_binlogctl(tmp_path: Path) -> None:
+@pytest.mark.parametrize("action, final", [("pause", PAUSED), ("close", OFFLINE)])
+def test_the_follow_drainers_cistern_port_answers_binlogctl(tmp_path: Path, action: str, final: str) -> None:
     """``binlogctl -cmd pause-drainer`` sends ``PUT /state/{id}/pause`` to the drainer's registered
     host, its Cistern gRPC address: answered there, beside ``Notify``."""
     options = DrainerConfig(registry=f"file://{tmp_path / 'registry.json'}", node_id="d-door",
@@ -428,9 +433,9 @@ def test_the_follow_drainers_cistern_port_answers_binlogctl(tmp_path: Path) -> N
             s.sendall(b"GET /status HTTP/1.1\r\nHost: d\r\n\r\n")
             assert "LastTS" in json.loads(_read_response(s).partition(b"\r\n\r\n")[2])
             assert not follower.stop.is_set()
-            s.sendall(b"PUT /state/d-door/pause HTTP/1.1\r\nHost: d\r\n\r\n")
+            s.sendall(f"PUT /state/d-door/{action} HTTP/1.1\r\nHost: d\r\n\r\n".encode())
             assert _read_response(s).startswith(b"HTTP/1.1 200")
-        assert follower.stop.is_set() and follower.final_state == PAUSED
+        assert follower.stop.is_set() and follower.final_state == final
     finally:
         assert follower.door is not None
         follower.door.stop(0)
