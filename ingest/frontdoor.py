@@ -141,7 +141,6 @@ class FrontDoor:
         self._servers: list[asyncio.AbstractServer] = []
         self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
         self._thread.start()
-        self.ports: list[int] = []
 
     def forget(self, conn: Any) -> None:
         self.connections.discard(conn)
@@ -169,7 +168,6 @@ class FrontDoor:
                                                    reuse_address=True, **extra)
             port = int(server.sockets[0].getsockname()[1])  # type: ignore[attr-defined]
         self._servers.append(server)
-        self.ports.append(port)
         return port
 
     def _tls(self) -> ssl.SSLContext | None:

@@ -302,7 +302,7 @@ class ServerThread:
         self.door = FrontDoor(methods, handler, options.security, options.max_message_size, PeerLog(log), "pump-door")
         self.socket: Path | None = None   # the unix socket this server made (removed at stop)
         try:
-            self.port = self.door.listen(options.addr)
+            self.door.listen(options.addr)
             if options.status_addr and options.status_addr != options.addr:
                 warn_if_plain(options.status_addr, options.security, "the pump's status API")
                 self.door.listen(options.status_addr)

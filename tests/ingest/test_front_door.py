@@ -11,7 +11,6 @@ import json
 import logging
 import socket
 import threading
-import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -231,11 +230,9 @@ def test_http1_requests_that_never_finish_are_cut_off(door: Door, monkeypatch: p
     from ingest import httpserver
     monkeypatch.setattr(httpserver, "REQUEST_TIMEOUT", 0.5)
     for partial in (b"PUT /x HTTP/1.1\r\nContent-Length: 10\r\n\r\n12345", b"GET /slow HTTP/1.1\r\nHost"):
-        with socket.create_connection(("127.0.0.1", door.port), timeout=10) as s:
+        with socket.create_connection(("127.0.0.1", door.port), timeout=5) as s:   # recv fails after 5 s
             s.sendall(partial)
-            started = time.monotonic()
             assert s.recv(100) == b""                                        # closed by the server
-            assert time.monotonic() - started < 5
 
 
 def _read_response(s: socket.socket) -> bytes:
@@ -253,10 +250,9 @@ def _read_response(s: socket.socket) -> bytes:
 def test_the_server_honours_grpc_timeout_and_cancels_the_stream(door: Door) -> None:
     c = RawH2(door.port)
     try:
+        c.sock.settimeout(5)                                                  # the deadline comes long before
         c.send(c.headers(1, "/t.T/Forever", extra=[("grpc-timeout", "200m")]), c.message(1, b""))
-        started = time.monotonic()
         assert c.status_of(1)[0] == str(grpc.StatusCode.DEADLINE_EXCEEDED.value[0])
-        assert time.monotonic() - started < 5
         assert door.cancelled.wait(5), "the stream's iterator was not cancelled at the deadline"
         c.send(c.headers(3, "/t.T/Echo", extra=[("grpc-timeout", "xx")]), c.message(3, b""))
         assert c.status_of(3)[0] == str(grpc.StatusCode.INTERNAL.value[0])    # malformed timeout

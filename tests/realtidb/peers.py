@@ -203,15 +203,6 @@ class TiDBServer:
         assert ts > 0
         return ts
 
-    def pump_state(self, node_id: str) -> str:
-        """The registry state of pump ``node_id`` in this etcd ("" when it is not registered)."""
-        registry = load_registry(f"etcd://{self.addr}")
-        try:
-            node = registry.get_node(PUMP, node_id)
-        finally:
-            registry.close()
-        return node.state if node is not None else ""
-
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         if self.proc is not None and self.proc.poll() is None:
