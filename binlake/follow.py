@@ -34,7 +34,7 @@ from binlake.metrics import DrainerMetrics
 from binlake.presence import UpdateClock
 from ingest.config import ConfigError
 from ingest.frontdoor import FrontDoor
-from ingest.http2.server import Call, Method, Methods, RpcAbort
+from ingest.http2.calls import Call, Method, Methods, RpcAbort
 from ingest.httpserver import GuardedHandler, warn_if_plain
 from ingest.peerlog import PeerLog
 from ingest.registry import load_registry

@@ -25,8 +25,9 @@ from typing import Any, TypeVar
 
 import uvloop
 
+from ingest.http2.calls import Methods
 from ingest.http2.framing import PREFACE
-from ingest.http2.server import GrpcConnection, Methods
+from ingest.http2.server import GrpcConnection
 from ingest.httpserver import GuardedHandler, Http1, HttpSide
 from ingest.peerlog import PeerLog
 from ingest.security import SecurityConfig

@@ -2,7 +2,7 @@
 
 One ``GrpcConnection`` per client connection, on an asyncio (uvloop) event loop: frames are parsed
 from the connection's buffer, header blocks decoded by ``HpackDecoder``, and every method of the
-``Methods`` table is either
+``Methods`` table (``ingest.http2.calls``) is either
 
 - *unary*: ``handler(raw_request, call)`` returns the response bytes, or an awaitable of them (a
   WriteBinlog returns the storage's future, so waiting for the group commit costs no coroutine), or
@@ -14,10 +14,10 @@ many streams at once (``MAX_STREAMS``, more are refused with REFUSED_STREAM, whi
 flow control both ways, ``grpc-timeout`` honoured (``DEADLINE_EXCEEDED`` at the deadline, a stream's
 iterator cancelled), gzip request and response messages (``grpc-encoding``), messages over the
 limit answered ``RESOURCE_EXHAUSTED``, at most ``PARTIAL_LIMIT`` bytes of unfinished requests held
-per connection (or one message of the largest size allowed, if that is more), a client that does not
-read its answers not read from either, and every protocol violation answered with the RFC's error code (a stream's with
-RST_STREAM, the connection's with GOAWAY and a close). Responses of one loop iteration leave in one
-write.
+per connection (or one message of the largest size allowed, if that is more), a client that does
+not read its answers not read from either, and every protocol violation answered with the RFC's
+error code (a stream's with RST_STREAM, the connection's with GOAWAY and a close). Responses of one
+loop iteration leave in one write.
 """
 from __future__ import annotations
 
@@ -25,14 +25,28 @@ import asyncio
 import gzip
 import logging
 import time
-import zlib
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, Final, NamedTuple, Union
-from urllib.parse import quote
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Final
 
 import grpc
 
+from ingest.http2.calls import (
+    ABORT,
+    GZIP_HEADERS,
+    OK,
+    RESET,
+    RESPONSE_HEADERS,
+    TRAILERS_OK,
+    UNSUPPORTED_MEDIA,
+    Call,
+    Head,
+    Method,
+    Methods,
+    RpcAbort,
+    gunzip,
+    request_head,
+    status_block,
+)
 from ingest.http2.framing import (
     ACK,
     CONTINUATION,
@@ -74,59 +88,12 @@ PARTIAL_LIMIT: Final = 256 << 20       # bytes of unfinished request messages on
 DEFAULT_WINDOW: Final = 65535
 DEFAULT_FRAME: Final = 16384
 
-RESPONSE_HEADERS: Final = b"\x88" + b"\x0f\x10" + hpack_string(b"application/grpc")   # :status 200, content-type
-GZIP_HEADERS: Final = RESPONSE_HEADERS + b"\x00" + hpack_string(b"grpc-encoding") + hpack_string(b"gzip")
-TRAILERS_OK: Final = b"\x00" + hpack_string(b"grpc-status") + hpack_string(b"0")
 _PLAIN_HEAD: Final = len(RESPONSE_HEADERS).to_bytes(3, "big") + bytes((HEADERS, END_HEADERS))
 _GZIP_HEAD: Final = len(GZIP_HEADERS).to_bytes(3, "big") + bytes((HEADERS, END_HEADERS))
 _DATA_TYPE: Final = bytes((DATA, 0))
 _TRAILERS_HEAD: Final = len(TRAILERS_OK).to_bytes(3, "big") + bytes((HEADERS, END_HEADERS | END_STREAM))
 HEAD_MEMO: Final = 512                 # decoded request heads remembered per connection
 HEAD_MEMO_BLOCK: Final = 1024          # of header blocks up to this size
-_TIMEOUT_UNITS: Final = {ord("H"): 3600.0, ord("M"): 60.0, ord("S"): 1.0, ord("m"): 1e-3, ord("u"): 1e-6,
-                         ord("n"): 1e-9}
-
-Reply = Union[bytes, Awaitable[bytes], Awaitable[None]]  # noqa: UP007 - a runtime alias
-Unary = Callable[[bytes, "Call"], Reply]
-Streaming = Callable[[bytes, "Call"], AsyncIterator[bytes]]
-
-
-class RpcAbort(Exception):
-    """Raised by a handler: the call ends with ``code`` and ``message``."""
-
-    def __init__(self, code: grpc.StatusCode, message: str) -> None:
-        super().__init__(f"{code.name}: {message}")
-        self.code = code
-        self.message = message
-
-
-@dataclass(frozen=True)
-class Method:
-    """One RPC: ``streaming`` tells which kind of handler it has; ``errors`` turns an exception an
-    awaited reply ends with into the call's status (others end it ``UNKNOWN``); ``observe`` learns
-    how long each unary call took."""
-
-    handler: Unary | Streaming
-    streaming: bool = False
-    errors: Callable[[BaseException], BaseException] | None = None
-    observe: Callable[[float, bool], None] | None = None   # seconds a unary call took, and whether it succeeded
-
-
-Methods = dict[str, Method]   # keyed by path, "/binlog.Pump/WriteBinlog"
-
-
-class Call:
-    """What a handler knows about its call."""
-
-    __slots__ = ("method", "peer", "cn", "deadline")
-
-    def __init__(self, method: str, peer: str, cn: str | None, deadline: float | None) -> None:
-        self.method = method
-        self.peer = peer           # the client's host, for logs
-        self.cn = cn               # the client certificate's Common Name under mutual TLS
-        self.deadline = deadline   # loop time, or None
-
-
 class ConnectionError_(Exception):
     """A connection-level protocol error: GOAWAY with ``code``, then close."""
 
@@ -137,74 +104,6 @@ class ConnectionError_(Exception):
 
 def frame_header(length: int, typ: int, flags: int, sid: int) -> bytes:
     return length.to_bytes(3, "big") + bytes((typ, flags)) + sid.to_bytes(4, "big")
-
-
-def status_block(code: grpc.StatusCode, message: str, with_headers: bool) -> bytes:
-    """A trailers block (with the response headers first for a trailers-only response)."""
-    block = RESPONSE_HEADERS if with_headers else b""
-    block += b"\x00" + hpack_string(b"grpc-status") + hpack_string(str(code.value[0]).encode())
-    if message:
-        encoded = quote(message[:2048], safe=" !\"#$&'()*+,-./:;<=>?@[\\]^_`{|}~").encode("ascii")
-        block += b"\x00" + hpack_string(b"grpc-message") + hpack_string(encoded)
-    return block
-
-
-def parse_timeout(value: bytes) -> float | None:
-    """Seconds of a ``grpc-timeout`` value (``"15S"``, ``"14999937u"``); None when malformed."""
-    if len(value) < 2 or len(value) > 9 or not value[:-1].isdigit():
-        return None
-    unit = _TIMEOUT_UNITS.get(value[-1])
-    return None if unit is None else int(value[:-1]) * unit
-
-
-_OK, _RESET, _UNSUPPORTED_MEDIA, _ABORT = "ok", "reset", "415", "abort"
-
-
-class _Head(NamedTuple):
-    """What a request's header block says, checked: ``kind`` is ``_OK`` or how to refuse it."""
-
-    kind: str
-    path: str
-    timeout: float | None
-    gzip_in: bool
-    gzip_out: bool
-    error: tuple[grpc.StatusCode, str] | None = None
-
-
-def _request_head(headers: list[tuple[bytes, bytes]]) -> _Head:
-    path = method = content_type = b""
-    timeout = encoding = accept = None
-    for name, value in headers:
-        if name == b":path":
-            path = value
-        elif name == b":method":
-            method = value
-        elif name == b"content-type":
-            content_type = value
-        elif name == b"grpc-timeout":
-            timeout = value
-        elif name == b"grpc-encoding":
-            encoding = value
-        elif name == b"grpc-accept-encoding":
-            accept = value
-    if method != b"POST" or not path:
-        return _Head(_RESET, "", None, False, False)
-    if not content_type.startswith(b"application/grpc"):
-        return _Head(_UNSUPPORTED_MEDIA, "", None, False, False)
-    seconds = None
-    if timeout is not None:
-        seconds = parse_timeout(timeout)
-        if seconds is None:
-            return _Head(_ABORT, "", None, False, False,
-                         (grpc.StatusCode.INTERNAL, f"malformed grpc-timeout {timeout!r}"))
-    gzip_in = False
-    if encoding is not None and encoding != b"identity":
-        if encoding != b"gzip":
-            return _Head(_ABORT, "", None, False, False,
-                         (grpc.StatusCode.UNIMPLEMENTED, f"grpc-encoding {encoding!r} is not supported"))
-        gzip_in = True
-    gzip_out = gzip_in and accept is not None and b"gzip" in accept
-    return _Head(_OK, path.decode("utf-8", "replace"), seconds, gzip_in, gzip_out)
 
 
 class _Stream:
@@ -245,7 +144,7 @@ class GrpcConnection(asyncio.Protocol):
         self.loop = asyncio.get_running_loop()
         self.buf = bytearray()
         self.decoder = HpackDecoder(max_header_list=MAX_HEADER_LIST)
-        self.heads: dict[bytes, _Head] = {}      # request heads by header block, while the table stays
+        self.heads: dict[bytes, Head] = {}      # request heads by header block, while the table stays
         self.heads_at = 0                        # the decoder's ``changes`` the memo holds for
         self.streams: dict[int, _Stream] = {}
         self.last_sid = 0
@@ -458,11 +357,11 @@ class GrpcConnection(asyncio.Protocol):
         head = self.heads.get(block)
         if head is None:
             try:
-                head = _request_head(decoder.decode(block))
+                head = request_head(decoder.decode(block))
             except HpackError as exc:
                 raise ConnectionError_(COMPRESSION_ERROR, f"header block: {exc}") from None
             except HeaderListTooLarge as exc:
-                head = _Head(_ABORT, "", None, False, False, (grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc)))
+                head = Head(ABORT, "", None, False, False, (grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc)))
             if decoder.changes == self.heads_at:   # the block left the table as it was: it decodes alike
                 if len(self.heads) < HEAD_MEMO and len(block) <= HEAD_MEMO_BLOCK:
                     self.heads[block] = head
@@ -485,10 +384,10 @@ class GrpcConnection(asyncio.Protocol):
         st.closed_remote = end_stream
         self.streams[sid] = st
         kind = head.kind
-        if kind is not _OK:
-            if kind is _RESET:
+        if kind is not OK:
+            if kind is RESET:
                 self._reset(sid, PROTOCOL_ERROR)
-            elif kind is _UNSUPPORTED_MEDIA:
+            elif kind is UNSUPPORTED_MEDIA:
                 self._http_status(st, 415)
             else:
                 assert head.error is not None
@@ -597,7 +496,7 @@ class GrpcConnection(asyncio.Protocol):
                 self._abort(st, grpc.StatusCode.INTERNAL, "compressed message without grpc-encoding")
                 return
             try:
-                raw = _gunzip(raw, self.max_message)
+                raw = gunzip(raw, self.max_message)
             except ValueError as exc:
                 self._abort(st, grpc.StatusCode.RESOURCE_EXHAUSTED if "larger" in str(exc)
                             else grpc.StatusCode.INVALID_ARGUMENT, str(exc))
@@ -878,18 +777,3 @@ class GrpcConnection(asyncio.Protocol):
 
 async def _one(message: bytes) -> AsyncIterator[bytes]:
     yield message
-
-
-def _gunzip(data: bytes, limit: int) -> bytes:
-    """A gzip message inflated, at most ``limit`` bytes; ValueError when it is not gzip or larger."""
-    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    try:
-        out = inflater.decompress(data, limit + 1)
-    except zlib.error as exc:
-        raise ValueError(f"compressed message is not gzip: {exc}") from None
-    if len(out) > limit:
-        raise ValueError(f"received message larger than max after decompression (over {limit})")
-    if not inflater.eof or inflater.unused_data:
-        raise ValueError("compressed message is not one whole gzip member (truncated, or bytes after it)")
-    return out
-

@@ -23,6 +23,7 @@ from binlake.drain_config import DrainerConfig
 from binlake.follow import Follower
 from binlake.local import PumpProcess
 from ingest.frontdoor import FrontDoor
+from ingest.http2.calls import Call, Method, RpcAbort
 from ingest.http2.framing import (
     CONTINUATION,
     DATA,
@@ -45,9 +46,6 @@ from ingest.http2.server import (
     FRAME_SIZE_ERROR,
     PROTOCOL_ERROR,
     REFUSED_STREAM,
-    Call,
-    Method,
-    RpcAbort,
 )
 from ingest.httpserver import GuardedHandler
 from ingest.peerlog import PeerLog
