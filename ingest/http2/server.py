@@ -62,6 +62,11 @@ from ingest.http2.framing import (
     PRIORITY_FLAG,
     PUSH_PROMISE,
     RST_STREAM,
+    S_ENABLE_PUSH,
+    S_INITIAL_WINDOW_SIZE,
+    S_MAX_CONCURRENT_STREAMS,
+    S_MAX_FRAME_SIZE,
+    S_MAX_HEADER_LIST_SIZE,
     SETTINGS,
     WINDOW_UPDATE,
     hpack_string,
@@ -74,9 +79,6 @@ log = logging.getLogger(__name__)
 NO_ERROR, PROTOCOL_ERROR, INTERNAL_ERROR, FLOW_CONTROL_ERROR = 0x0, 0x1, 0x2, 0x3
 STREAM_CLOSED, FRAME_SIZE_ERROR, REFUSED_STREAM, CANCEL = 0x5, 0x6, 0x7, 0x8
 COMPRESSION_ERROR, ENHANCE_YOUR_CALM = 0x9, 0xb
-# SETTINGS identifiers
-S_HEADER_TABLE_SIZE, S_ENABLE_PUSH, S_MAX_CONCURRENT_STREAMS = 0x1, 0x2, 0x3
-S_INITIAL_WINDOW_SIZE, S_MAX_FRAME_SIZE, S_MAX_HEADER_LIST_SIZE = 0x4, 0x5, 0x6
 
 MAX_STREAMS: Final = 4096              # concurrent streams per connection
 STREAM_WINDOW: Final = 1 << 20         # our initial stream receive window
