@@ -90,7 +90,7 @@ def mysql_target(options: DrainerConfig) -> MySQLTarget:
 def open_sink(options: DrainerConfig, dry_run: bool = False) -> Sink:
     """The sink the options name (Iceberg catalog + warehouse, a Parquet directory, or MySQL/TiDB)."""
     if options.syncer.db_type == "parquet":
-        from sink.parquet import ParquetSink
+        from sink.parquet.files import ParquetSink
 
         return ParquetSink(options.parquet.dir)
     if options.syncer.db_type in ("mysql", "tidb"):

@@ -87,7 +87,7 @@ def rerun_equals_an_uninterrupted_run(env: Env, tables: tuple[str, ...]) -> None
 
 
 def test_filters_and_the_parquet_sink(env: Env) -> None:
-    from sink.parquet import read_changelog
+    from sink.parquet.files import read_changelog
 
     env.sql("create database other")
     env.sql("create table keep (id int primary key, v int)")

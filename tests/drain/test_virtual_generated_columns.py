@@ -21,7 +21,7 @@ from sink.iceberg.catalog import open_catalog
 from sink.iceberg.writer import IcebergSink
 from sink.mysql.snapshot import read_snapshot
 from sink.mysql.verify import verify_table
-from sink.parquet import ParquetSink
+from sink.parquet.files import ParquetSink
 from tests.codec.tables import PK, col, table
 from tests.drain.conftest import read_table
 from tests.servers import MariaDBServer

@@ -15,7 +15,7 @@ from binlake.drain_config import DrainerConfig
 from ingest import binlog as bl
 from ingest.scan_client import ScanClient
 from schemas import binlog_pb2
-from sink.parquet import read_changelog
+from sink.parquet.files import read_changelog
 from tests.realtidb.conftest import RealCluster
 from tests.servers import MariaDBServer
 from transform.history import SchemaHistory

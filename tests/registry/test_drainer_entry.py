@@ -21,7 +21,7 @@ from ingest.config import load_config
 from ingest.registry import load_registry
 from ingest.registry.base import DRAINER, ONLINE, PAUSED, NodeStatus
 from ingest.tso import physical_ms
-from sink.parquet import CHECKPOINT_FILE, FORMAT_VERSION
+from sink.parquet.files import CHECKPOINT_FILE, FORMAT_VERSION
 from tests.servers import EtcdServer
 
 CLUSTER = 7

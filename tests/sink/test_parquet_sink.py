@@ -1,4 +1,4 @@
-"""The Parquet sink (sink/parquet.py): layout, schema files, markers, exactly-once, crash leftovers,
+"""The Parquet sink (sink/parquet/files.py): layout, schema files, markers, exactly-once, crash leftovers,
 checkpoint, cluster id, DDL versions, and DuckDB reading the files with hive partitioning."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 
 from sink.base import TableReport
 from sink.errors import SinkError
-from sink.parquet import (
+from sink.parquet.files import (
     CHECKPOINT_FILE,
     MANIFEST_FILE,
     ClusterMismatchError,
