@@ -34,14 +34,18 @@ from transform.errors import TransformError
 JOB_DONE = 4
 JOB_SYNCED = 6
 
-# ActionType codes the history treats specially (tidb-codec.md §4.3).
+# ActionType codes the history treats specially (pingcap/tidb pkg/meta/model/job.go; pkg/parser/model/ddl.go in
+# older releases).
 CREATE_SCHEMA, DROP_SCHEMA, CREATE_TABLE, DROP_TABLE = 1, 2, 3, 4
 TRUNCATE_TABLE, RENAME_TABLE, DROP_VIEW, CREATE_TABLES = 11, 14, 24, 60
 MODIFY_COLUMN, MULTI_SCHEMA_CHANGE = 12, 61
 
 
 class HistoryError(TransformError, SchemaError):
-    """The DDL history could not be read, or it has no schema for a table a binlog names."""
+    """The DDL history could not be read, or it has no schema for a table a binlog names (transient:
+    mostly the upstream's status API not answering)."""
+
+    transient = True
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from upstream.errors import SQLError, UnsupportedSQL
 from upstream.exprs import Now
 from upstream.sql import DDL, literal
 
-# ActionType (tidb-codec.md §4.3)
+# ActionType (pingcap/tidb pkg/meta/model/job.go; pkg/parser/model/ddl.go in older releases)
 CREATE_SCHEMA, DROP_SCHEMA, CREATE_TABLE, DROP_TABLE = 1, 2, 3, 4
 ADD_COLUMN, DROP_COLUMN, ADD_INDEX, DROP_INDEX = 5, 6, 7, 8
 TRUNCATE_TABLE, MODIFY_COLUMN, RENAME_TABLE = 11, 12, 14

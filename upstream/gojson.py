@@ -1,5 +1,6 @@
 """TiDB's JSON output: Go ``json.MarshalIndent(v, "", " ")`` bytes, and TiDB v8.1's key order for
-TableInfo / IndexInfo / DBInfo / Job (tidb-http-api.md §0.2, §2.3, §2.4)."""
+TableInfo / IndexInfo / DBInfo / Job, which is the field order of their Go structs (pingcap/tidb
+``pkg/meta/model/table.go``, ``index.go``, ``db.go``, ``job.go``; ``pkg/parser/model/`` in older releases)."""
 from __future__ import annotations
 
 import json
@@ -65,7 +66,7 @@ def _ordered(obj: JSONDict, keys: tuple[str, ...], zero: JSONDict, omit_zero: tu
 
 
 def table_json(table: TableInfo) -> JSONDict:
-    """A TableInfo as TiDB v8.1 serialises it (key order of §2.4; ``old_schema_id`` omitted when 0)."""
+    """A TableInfo as TiDB v8.1 serialises it (key order of Go's ``TableInfo``; ``old_schema_id`` omitted when 0)."""
     obj = table.to_json()
     if obj.get("index_info"):
         obj["index_info"] = [_ordered(i, _INDEX_KEYS, _INDEX_ZERO) for i in obj["index_info"]]
@@ -73,7 +74,7 @@ def table_json(table: TableInfo) -> JSONDict:
 
 
 def job_json(job: Job) -> JSONDict:
-    """A history Job as TiDB v8.1 serialises it (key order of §2.3, ``binlog`` with capitalised keys)."""
+    """A history Job as TiDB v8.1 serialises it (key order of Go's ``Job``, ``binlog`` with capitalised keys)."""
     obj = job.to_json()
     binlog = dict(obj["binlog"])
     if job.binlog.table_info is not None:

@@ -2,7 +2,8 @@
 the DDL-history meta key a DDL transaction uses as its primary key.
 
 These helpers live here rather than in ``transform`` (which only decodes row payloads); they follow
-``tablecodec.EncodeRowKeyWithHandle`` and ``meta`` key layout (tidb-http-api.md §1.1, tidb-codec.md §4.4).
+TiDB's ``tablecodec.EncodeRowKeyWithHandle`` (pingcap/tidb ``pkg/tablecodec/tablecodec.go``) and its meta key
+layout (``pkg/meta/meta.go``'s ``DDLJobHistory`` hash, encoded by ``pkg/structure/type.go``).
 """
 from __future__ import annotations
 

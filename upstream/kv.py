@@ -8,7 +8,8 @@ Promises:
 - ``prewrite`` is all-or-nothing: it raises ``WriteConflict`` (a newer committed write, or another
   transaction's lock) without locking anything.
 - ``get``/``scan`` at ts see exactly the Put/Del records with commit_ts ≤ ts.
-- ``mvcc_info`` answers in TiKV's ``MvccInfo`` JSON shape (tidb-http-api.md §1.2).
+- ``mvcc_info`` answers in the JSON shape of TiKV's ``MvccInfo`` (pingcap/kvproto ``proto/kvrpcpb.proto``), as
+  TiDB's ``/mvcc`` routes print it.
 """
 from __future__ import annotations
 

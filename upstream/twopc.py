@@ -1,4 +1,5 @@
-"""Two-phase commit as TiDB runs it with binlog enabled (tidb-binlog.md §1.5).
+"""Two-phase commit as TiDB runs it with binlog enabled (pingcap/tidb ``pkg/store/driver/txn/binlog.go``, called
+from tikv/client-go ``txnkv/transaction/2pc.go``).
 
 DML: the prewrite binlog (PrewriteValue with the txn's schema version; ``prewrite_key`` = primary
 key) is written in parallel with the KV prewrite; only when both succeed is a commit ts taken from

@@ -1,7 +1,8 @@
 """Deciding the fate of a prewrite whose commit binlog never came, by asking the upstream.
 
 TiDB's Pump asks TiKV for the MVCC records of the transaction's primary key; binlake asks TiDB's
-status API, ``GET {upstream}/mvcc/hex/{hex(prewrite_key)}`` (reference: tidb-http-api.md §1.6).
+status API, ``GET {upstream}/mvcc/hex/{hex(prewrite_key)}`` (pingcap/tidb ``pkg/server/http_status.go``
+routes it to ``pkg/server/handler/tikvhandler/tikv_handler.go``).
 """
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The derived vectors of tidb-codec.md §5.2 (datums) and §5.3 (full row payloads), both ways."""
+"""Byte vectors derived from TiDB's encoding rules rather than copied from its tests: datums, then full row
+payloads, both ways."""
 from __future__ import annotations
 
 import datetime as dt
@@ -109,8 +110,8 @@ def test_null() -> None:
 DECIMALS = [
     ("0", 10, 0, "06 0A 00 80 00 00 00 00"), ("0.00", 10, 2, "06 0A 02 80 00 00 00 00"),
     ("1", 10, 0, "06 0A 00 80 00 00 00 01"),
-    # The reference lists -1 as "06 0A 00 7F FF FF FE" (4 bin bytes), but DECIMAL(10,0) has 5 bin
-    # bytes (see 0 and 1 above); by its own algorithm -1 is 1's bytes inverted with the top bit set:
+    # Not "06 0A 00 7F FF FF FE" (4 bin bytes): DECIMAL(10,0) has 5 bin bytes (see 0 and 1 above), and
+    # by MyDecimal's algorithm -1 is 1's bytes inverted with the top bit set:
     ("-1", 10, 0, "06 0A 00 7F FF FF FF FE"),
     ("11.99", 10, 4, "06 0A 04 80 00 0B 26 AC"), ("1.50", 10, 2, "06 0A 02 80 00 00 01 32"),
     ("123.45", 5, 2, "06 05 02 80 7B 2D"), ("-123.45", 5, 2, "06 05 02 7F 84 D2"),
@@ -239,7 +240,7 @@ def test_json_key_order() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# §5.3 full row payloads
+# full row payloads
 
 def _has_id() -> TableInfo:
     return table(1, "hasID", [col(1, "ID", mt.TYPE_LONG, flag=PK), col(2, "NAME", mt.TYPE_VARCHAR, flen=45),

@@ -1,4 +1,5 @@
-"""Every literal vector of tidb-codec.md §5.1, in both directions where the format allows."""
+"""Literal byte vectors from TiDB's and TiDB Binlog's own Go tests (memcomparable bytes, MyDecimal, ``CutOne``,
+``TestBinlog``'s row layouts, the drainer's test generator), in both directions where the format allows."""
 from __future__ import annotations
 
 from decimal import Decimal
@@ -193,7 +194,7 @@ def test_layout_sequence_delete_insert_update() -> None:
     assert changes[2][1].after == {"id": 2, "name": "c"} and changes[2][1].before["name"] == "b"
 
 
-# 8. drainer test generator (table hasID): the bytes are row A of §5.3
+# 8. drainer test generator (table hasID): the bytes of test_derived_vectors.py's test_row_a
 def test_generator_rows_hasid() -> None:
     t = table(1, "hasID", [col(1, "ID", mt.TYPE_LONG, flag=PK), col(2, "NAME", mt.TYPE_VARCHAR, flen=45),
                            col(3, "SEX", mt.TYPE_ENUM, elems=["male", "female"])], pk_is_handle=True)

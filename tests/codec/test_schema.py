@@ -1,4 +1,5 @@
-"""TableInfo / ColumnInfo / IndexInfo / Job from TiDB's JSON, back to it, and Arrow types (§3.6)."""
+"""TableInfo / ColumnInfo / IndexInfo / Job from TiDB's JSON, back to it, and Arrow types (``arrow_type``; the
+mapping is in docs/architecture.md, 4.5)."""
 from __future__ import annotations
 
 import copy

@@ -1,4 +1,5 @@
-"""Reading TiDB's MVCC-by-key answers (tidb-http-api.md §1.2.2 examples) into a transaction's fate."""
+"""Reading TiDB's MVCC-by-key answers (``GET /mvcc/hex/{key}``: kvproto's ``MvccGetByKeyResponse`` as TiDB
+prints it) into a transaction's fate."""
 from __future__ import annotations
 
 from ingest.pump.resolver import Decision, Fate, decide

@@ -82,7 +82,8 @@ def wire(snapshot: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, 
 
 
 # ---------------------------------------------------------------------------------------------
-# every §3.6 type: Python (emulator) value, Iceberg type, the value the drainer writes
+# every MySQL type family (docs/architecture.md, 4.5): Python (emulator) value, Iceberg type, the value the
+# drainer writes
 
 BIG = Decimal("123456789012345678901234567890123456789012345.12345")
 TYPES: list[tuple[str, IcebergType, Any, Any]] = [
