@@ -3,7 +3,8 @@
 TiDB Binlog's drainer takes one TSO from PD at start and registers that TSO plus the whole seconds
 elapsed since (its ``GetApproachTS``); ``binlogctl`` and ``SHOW DRAINER STATUS`` render the physical
 part as a time. binlake does the same: a TSO from PD when ``pd-urls`` are configured and PD answers,
-else one composed from the local clock (an approximation, which is all ``updateTS`` ever is).
+else one composed from the local clock (an approximation, which is all ``updateTS`` ever is). The
+entry itself is written by ``ingest.registry.presence``, as the pumps write theirs.
 """
 from __future__ import annotations
 

@@ -13,7 +13,8 @@ from google.protobuf.message import DecodeError
 from ingest import binlog as bl
 from ingest.errors import IngestError, TSOError
 from ingest.httpserver import GuardedHandler
-from ingest.registry.base import DRAINER, PUMP
+from ingest.registry.base import DRAINER, ONLINE, PUMP
+from ingest.state_route import PAUSE, serve_state_change
 from schemas import binlog_pb2
 
 if TYPE_CHECKING:
@@ -21,7 +22,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_STATE_ROUTE = re.compile(r"^/state/(?P<node>[^/]+)/(?P<action>[^/]+)$")
 _DEBUG_BINLOG_ROUTE = re.compile(r"^/debug/binlog/(?P<ts>-?\d+)$")
 
 
@@ -50,27 +50,17 @@ class StatusHandler(GuardedHandler):
             self._text("404 page not found\n", 404)
 
     def do_PUT(self) -> None:
-        m = _STATE_ROUTE.match(self.path)
-        if not m:
+        if not serve_state_change(self, "pump", self.pump.node_id, self._change_state):
             self._text("404 page not found\n", 404)
-            return
-        node, action = m["node"], m["action"]
+
+    def _change_state(self, action: str) -> str | None:
+        """Start ``pause`` or ``close`` (offline) on a thread; refused unless the pump is online."""
         pump = self.pump
-        if node != pump.node_id:
-            self._json({"message": f"invalid nodeID {node}, this pump is {pump.node_id}", "code": 3,
-                        "data": None}, 400)
-            return
-        if action not in ("pause", "close"):
-            self._json({"message": f"invalid action {action}, expected pause or close", "code": 3,
-                        "data": None}, 400)
-            return
-        if pump.state != "online" or pump.stopping:
-            self._json({"message": f"pump {node} is {pump.state}, state can only change when online",
-                        "code": 3, "data": None}, 400)
-            return
-        stop = pump.pause if action == "pause" else pump.offline
+        if pump.state != ONLINE or pump.stopping:
+            return f"pump {pump.node_id} is {pump.state}, state can only change when online"
+        stop = pump.pause if action == PAUSE else pump.offline
         threading.Thread(target=_run_logged, args=(stop,), name=f"pump-{action}", daemon=True).start()
-        self._json({"message": f"apply state {action} success", "code": 200, "data": None})
+        return None
 
     def do_POST(self) -> None:
         if self.path == "/debug/gc/trigger":

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import logging
 import socket
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -12,6 +11,7 @@ import grpc
 
 from ingest.errors import IngestError
 from ingest.registry.base import DRAINER, OFFLINE, ONLINE, PUMP, STATUS_ADDR_LABEL, NodeStatus, Registry
+from ingest.registry.presence import Presence
 from schemas import cistern_pb2, cistern_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -37,9 +37,11 @@ def resolve_node_id(data_dir: Path, configured: str, addr: str) -> str:
 class NotifyError(IngestError):
     """An online drainer could not be notified."""
 
+    transient = True
+
 
 class Node:
-    """Writes this pump's Status JSON to the registry and keeps it fresh."""
+    """This pump's registry entry (``ingest.registry.presence``), its state, and notifying drainers."""
 
     def __init__(self, registry: Registry, node_id: str, host: str, status_addr: str,
                  max_commit_ts: Callable[[], int], update_ts: Callable[[], int]) -> None:
@@ -51,27 +53,27 @@ class Node:
         self._update_ts = update_ts
         previous = registry.get_node(PUMP, node_id)
         self.previous_state = previous.state if previous is not None else OFFLINE
-        self.state = self.previous_state
-        self._lock = threading.Lock()
+        self.presence = Presence(registry, PUMP, node_id, host, labels={STATUS_ADDR_LABEL: status_addr},
+                                 always_alive=True, state=self.previous_state)
+
+    @property
+    def state(self) -> str:
+        """The pump's state, once the registry holds it."""
+        return self.presence.state
 
     def status(self, state: str | None = None) -> NodeStatus:
         """The Status this pump publishes now (with ``state`` instead of the current one, if given)."""
-        return NodeStatus(node_id=self.node_id, host=self.host, state=state or self.state, is_alive=True,
-                          labels={STATUS_ADDR_LABEL: self.status_addr},
-                          max_commit_ts=self._max_commit_ts(), update_ts=self._update_ts())
+        return self.presence.status(state or self.state, self._max_commit_ts(), self._update_ts())
 
     def set_state(self, state: str) -> None:
         """Write the new state to the registry, then take it on: whoever sees it in ``/status`` (or
         anywhere in this process) can already find it in the registry."""
-        with self._lock:
-            self.registry.put_node(PUMP, self.status(state))
-            self.state = state
+        self.presence.put(state, self._max_commit_ts(), self._update_ts())
         log.info("pump %s is %s", self.node_id, state)
 
     def heartbeat(self) -> None:
         """Rewrite the Status with the current watermark."""
-        with self._lock:
-            self.registry.put_node(PUMP, self.status())
+        self.presence.heartbeat(self._max_commit_ts(), self._update_ts())
 
     def notify_drainers(self, timeout: float = NOTIFY_TIMEOUT,
                         credentials: grpc.ChannelCredentials | None = None) -> None:

@@ -30,13 +30,26 @@ DRAINER_METRICS = {"binlog_drainer_checkpoint_tso", "binlog_drainer_checkpoint_d
                    "binlog_drainer_event_total"}
 
 
-def last_ts(status: str) -> int:
-    """The follower's ``/status`` LastTS (-1 while it does not answer yet)."""
+def status_of(status: str) -> dict[str, Any] | None:
+    """The follower's ``/status`` (None while it does not answer yet)."""
     try:
         with urllib.request.urlopen(f"http://{status}/status", timeout=10) as r:
-            return int(json.loads(r.read())["LastTS"])
+            body: dict[str, Any] = json.loads(r.read())
+            return body
     except urllib.error.URLError:
-        return -1
+        return None
+
+
+def last_ts(status: str) -> int:
+    """The follower's ``/status`` LastTS (-1 while it does not answer yet)."""
+    body = status_of(status)
+    return -1 if body is None else int(body["LastTS"])
+
+
+def pump_pos(status: str, ts: int) -> dict[str, int] | None:
+    """The follower's ``/status`` PumpPos once every pump in it is at ``ts`` or later (else None)."""
+    pos: dict[str, int] = (status_of(status) or {}).get("PumpPos") or {}
+    return pos if pos and min(pos.values()) >= ts else None
 
 
 def node(env: Env, kind: str, node_id: str) -> Any:
@@ -71,6 +84,9 @@ def test_follow_mode_is_an_online_drainer_pumps_wait_for_and_notify(env: Env, ma
                  else pytest.fail((env.root / "follow.log").read_text()[-3000:]), 120, "the first range")
         me = node(env, DRAINER, "binlake-drain")
         assert me.state == ONLINE and me.host == addr and me.status_addr == status
+        # TiDB's drainer /status: PumpPos maps each pump to the commit ts drained from it (set as a run ends)
+        pos = wait_for(lambda: pump_pos(status, first), 60, "PumpPos past the first range")
+        assert pos is not None and set(pos) == {p.node_id for p in env.pumps}, pos
         listed = binlake("ctl", "drainers", "--registry", env.options.registry)
         assert "binlake-drain" in listed.stdout and "online" in listed.stdout
 

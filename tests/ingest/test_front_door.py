@@ -52,6 +52,7 @@ from ingest.peerlog import PeerLog
 from ingest.registry import load_registry
 from ingest.registry.base import OFFLINE, PAUSED, PUMP
 from ingest.security import SecurityConfig
+from ingest.state_route import state_change
 from schemas import binlake_pb2, pump_pb2
 from tests.ingest.helpers import commit, prewrite
 from tests.waiting import wait_for
@@ -426,10 +427,39 @@ def test_the_follow_drainers_cistern_port_answers_binlogctl(tmp_path: Path, acti
         with socket.create_connection((host, int(port)), timeout=10) as s:
             s.sendall(b"GET /status HTTP/1.1\r\nHost: d\r\n\r\n")
             assert "LastTS" in json.loads(_read_response(s).partition(b"\r\n\r\n")[2])
+            s.sendall(b"PUT /state/another/pause HTTP/1.1\r\nHost: d\r\n\r\n")   # as the pump answers it
+            wrong = _read_response(s)
+            assert wrong.startswith(b"HTTP/1.1 400") and json.loads(wrong.partition(b"\r\n\r\n")[2])["code"] == 3
             assert not follower.stop.is_set()
             s.sendall(f"PUT /state/d-door/{action} HTTP/1.1\r\nHost: d\r\n\r\n".encode())
-            assert _read_response(s).startswith(b"HTTP/1.1 200")
+            answer = _read_response(s)
+            assert answer.startswith(b"HTTP/1.1 200") and f"apply state {action} success".encode() in answer
         assert follower.stop.is_set() and follower.final_state == final
     finally:
         assert follower.door is not None
         follower.door.stop(0)
+
+
+def test_the_state_route_binlogctl_and_binlake_ctl_send() -> None:
+    """One ``/state/<id>/<action>`` for pumps and drainers: the id compared URL-decoded (``binlake ctl``
+    quotes it), TiDB Binlog's JSON answer, the node's refusal as a 400."""
+    applied: list[str] = []
+
+    def apply(action: str) -> str | None:
+        applied.append(action)
+        return "pump h:8250 is paused, state can only change when online" if len(applied) > 1 else None
+
+    def answer(path: str) -> tuple[int, dict[str, Any]] | None:
+        got = state_change(path, "pump", "h:8250", apply)
+        return None if got is None else (got[0], json.loads(got[1]))
+
+    assert answer("/status") is None and answer("/state/h:8250") is None
+    assert answer("/state/h%3A8250/pause") == (200, {"message": "apply state pause success", "code": 200,
+                                                     "data": None})
+    assert answer("/state/h:8250/close?x=1") == (400, {"message": "pump h:8250 is paused, state can only "
+                                                       "change when online", "code": 3, "data": None})
+    assert answer("/state/other/pause") == (400, {"message": "invalid nodeID other, this pump is h:8250",
+                                                  "code": 3, "data": None})
+    status, body = answer("/state/h:8250/online") or (0, {})
+    assert status == 400 and body["code"] == 3 and "invalid action online" in body["message"]
+    assert applied == ["pause", "close"]

@@ -16,6 +16,7 @@ import binlake.follow
 from binlake.drain import register_drainer
 from binlake.drain_config import DrainerConfig
 from binlake.follow import Follower
+from binlake.report import PlanReport, PumpPlan, RunReport
 from ingest import ctl
 from ingest.config import load_config
 from ingest.registry import load_registry
@@ -103,10 +104,11 @@ def _follow_once(options: DrainerConfig, registry: str, monkeypatch: pytest.Monk
     seen: list[NodeStatus] = []
     follower = Follower(options, interval=0.1, out=io.StringIO())
 
-    def one_range(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    def one_range(*args: Any, **kwargs: Any) -> PlanReport:
         seen.append(entry(registry))
         follower.stop.set()
-        return {"tables": [], "checkpoint_after": None}
+        return PlanReport(cluster_id=CLUSTER, from_ts=0, to_ts=0, sink="parquet", checkpoint_before=None,
+                          checkpoint_after=None, dry_run=False, data_dir=options.data_dir)
 
     monkeypatch.setattr(binlake.follow, "run_drain_command", one_range)
     assert follower.run() == 0
@@ -133,3 +135,25 @@ def test_follow_keeps_the_registered_checkpoint_when_the_sink_cannot_be_read(
     save_parquet_checkpoint(tmp_path, "not json")
     first = _follow_once(options, registry_at, monkeypatch)
     assert (first.state, first.max_commit_ts) == (ONLINE, 445566778800)
+
+
+def test_follow_status_reports_each_pumps_position(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``/status`` PumpPos, as TiDB's drainer reports it: each pump's node id → the commit ts drained
+    from it, the run's ``to_ts`` for every pump of its plan (a pump's watermark may be above it)."""
+    options = drainer_options(f"file://{tmp_path / 'registry.json'}", tmp_path)
+    follower = Follower(options, interval=0.1, out=io.StringIO())
+
+    def one_range(*args: Any, **kwargs: Any) -> RunReport:
+        follower.stop.set()
+        return RunReport(cluster_id=CLUSTER, from_ts=0, to_ts=445566778899, sink="parquet", checkpoint_before=None,
+                         checkpoint_after=445566778899, data_dir=str(tmp_path / "data"),
+                         pumps=[PumpPlan(node_id="pump-1", addr="127.0.0.1:1", protocol="PumpScan",
+                                         watermark=445566778899),
+                                PumpPlan(node_id="pump-2", addr="127.0.0.1:2", protocol="PullBinlogs",
+                                         watermark=445566779999)])
+
+    monkeypatch.setattr(binlake.follow, "run_drain_command", one_range)
+    assert follower.status()["PumpPos"] == {}
+    assert follower.run() == 0
+    assert follower.status()["PumpPos"] == {"pump-1": 445566778899, "pump-2": 445566778899}
+    assert entry(f"file://{tmp_path / 'registry.json'}").max_commit_ts == 445566778899
