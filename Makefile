@@ -17,17 +17,18 @@ PEERS := .peers
 GO_ENV := GOTOOLCHAIN=go1.21.13 CGO_ENABLED=0 GOFLAGS='-mod=mod -buildvcs=false'
 PEER_BINS := $(PEERS)/tidb-server $(PEERS)/pdetcd $(PEERS)/pdts $(PEERS)/pumpbench
 
-export SPARK_LOCAL_IP := 127.0.0.1
-export GX_ANALYTICS_ENABLED := false
+# binlake's processes set their own environment defaults (SPARK_LOCAL_IP, ...): binlake/process.py
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: demo demo-mysql test lint deps airflow-env system-deps peers proto bench clean
 
-# Python environment: pinned by pyproject.toml, transitively frozen by constraints.txt.
-$(STAMP): pyproject.toml constraints.txt
+# Python environment: pinned by pyproject.toml (binlake) and emulator/pyproject.toml (the TiDB emulator and
+# the demo harness, a distribution of their own: not in binlake's wheel), transitively frozen by constraints.txt.
+$(STAMP): pyproject.toml emulator/pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q -c constraints.txt -e '.[spark,iceberg,mysql,quality,dev]' 2>&1 | { grep -v '^WARNING: Location' || true; }
-	$(BIN)/python -c "import grpc, plyvel, pyarrow, pyspark, pyiceberg, pydantic, duckdb, pymysql, mysql_mimic, schemas.pump_pb2"
+	$(BIN)/pip install -q -c constraints.txt -e '.[spark,iceberg,mysql,quality,dev]' -e ./emulator 2>&1 \
+		| { grep -v '^WARNING: Location' || true; }
+	cd / && $(CURDIR)/$(BIN)/python -c "import grpc, plyvel, pyarrow, pyspark, pyiceberg, pydantic, duckdb, pymysql, mysql_mimic, schemas.pump_pb2, upstream.demo"
 	touch $@
 
 deps: $(STAMP)

@@ -189,7 +189,7 @@ class LocalPump:
     keep: bool = False
 
     def __post_init__(self) -> None:
-        from binlake.local import PumpProcess
+        from upstream.local import PumpProcess
 
         self.ctx = mp.get_context("spawn")
         self.tmp = Path(tempfile.mkdtemp(prefix="binlake-bench-"))

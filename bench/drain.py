@@ -178,12 +178,12 @@ class _Keys:
 def _load_main(index: int, addr: str, tso_url: str, cluster_id: int, tables: list[Any], schema_version: int,
                phases: list[int], seed: int, results: Any, go: Any) -> None:
     """Generate and write ``phases[i]`` row changes per phase to one pump; report after each phase."""
-    from binlake.local import PumpWriter
     from ingest.binlog import marshal_gogo
     from ingest.tso import TSOClient
     from schemas import binlog_pb2
     from transform.codec.rows import encode_row
     from upstream.keys import int_record_key
+    from upstream.local import PumpWriter
 
     rng = random.Random(seed * 1_000_003 + index)
     tso = TSOClient(tso_url, cluster_id)
@@ -308,8 +308,8 @@ class Env:
     """The emulated cluster with 4 tables and two pump processes in a temp dir."""
 
     def __init__(self, root: Path) -> None:
-        from binlake.local import PumpProcess
         from upstream.cluster import Cluster
+        from upstream.local import PumpProcess
 
         self.root = root
         self.registry = f"file://{root / 'registry.json'}"

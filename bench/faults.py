@@ -99,21 +99,23 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-os.environ.setdefault("PYICEBERG_MAX_WORKERS", "1")   # as binlake's CLI runs pyiceberg (architecture 4.4)
+from binlake.process import HARNESS, configure_process
+
+configure_process(HARNESS)   # the environment of the drains it runs in-process, as binlake's CLI runs them
 
 from bench._common import machine_line
 from binlake.drain import run_verify_command
-from binlake.drain_config import DrainerConfig, IcebergSection, SparkSection, UpstreamSection
-from binlake.local import PumpProcess, http
+from binlake.drain_config import DrainerConfig, SparkSection, UpstreamSection
 from ingest import binlog as bl
 from ingest.scan_client import ScanClient
 from schemas import pump_pb2
+from sink.iceberg.plugin import IcebergSettings
 from tests.drain.conftest import Env, cluster_with_pumps, mirror_state, read_table, replay_changelog
 from tests.drain.crashing_cli import CRASH_STATUS
 from tests.drain.test_drain_cli import binlake, cli_args
 from upstream.cluster import Cluster
 from upstream.errors import ServerCrashed, TxnAborted
+from upstream.local import PumpProcess, http
 from upstream.pump_client.channel import GrpcWriteChannel
 from upstream.workload import Workload
 
@@ -433,7 +435,7 @@ class Run:
         with cluster_with_pumps(self.root, registry=registry) as (cluster, pumps, registry):
             options = DrainerConfig(registry=registry, pd_urls=cluster.tso_url, data_dir=str(self.root / "drainer"),
                                     upstream=UpstreamSection(status_url=cluster.status_url, dsn=cluster.mysql_dsn),
-                                    iceberg=IcebergSection(warehouse=str(self.root / "warehouse")),
+                                    iceberg=IcebergSettings(warehouse=str(self.root / "warehouse")),
                                     spark=SparkSection(master="local[2]"))
             self.env = Env(self.root, cluster, pumps, options)
             self.load = Load(cluster, self.rng.randrange(1 << 30))

@@ -381,9 +381,9 @@ def _run_stages(log: Path) -> list[dict[str, float]]:
 
 def follow_lag(env: Env, dsn: str, work: Path, args: argparse.Namespace, seconds: float) -> dict[str, Any]:
     """The follower under a steady emulator load; lag figures, per-range stages and the verify result."""
-    from binlake.local import free_port
     from sink.mysql.verify import verify_downstream
     from upstream.client import StatusClient
+    from upstream.local import free_port
     from upstream.workload import Workload
 
     wl = Workload(env.cluster, seed=args.seed, ddl_interval=0)

@@ -146,7 +146,7 @@ def _verify(pump: LocalPump, result: LoadResult) -> list[str]:
 
 def _pump_metrics(pump: LocalPump) -> dict[str, float]:
     """Sums and counts of the pump's write histograms, from its ``/metrics``."""
-    from binlake.local import http
+    from upstream.local import http
 
     status, body = http("GET", f"{pump.pump.status_url}/metrics")
     wanted = {'binlog_pump_storage_write_binlog_duration_time_count{type="batch"}': "batches",

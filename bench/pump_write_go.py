@@ -48,10 +48,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import BenchError, NoopServer, code_version, cpu_seconds, machine_line
-from binlake.local import PumpProcess, free_port
 from ingest.registry import load_registry
 from ingest.registry.base import ONLINE, PAUSED, PUMP, NodeStatus
 from tests.realtidb.peers import PDEtcd, peer
+from upstream.local import PumpProcess, free_port
 
 BINLAKE, GO, NOOP = "binlake", "go", "no-op"
 

@@ -66,7 +66,6 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from binlake.local import PumpProcess, PumpWriter
 from ingest import binlog as bl
 from ingest.registry import PUMP, NodeStatus, load_registry, node_key
 from schemas import binlog_pb2
@@ -74,6 +73,7 @@ from upstream import sql as S
 from upstream.cluster import Cluster
 from upstream.errors import TxnAborted
 from upstream.exprs import Cmp, Col, Lit
+from upstream.local import PumpProcess, PumpWriter
 from upstream.tuning import DEFAULT_GC_THRESHOLD, pin_process, tune_gc
 
 ROWS = 5

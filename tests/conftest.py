@@ -1,7 +1,6 @@
-"""Suite-wide setup: the repository root on sys.path, and loopback-only Spark/grpc settings."""
+"""Suite-wide setup: the repository root on sys.path, and the harness's process settings (binlake/process.py)."""
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -9,15 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from binlake.cli import PYICEBERG_WORKERS_ENV
-from binlake.local import LocalTSO, PumpProcess
+from binlake.process import HARNESS, configure_process
 from ingest.tso import TSOClient
+from upstream.local import LocalTSO, PumpProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
-os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-os.environ.setdefault(PYICEBERG_WORKERS_ENV, "1")   # in-process drains, as binlake's CLI runs them
+configure_process(HARNESS)   # the environment of the commands the tests run in-process (local Spark, pyiceberg)
 
 if TYPE_CHECKING:
     from tests.servers import EtcdServer, MariaDBServer, MotoS3, PostgresServer

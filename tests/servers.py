@@ -21,7 +21,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from binlake.local import MariaDBError, MariaDBProcess, free_port, stop_group
+from upstream.local import MariaDBError, MariaDBProcess, free_port, stop_group
 
 _INSTALL_LOCK = threading.Lock()
 
@@ -415,7 +415,7 @@ def ensure_mariadb_installed() -> str:
 
 
 class MariaDBServer(MariaDBProcess):
-    """A throwaway MariaDB (``binlake.local.MariaDBProcess``, installed from Debian if absent) in a fresh
+    """A throwaway MariaDB (``upstream.local.MariaDBProcess``, installed from Debian if absent) in a fresh
     temporary directory, with a password-authenticated user ``binlake`` that may do anything;
     :meth:`connect` / :meth:`reset`. Context manager (removes the directory)."""
 

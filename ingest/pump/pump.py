@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import threading
 import time
@@ -22,6 +21,7 @@ from ingest.registry import load_registry
 from ingest.registry.base import CLOSING, DRAINER, OFFLINE, ONLINE, PAUSED, PAUSING, Registry
 from ingest.tso import TSOClient, compose_ts, physical_ms
 from schemas import binlog_pb2
+from schemas.errors import retry
 
 if TYPE_CHECKING:
     from ingest.pump.storage.storage import LoopWriter
@@ -98,9 +98,6 @@ class Pump:
         for target, name in ((self._tso_loop, "tso"), (self._heartbeat_loop, "heartbeat"),
                              (self._fake_binlog_loop, "fake-binlog"), (self._gc_loop, "gc")):
             threading.Thread(target=target, name=f"pump-{name}", daemon=True).start()
-        # What exists now (modules, grpc, protobuf descriptors) lives as long as the process: keep
-        # it out of the cyclic GC's full collections, which the per-call garbage triggers often.
-        gc.freeze()
         log.info("pump %s online: grpc %s%s, http %s, cluster id %d, data dir %s", self.node_id,
                  self.options.addr, f" and unix:{self._grpc.socket}" if self._grpc.socket else "",
                  self.options.status_addr, self.cluster_id, self.data_dir)
@@ -153,13 +150,9 @@ class Pump:
 
     def _wait_safe_to_offline(self) -> None:
         """TiDB's waitSafeToOffline: a last fake binlog, all prewrites matched, drainers past it."""
-        while True:
-            try:
-                fake_ts = self._write_fake()
-                break
-            except (TSOError, IngestError) as exc:
-                log.warning("offline: writing the final fake binlog failed, retrying: %s", exc)
-                time.sleep(1)
+        fake_ts = retry(self._write_fake, wait=1.0, on=(TSOError, IngestError),  # until it is written
+                        before_sleep=lambda exc, n, s: log.warning(
+                            "offline: writing the final fake binlog failed, retrying: %s", exc))
         while self.storage.max_commit_ts < fake_ts or not self.storage.all_matched():
             self.storage.wait_watermark(fake_ts - 1, timeout=1.0)
         while True:

@@ -5,9 +5,9 @@ import json
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from binlake.local import PumpProcess, PumpWriter
 from ingest import binlog as bl
 from schemas import binlog_pb2
+from upstream.local import PumpProcess, PumpWriter
 
 
 def prewrite(start_ts: int, value: bytes = b"rows", key: bytes = b"t\x80pk") -> bytes:

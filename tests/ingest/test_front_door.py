@@ -21,7 +21,6 @@ from hpack import Encoder
 
 from binlake.drain_config import DrainerConfig
 from binlake.follow import Follower
-from binlake.local import PumpProcess
 from ingest.frontdoor import FrontDoor
 from ingest.http2.calls import Call, Method, RpcAbort
 from ingest.http2.framing import (
@@ -56,6 +55,7 @@ from ingest.state_route import state_change
 from schemas import binlake_pb2, pump_pb2
 from tests.ingest.helpers import commit, prewrite
 from tests.waiting import wait_for
+from upstream.local import PumpProcess
 
 # ---- a raw HTTP/2 client ------------------------------------------------------------------------
 

@@ -15,12 +15,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from binlake.local import PumpProcess, http
 from ingest import binlog as bl
 from ingest.scan_client import ScanClient
 from schemas import binlake_pb2, pump_pb2
 from tests.ingest.helpers import commit, prewrite
 from tests.waiting import wait_for
+from upstream.local import PumpProcess, http
 
 pytestmark = pytest.mark.integration
 

@@ -11,9 +11,9 @@ from typing import Any
 import grpc
 import pytest
 
-from binlake.local import free_port
 from ingest.http2.framing import WireRpcError
 from ingest.http2.stream import stream_call
+from upstream.local import free_port
 
 SIZES = [0, 1, 5, 16_383, 16_384, 70_000, 1 << 20, 5 << 20 | 7]
 

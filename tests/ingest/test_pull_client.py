@@ -11,12 +11,12 @@ from typing import Any
 import grpc
 import pytest
 
-from binlake.local import free_port
 from ingest import binlog as bl
 from ingest.http2.framing import WireRpcError
 from ingest.http2.stream import stream_call
 from ingest.pull_client import PullClient, PullStreamError
 from schemas import binlog_pb2, pump_pb2
+from upstream.local import free_port
 
 CLUSTER = 42
 

@@ -9,12 +9,12 @@ from typing import Any
 import grpc
 import pytest
 
-from binlake.local import PumpProcess, http
 from ingest import binlog as bl
 from ingest.scan_client import ScanClient
 from ingest.tso import TSOClient
 from tests.ingest.helpers import commit, prewrite, writer
 from tests.waiting import wait_for
+from upstream.local import PumpProcess, http
 
 pytestmark = pytest.mark.integration
 

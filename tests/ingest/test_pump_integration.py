@@ -14,7 +14,6 @@ from typing import Any
 import grpc
 import pytest
 
-from binlake.local import PumpProcess, free_port, http
 from ingest import binlog as bl
 from ingest.registry import load_registry
 from ingest.registry.base import DRAINER, PUMP, NodeStatus
@@ -24,6 +23,7 @@ from schemas import binlake_pb2, binlog_pb2, cistern_pb2, cistern_pb2_grpc, pump
 from tests.ingest.helpers import MVCCHandler, commit, prewrite, writer
 from tests.waiting import wait_for
 from transform.codec.varint import encode_uvarint
+from upstream.local import PumpProcess, free_port, http
 
 pytestmark = pytest.mark.integration
 

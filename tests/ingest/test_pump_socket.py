@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from binlake.local import PumpProcess, PumpWriter
 from ingest import binlog as bl
 from ingest.config import ConfigError, load_config
 from ingest.pump.config import PumpConfig
 from ingest.scan_client import ScanClient
 from tests.ingest.helpers import commit, prewrite
 from tests.waiting import wait_for
+from upstream.local import PumpProcess, PumpWriter
 
 Start = Callable[..., PumpProcess]
 

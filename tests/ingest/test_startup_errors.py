@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from binlake.local import PumpProcess
 from ingest.scan_client import ScanClient
 from tests.ingest.helpers import commit, prewrite, writer
 from tests.waiting import wait_for
+from upstream.local import PumpProcess
 
 pytestmark = pytest.mark.integration
 

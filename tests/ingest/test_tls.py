@@ -21,7 +21,6 @@ import pytest
 
 from binlake.drain_config import DrainerConfig
 from binlake.follow import Follower
-from binlake.local import PumpProcess, free_port, http
 from ingest import ctl
 from ingest.errors import CtlError, RegistryError
 from ingest.pump.node import Node, NotifyError
@@ -33,6 +32,7 @@ from schemas import pump_pb2, pump_pb2_grpc
 from tests.certs import TLSWorld, security_toml, tls_world
 from tests.ingest.helpers import prewrite
 from transform.plan import PlanError, PumpUnreachableError, make_plan
+from upstream.local import PumpProcess, free_port, http
 
 pytestmark = pytest.mark.integration
 

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from binlake.local import LocalTSO, PumpProcess
 from ingest import binlog as bl
 from ingest.registry import PAUSED, PUMP, NodeStatus, load_registry, node_key
 from ingest.scan_client import ScanClient
 from schemas import binlog_pb2
 from tests.waiting import wait_for
+from upstream.local import LocalTSO, PumpProcess
 from upstream.pump_client import PumpsClient, hash_ts
 from upstream.pump_client.errors import BinlogTooLarge, NoPumpFound, WriteBinlogFailed
 

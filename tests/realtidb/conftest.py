@@ -17,10 +17,12 @@ import pymysql
 import pytest
 
 from binlake.drain import run_drain_command, run_verify_command
-from binlake.drain_config import DrainerConfig, IcebergSection, ParquetSection, SparkSection, UpstreamSection
-from binlake.local import PumpProcess
+from binlake.drain_config import DrainerConfig, SparkSection, UpstreamSection
+from sink.iceberg.plugin import IcebergSettings
+from sink.parquet.plugin import ParquetSettings
 from tests.realtidb.peers import PDEtcd, TiDBServer, remove, scratch_dir
 from tests.upstream.binlogs import wait_watermarks
+from upstream.local import PumpProcess
 
 
 @dataclass
@@ -56,8 +58,8 @@ class RealCluster:
         options = DrainerConfig(registry=self.registry, pd_urls=self.pd.url,
                                 data_dir=str(self.root / f"{name}-drainer"),
                                 upstream=UpstreamSection(status_url=self.tidb.status_url, dsn=self.tidb.dsn),
-                                iceberg=IcebergSection(warehouse=str(self.root / f"{name}-warehouse")),
-                                parquet=ParquetSection(dir=str(self.root / f"{name}-cdc")),
+                                iceberg=IcebergSettings(warehouse=str(self.root / f"{name}-warehouse")),
+                                parquet=ParquetSettings(dir=str(self.root / f"{name}-cdc")),
                                 spark=SparkSection(master="local[2]"))
         options.syncer.db_type = sink
         options.syncer.replicate_do_db = list(databases)
@@ -67,7 +69,7 @@ class RealCluster:
         """Settle, then one drain run in process; returns its report."""
         self.settle()
         out = io.StringIO()
-        report = run_drain_command(options, out=out)
+        report = run_drain_command(options, out=out).model_dump()
         report["output"] = out.getvalue()
         return report
 

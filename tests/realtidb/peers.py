@@ -14,9 +14,9 @@ from types import TracebackType
 
 import pymysql
 
-from binlake.local import free_port
 from ingest.registry import load_registry
 from ingest.registry.base import PUMP
+from upstream.local import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 PEERS = ROOT / ".peers"

@@ -23,12 +23,12 @@ from typing import Any
 
 import pymysql
 
-from binlake.local import PumpProcess
 from ingest import binlog as bl
 from ingest.pump.storage.vlog import LogFile
 from tests.codec import corpus
 from tests.realtidb.peers import ROOT, PDEtcd, TiDBServer, remove, scratch_dir
 from tests.upstream.binlogs import wait_watermarks
+from upstream.local import PumpProcess
 
 DEFAULT_OUT = ROOT / "tests" / "codec" / "corpus" / "tidb-v7.0"
 DBS = ("corpus", "corpus_b")

@@ -10,10 +10,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from binlake.local import PumpProcess
 from ingest.registry.base import OFFLINE, PAUSED
 from tests.realtidb.peers import PDEtcd, remove, scratch_dir
 from tests.waiting import wait_for
+from upstream.local import PumpProcess
 
 BINLOGCTL_ENV = "BINLAKE_BINLOGCTL"
 pytestmark = pytest.mark.skipif(not os.environ.get(BINLOGCTL_ENV),

@@ -10,11 +10,11 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from binlake.drain import open_iceberg_catalog
 from binlake.drain_config import DrainerConfig
 from ingest import binlog as bl
 from ingest.scan_client import ScanClient
 from schemas import binlog_pb2
+from sink.iceberg.plugin import catalog_for as open_iceberg_catalog
 from sink.parquet.files import read_changelog
 from tests.realtidb.conftest import RealCluster
 from tests.servers import MariaDBServer

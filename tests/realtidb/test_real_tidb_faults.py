@@ -38,7 +38,7 @@ def test_a_pump_killed_under_load_loses_no_commit(real: RealCluster) -> None:
 
 
 def _mirror_rows(real: RealCluster, options: object) -> list[dict[str, int]]:
-    from binlake.drain import open_iceberg_catalog
+    from sink.iceberg.plugin import catalog_for as open_iceberg_catalog
 
     catalog = open_iceberg_catalog(options)  # type: ignore[arg-type]
     rows: list[dict[str, int]] = catalog.load_table("rt_kill.t").scan().to_arrow().to_pylist()

@@ -6,9 +6,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from binlake.local import PumpProcess
 from tests.realtidb.conftest import RealCluster
 from tests.realtidb.peers import PDEtcd, TiDBServer, remove, scratch_dir
+from upstream.local import PumpProcess
 
 
 @pytest.fixture(scope="module")

@@ -7,12 +7,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from binlake.local import free_port
 from ingest.config import ConfigError
 from ingest.errors import RegistryError
 from ingest.registry import PUMP, EtcdRegistry, NodeStatus, load_registry
 from ingest.registry.etcd import parse_endpoints
 from tests.servers import EtcdServer
+from upstream.local import free_port
 
 
 def test_keys_are_readable_with_etcdctl(etcd_server: EtcdServer, etcd_registry: EtcdRegistry) -> None:

@@ -10,7 +10,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from binlake.local import free_port
 from ingest import ctl
 from ingest.errors import CtlError, NodeNotFound, RegistryError
 from ingest.registry import (
@@ -24,6 +23,7 @@ from ingest.registry import (
     Registry,
 )
 from ingest.tso import compose_ts
+from upstream.local import free_port
 
 
 class FakeNode:

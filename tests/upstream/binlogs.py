@@ -6,7 +6,6 @@ from typing import Any
 
 import grpc
 
-from binlake.local import PumpProcess
 from ingest import binlog as bl
 from ingest.registry import load_registry
 from ingest.registry.base import PUMP
@@ -15,6 +14,7 @@ from schemas import binlog_pb2
 from tests.waiting import wait_for
 from transform.codec.model import Job, TableInfo
 from transform.codec.rows import decode_row, iter_mutation
+from upstream.local import PumpProcess
 
 # TiDB's classic binlog example: the table, then (server index, statement) in order, and the row
 # changes TiDB writes for them.

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from binlake.local import PumpProcess
 from upstream.cluster import Cluster
+from upstream.local import PumpProcess
 
 # Short intervals so failures and recoveries happen within a test (TiDB's defaults are minutes).
 CLIENT_OPTIONS = {"check_interval": 0.5, "watch_interval": 0.3, "commit_retry_interval": 0.2,

@@ -7,7 +7,6 @@ from collections.abc import Callable
 
 import pytest
 
-from binlake.local import PumpProcess
 from schemas import binlog_pb2
 from tests.upstream.binlogs import (
     CLASSIC_CHANGES,
@@ -20,6 +19,7 @@ from tests.upstream.binlogs import (
 )
 from transform.codec.model import Job
 from upstream.cluster import Cluster
+from upstream.local import PumpProcess
 
 pytestmark = pytest.mark.integration
 

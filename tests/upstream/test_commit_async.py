@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from binlake.local import PumpProcess
 from ingest import binlog as bl
 from schemas import binlog_pb2
 from tests.upstream.binlogs import SchemaTracker, committed, decoded_changes, wait_watermarks
@@ -22,6 +21,7 @@ from upstream import sql as S
 from upstream.cluster import Cluster
 from upstream.errors import TxnAborted, WriteConflict
 from upstream.exprs import Cmp, Col, Lit
+from upstream.local import PumpProcess
 from upstream.pump_client.process import _Answer
 
 pytestmark = pytest.mark.integration

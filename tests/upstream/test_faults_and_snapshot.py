@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from binlake.local import PumpProcess
 from tests.upstream.binlogs import SchemaTracker, committed, wait_watermarks
 from tests.upstream.replay import canonical, canonical_snapshot, replay
 from transform.codec.model import Job
 from upstream.cluster import Cluster
 from upstream.errors import ServerCrashed, TxnAborted
 from upstream.keys import int_record_key
+from upstream.local import PumpProcess
 from upstream.workload import Workload
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from binlake.local import PumpProcess
 from ingest import binlog as bl
 from schemas import binlog_pb2
 from tests.upstream.conftest import CLIENT_OPTIONS
@@ -18,6 +17,7 @@ from tests.upstream.test_faults_and_snapshot import (  # noqa: F401 - rerun here
     test_pump_killed_and_restarted_and_crash_resolved,
 )
 from upstream.cluster import Cluster
+from upstream.local import PumpProcess
 from upstream.pump_client.errors import BinlogTooLarge, NoPumpFound, PumpClientClosed
 from upstream.pump_client.process import ProcessPumpsClient
 

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from binlake.local import PumpProcess, free_port
 from tests.upstream.binlogs import (
     CLASSIC_CHANGES,
     CLASSIC_STATEMENTS,
@@ -27,6 +26,7 @@ from tests.waiting import wait_for
 from transform.codec.model import Job
 from upstream.client import StatusClient
 from upstream.cluster import DEFAULT_CLUSTER_ID
+from upstream.local import PumpProcess, free_port
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]

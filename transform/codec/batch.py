@@ -23,7 +23,6 @@ Output columns:
 """
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
@@ -559,8 +558,6 @@ def decode_batch(table: TableInfo, kinds: Sequence[str], payloads: Sequence[byte
     """
     if len(kinds) != len(payloads):
         raise ValueError("kinds and payloads differ in length")
-    # The hot path allocates many short-lived objects (JSON text) but never a reference cycle;
-    # pausing the cyclic GC avoids rescanning the caller's (possibly huge) heap again and again.
     n = len(payloads)
     plan = plan_for(table)
     types = [arrow_type(c) for c in plan.cols]
@@ -570,21 +567,15 @@ def decode_batch(table: TableInfo, kinds: Sequence[str], payloads: Sequence[byte
     handle = np.zeros(n, dtype=np.int64)
     has_handle = np.zeros(n, dtype=bool)
     invalid_times = 0
-    # The hot path allocates many short-lived objects but never a reference cycle; pausing the
-    # cyclic GC avoids rescanning the caller's (possibly huge) heap again and again.
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        for i in range(0, n, chunk_rows):
-            j = min(i + chunk_rows, n)
-            invalid_times += _decode_chunk(table, kinds[i:j], payloads[i:j], i,
-                                           [o.rows(i, j) for o in main_out], [o.rows(i, j) for o in before_out],
-                                           kind[i:j], handle[i:j], has_handle[i:j])
-        main_arrays = [o.build() for o in main_out]
-        before_arrays = [o.build() for o in before_out]
-    finally:
-        if gc_was_enabled:
-            gc.enable()
+    # The hot path allocates many short-lived objects but never a reference cycle: the collector's
+    # settings for it are the process's (a Spark worker's: transform/worker.py), not the codec's.
+    for i in range(0, n, chunk_rows):
+        j = min(i + chunk_rows, n)
+        invalid_times += _decode_chunk(table, kinds[i:j], payloads[i:j], i,
+                                       [o.rows(i, j) for o in main_out], [o.rows(i, j) for o in before_out],
+                                       kind[i:j], handle[i:j], has_handle[i:j])
+    main_arrays = [o.build() for o in main_out]
+    before_arrays = [o.build() for o in before_out]
     if table.is_common_handle:
         handle_arr = pa.nulls(n, pa.int64())
     elif plan.pk_index >= 0:

@@ -1,4 +1,5 @@
-"""A local cluster on loopback: a PD-compatible TSO and pump processes (for the demo, tests, benches)."""
+"""A local cluster on loopback: a PD-compatible TSO, ``binlake pump`` processes and a throwaway MariaDB
+(for the demo, tests, benches; part of the emulator's distribution, not of binlake's)."""
 from __future__ import annotations
 
 import json
@@ -19,6 +20,7 @@ import grpc
 
 from ingest.errors import IngestError
 from schemas import pump_pb2, pump_pb2_grpc
+from schemas.errors import BinlakeError
 from upstream.tso import serve_tso
 
 DEFAULT_CLUSTER_ID = 6_000_000_000_000_000_001
@@ -181,7 +183,7 @@ def stop_group(proc: subprocess.Popen[bytes] | None, timeout: float = 20.0) -> N
         proc.wait()
 
 
-class MariaDBError(RuntimeError):
+class MariaDBError(BinlakeError, RuntimeError):
     """A local MariaDB could not be initialised or did not come up (the message carries its log tail)."""
 
 

@@ -5,6 +5,9 @@ processes while a seeded workload with key churn and DDLs runs; two Drainer runs
 drain it into Iceberg tables in ``<dir>/warehouse``; DuckDB queries the tables; ``verify`` compares
 every mirror with the upstream's snapshot at each run's end; ``check`` runs the quality gates on both
 runs (skipped when Great Expectations is not installed).
+
+Part of the emulator's distribution (``emulator/pyproject.toml``), not of binlake's: the one module of
+``upstream`` that drives binlake's commands (docs/architecture.md, section 3).
 """
 from __future__ import annotations
 
@@ -17,12 +20,14 @@ from typing import TYPE_CHECKING
 
 from binlake.drain import run_drain_command, run_verify_command
 from binlake.drain_config import DrainerConfig
-from binlake.local import PumpProcess
 from ingest import ctl
 from ingest.config import load_config
 from ingest.registry import load_registry
 from ingest.registry.base import PUMP
 from ingest.scan_client import ScanClient
+from sink.iceberg.plugin import SPEC as ICEBERG
+from sink.mysql.plugin import SPEC as MYSQL
+from upstream.local import PumpProcess
 
 if TYPE_CHECKING:
     from upstream.cluster import Cluster
@@ -116,17 +121,17 @@ def run_demo(directory: Path, transactions: int = TRANSACTIONS) -> int:
         _say("DuckDB over the Iceberg tables pyiceberg wrote")
         ok = _duckdb_tour(options) and ok
         for report in (r1, r2):
-            _say(f"binlake verify --ts {report['to_ts']}: every mirror against the upstream read at that ts "
+            _say(f"binlake verify --ts {report.to_ts}: every mirror against the upstream read at that ts "
                  f"(SET @@tidb_snapshot over {cluster.mysql_dsn})")
             out = io.StringIO()
-            code = run_verify_command(options, report["to_ts"], out=out)
+            code = run_verify_command(options, report.to_ts, out=out)
             print(out.getvalue(), end="")
             ok = ok and code == 0
         gated = None
         for report in (r1, r2):
-            _say(f"binlake check --ts {report['to_ts']}: quality gates (Great Expectations on Spark) over the "
+            _say(f"binlake check --ts {report.to_ts}: quality gates (Great Expectations on Spark) over the "
                  f"run's changelog rows and the mirrors at its end")
-            gated = _quality_gate(options, report["to_ts"])
+            gated = _quality_gate(options, report.to_ts)
             ok = ok and gated is not False
         replicated = _mysql_leg(directory, options, cluster.mysql_dsn)
         ok = ok and replicated is not False
@@ -134,14 +139,15 @@ def run_demo(directory: Path, transactions: int = TRANSACTIONS) -> int:
                 + (", every quality gate holds" if gated else "")
                 + (", and MariaDB equals it at its checkpoint" if replicated else ""))
         _say(f"PASS: {what}" if ok else "FAIL: see the differences above")
+        warehouse = ICEBERG.settings(options).warehouse
         print(f"""
 Look further:
-  warehouse        {options.iceberg.warehouse} (SQLite catalog {options.iceberg.warehouse}/catalog.db)
+  warehouse        {warehouse} (SQLite catalog {warehouse}/catalog.db)
   run reports      {options.data_dir}/reports/run-*.json
   quality gates    {options.data_dir}/quality/<to_ts>/results.json and docs/index.html
   pump logs        {directory}/pump-*.log
   query            .venv/bin/python -c "from sink.iceberg.catalog import open_catalog; \\
-                     print(open_catalog('{options.iceberg.warehouse}').load_table('test.wl_orders').scan().to_arrow())"
+                     print(open_catalog('{warehouse}').load_table('test.wl_orders').scan().to_arrow())"
   DuckDB           see README, "The Drainer" (iceberg_scan over a table's metadata.json)
   SQL upstream     binlake upstream --registry '' & mysql -h127.0.0.1 -P4000 -uroot test""")
         return 0 if ok else 1
@@ -157,17 +163,18 @@ def _mysql_leg(directory: Path, options: DrainerConfig, upstream_dsn: str) -> bo
     if shutil.which("mariadbd") is None:
         _say("MariaDB is not installed: the MySQL sink leg is skipped (`make demo-mysql` installs it)")
         return None
-    from binlake.local import MariaDBProcess
+    from upstream.local import MariaDBProcess
 
     with MariaDBProcess(directory / "mariadb") as maria:
         mysql = options.model_copy(deep=True)
         mysql.syncer.db_type = "mysql"
-        mysql.syncer.to.dsn = maria.dsn
+        settings = MYSQL.settings(mysql)
+        settings.to.dsn = maria.dsn
         mysql.data_dir = str(directory / "drainer-mysql")
         _say(f"drain into MariaDB ({maria.dsn.replace(maria.password, '***')}): the same range, DDL as "
-             f"barriers, DML by causality on {mysql.syncer.worker_count} workers, TiDB Binlog's checkpoint table")
+             f"barriers, DML by causality on {settings.worker_count} workers, TiDB Binlog's checkpoint table")
         report = run_drain_command(mysql)
-        _say(f"binlake verify --against MariaDB: every table at its checkpoint {report['to_ts']} against the "
+        _say(f"binlake verify --against MariaDB: every table at its checkpoint {report.to_ts} against the "
              f"upstream read over {upstream_dsn}")
         out = io.StringIO()
         code = run_verify_command(mysql, None, out=out, against=maria.dsn)
@@ -194,7 +201,7 @@ def _duckdb_tour(options: DrainerConfig) -> bool:
     from sink.iceberg.catalog import open_catalog
     from sink.iceberg.duck import connect_iceberg
 
-    catalog = open_catalog(options.iceberg.warehouse)
+    catalog = open_catalog(ICEBERG.settings(options).warehouse)
     con = connect_iceberg()
     ok = True
     for ns in sorted(n for n in catalog.list_namespaces() if n[0] != "_binlake"):
