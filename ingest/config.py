@@ -20,13 +20,15 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, model_validator
 
+from schemas.errors import BinlakeError
+
 __all__ = ["Bool", "ByteSize", "ConfigError", "GCRetention", "Int", "Interval", "Seconds", "Str",
            "StringList", "TomlModel", "UrlList", "load_config", "nested", "parse_bytes", "parse_duration",
-           "parse_gc"]
+           "parse_gc", "settings_table"]
 
 
-class ConfigError(Exception):
-    """A configuration value is missing, malformed or out of range (the message names the key)."""
+class ConfigError(BinlakeError):
+    """A configuration value is missing, malformed or out of range (the message names the key); terminal."""
 
 
 _DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -226,3 +228,29 @@ def load_config(model: type[M], path: str | Path | None = None,
     except ValidationError as exc:
         default = str(path) if path else "command line"
         raise ConfigError(_message(model, exc.errors()[0], origin, default)) from None
+
+
+def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """TOML reads an unquoted ``s3.endpoint = …`` as nested tables: join their keys back with dots."""
+    out: dict[str, Any] = {}
+    for key, v in table.items():
+        if isinstance(v, Mapping):
+            out.update(_flatten(v, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = v
+    return out
+
+
+def settings_table(value: Any, what: str, prefix: str = "") -> dict[str, str]:
+    """A TOML table of scalar settings as strings (booleans lower-case), keys starting with ``prefix``
+    (nested tables joined with dots); ``ValueError`` naming ``what`` for anything else."""
+    if not isinstance(value, Mapping):
+        raise ValueError(f"expected a table of {what}, got {value!r}")
+    out = {}
+    for key, v in _flatten(value).items():
+        if not key.startswith(prefix):
+            raise ValueError(f"{key!r} is not a {what[:-1]} (keys start with {prefix!r})")
+        if isinstance(v, list) or v is None:
+            raise ValueError(f"{key}: expected a string, number or boolean, got {v!r}")
+        out[str(key)] = str(v).lower() if isinstance(v, bool) else str(v)
+    return out

@@ -1,8 +1,10 @@
-"""Named errors of the ingest stage."""
+"""Named errors of the ingest stage (kinds: ``schemas.errors``; terminal unless marked transient)."""
 from __future__ import annotations
 
+from schemas.errors import BinlakeError
 
-class IngestError(Exception):
+
+class IngestError(BinlakeError):
     """Base class of every error raised by ``ingest``."""
 
 
@@ -13,13 +15,19 @@ class MalformedBinlog(IngestError):
 class NotOnline(IngestError):
     """A prewrite arrived while the pump is not online."""
 
+    transient = True
+
 
 class DiskFull(IngestError):
-    """Free disk space is below ``stop-write-at-available-space``."""
+    """Free disk space is below ``stop-write-at-available-space`` (GC frees space: transient)."""
+
+    transient = True
 
 
 class StorageLocked(IngestError):
-    """Another process holds the data directory's lock."""
+    """Another process holds the data directory's lock (it may let go: transient)."""
+
+    transient = True
 
 
 class DataDirError(IngestError):
@@ -27,7 +35,9 @@ class DataDirError(IngestError):
 
 
 class StorageClosed(IngestError):
-    """The storage was closed while a request was waiting."""
+    """The storage was closed while a request was waiting (the pump is stopping: transient)."""
+
+    transient = True
 
 
 class CorruptRecord(IngestError):
@@ -39,15 +49,22 @@ class MalformedBatch(IngestError):
 
 
 class RegistryError(IngestError):
-    """The registry could not be read or written."""
+    """The registry could not be read or written (transient: mostly etcd or the file unreachable; a
+    corrupt entry raises it too)."""
+
+    transient = True
 
 
 class NodeNotFound(RegistryError):
     """No node with that id is registered."""
 
+    transient = False
+
 
 class TSOError(IngestError):
     """The PD timestamp oracle could not be reached or answered an error."""
+
+    transient = True
 
 
 class CtlError(IngestError):

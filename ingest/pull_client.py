@@ -33,7 +33,9 @@ COMPRESSORS = ("", "gzip")   # TiDB Binlog's drainer ``compressor``
 
 class PullStreamError(IngestError):
     """A PullBinlogs stream broke the protocol's promises: it ended, went backwards in commit ts, or
-    carried something that is not a binlog."""
+    carried something that is not a binlog (transient: a stream ends when its pump stops)."""
+
+    transient = True
 
 
 @dataclass(frozen=True)

@@ -35,11 +35,16 @@ from transform.pull import PULL_BINLOGS, PUMP_SCAN
 
 
 class PlanError(TransformError):
-    """The run cannot be planned (no pumps, unreachable pump, range above the watermark, …)."""
+    """The run cannot be planned (no pumps, unreachable pump, range above the watermark, …).
+    Transient: most causes pass; ``from_ts`` below a pump's GC point does not."""
+
+    transient = True
 
 
 class PumpUnreachableError(PlanError):
     """A pump that is not offline did not answer (the upstream cannot be reached)."""
+
+    transient = True
 
 
 @dataclass(frozen=True)

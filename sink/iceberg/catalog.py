@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 
 from pyiceberg.catalog import Catalog, load_catalog
 
+from schemas.errors import retry
 from sink.errors import CatalogConfigError
 from sink.redact import redact_uri
 
@@ -48,20 +49,17 @@ def open_catalog(warehouse: str, catalog_uri: str | None = None, **properties: o
     if location.startswith("file://"):
         _local_dir(location).mkdir(parents=True, exist_ok=True)
     uri = catalog_uri or default_catalog_uri(location)
-    for attempt in range(CREATE_RACE_RETRIES + 1):
-        try:
-            return load_catalog(CATALOG_NAME, uri=uri, warehouse=location,
-                                **{k: str(v) for k, v in properties.items()})
-        except Exception as e:  # pyiceberg raises ValueError, SQLAlchemy errors, connection errors…
-            if attempt < CREATE_RACE_RETRIES and _lost_create_race(e):
-                time.sleep(0.2 * (attempt + 1))
-                continue
-            raise CatalogConfigError(f"cannot open the Iceberg catalog {redact_uri(uri)!r} (warehouse {location}): "
-                                     f"{_without(str(e), uri)}") from e
-    raise AssertionError("unreachable")
+    try:
+        return retry(lambda: load_catalog(CATALOG_NAME, uri=uri, warehouse=location,
+                                          **{k: str(v) for k, v in properties.items()}),
+                     attempts=CREATE_RACE_RETRIES + 1, wait=lambda n: 0.2 * (n + 1), retry_if=_lost_create_race,
+                     sleep=time.sleep)   # tests patch the sleep through this module's time
+    except Exception as e:  # pyiceberg raises ValueError, SQLAlchemy errors, connection errors…
+        raise CatalogConfigError(f"cannot open the Iceberg catalog {redact_uri(uri)!r} (warehouse {location}): "
+                                 f"{_without(str(e), uri)}") from e
 
 
-def _lost_create_race(e: Exception) -> bool:
+def _lost_create_race(e: BaseException) -> bool:
     """True when opening failed because another process created the catalog's tables at the same
     moment (a SQL catalog creates them on first open: PostgreSQL then reports a duplicate
     ``pg_type`` entry, SQLite "already exists"); opening again finds them."""

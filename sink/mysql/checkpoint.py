@@ -21,6 +21,8 @@ from sink.mysql.target import MySQLTargetError
 class CheckpointFormatError(MySQLTargetError):
     """The checkpoint row exists but is not TiDB Binlog's JSON."""
 
+    transient = False
+
 
 @dataclass(frozen=True)
 class Checkpoint:

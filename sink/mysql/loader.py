@@ -19,7 +19,6 @@ commit_ts.
 from __future__ import annotations
 
 import logging
-import time
 import zlib
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -27,6 +26,7 @@ from typing import Any
 
 import pymysql
 
+from schemas.errors import retry
 from sink.errors import SinkError
 from sink.mysql.progress import UnkeyedProgress
 from sink.mysql.statements import DML, batched, merged
@@ -67,7 +67,7 @@ class Causality:
         self.group.clear()
 
 
-def _is_transient(e: Exception) -> bool:
+def _is_transient(e: BaseException) -> bool:
     code = e.args[0] if e.args and isinstance(e.args[0], int) else None
     return code in TRANSIENT_ERRORS
 
@@ -101,28 +101,32 @@ class Worker:
             self._run(statements)
 
     def _run(self, statements: list[tuple[str, DML]]) -> None:
-        """Execute ``statements`` as one downstream transaction, retrying transient errors."""
-        for attempt in range(self.retries + 1):
-            sql, dml = "", statements[0][1]
-            try:
-                if self.conn is None:
-                    self.conn = self.connect()
-                with self.conn.cursor() as cur:
-                    for sql, dml in statements:  # noqa: B007 (dml: named on error)
-                        cur.execute(sql)
-                self.conn.commit()
-                return
-            except pymysql.Error as e:
-                self.close(rollback=True)
-                if _is_transient(e) and attempt < self.retries:
-                    wait = self.backoff * 2 ** min(attempt, 5)
-                    log.warning("transient error at commit_ts %d (%s); retry %d in %.1f s",
-                                dml.commit_ts, e, attempt + 1, wait)
-                    time.sleep(wait)
-                    continue
-                raise ApplyError(f"statement of the transaction committed at {dml.commit_ts} failed on "
-                                 f"{dml.table.qualified}: {e}; statement: {sql[:300]}") from None
-        raise AssertionError("unreachable")
+        """Execute ``statements`` as one downstream transaction, retrying transient errors (``retries``
+        times, after ``backoff`` × 2^n seconds, n capped at 5) on a new connection."""
+        at: list[Any] = ["", statements[0][1]]   # the statement executing and its DML: named on error
+
+        def attempt() -> None:
+            at[:] = "", statements[0][1]
+            if self.conn is None:
+                self.conn = self.connect()
+            with self.conn.cursor() as cur:
+                for sql, dml in statements:
+                    at[:] = sql, dml
+                    cur.execute(sql)
+            self.conn.commit()
+
+        def transient(e: BaseException) -> bool:
+            self.close(rollback=True)
+            return _is_transient(e)
+
+        try:
+            retry(attempt, attempts=self.retries + 1, wait=lambda n: self.backoff * 2 ** min(n, 5), on=pymysql.Error,
+                  retry_if=transient, before_sleep=lambda e, n, wait: log.warning(
+                      "transient error at commit_ts %d (%s); retry %d in %.1f s", at[1].commit_ts, e, n, wait))
+        except pymysql.Error as e:
+            sql, dml = at
+            raise ApplyError(f"statement of the transaction committed at {dml.commit_ts} failed on "
+                             f"{dml.table.qualified}: {e}; statement: {sql[:300]}") from None
 
     def close(self, rollback: bool = False) -> None:
         """Drop the connection (rolling back an open transaction)."""

@@ -29,7 +29,10 @@ VIRTUAL_COLUMNS = ("SELECT table_schema, table_name, column_name FROM informatio
 
 
 class UpstreamSnapshotError(SinkError):
-    """The upstream could not be read at the ts (unreachable, ts out of its GC window, a read failed)."""
+    """The upstream could not be read at the ts (unreachable, ts out of its GC window, a read failed).
+    Transient: mostly the upstream not answering."""
+
+    transient = True
 
 
 def time_text(v: dt.timedelta) -> str:

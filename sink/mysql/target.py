@@ -13,7 +13,10 @@ from sink.redact import redact_uri
 
 
 class MySQLTargetError(SinkError):
-    """The destination is malformed or cannot be reached (the message never holds the password)."""
+    """The destination is malformed or cannot be reached (the message never holds the password).
+    Transient: mostly a connection or a checkpoint-table read that failed."""
+
+    transient = True
 
 
 @dataclass(frozen=True)

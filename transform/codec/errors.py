@@ -2,12 +2,15 @@
 
 Every failure to decode bytes raises a subclass of :class:`CodecError`, which carries the byte
 offset where the problem was found and, when known, the column id being decoded. A malformed
-TableInfo/Job JSON document raises :class:`SchemaError`.
+TableInfo/Job JSON document raises :class:`SchemaError`. Both are terminal named errors
+(``schemas.errors``, the codec's one import of ours) and value errors (``ValueError``).
 """
 from __future__ import annotations
 
+from schemas.errors import BinlakeError
 
-class CodecError(ValueError):
+
+class CodecError(BinlakeError, ValueError):
     """Bytes that are not valid TiDB encoding (or a value that cannot be encoded)."""
 
     def __init__(self, message: str, offset: int | None = None, column_id: int | None = None) -> None:
@@ -62,5 +65,5 @@ class ColumnValueError(CodecError):
     """A datum is well-formed but not a valid value for its column (bad enum index, bad date)."""
 
 
-class SchemaError(ValueError):
+class SchemaError(BinlakeError, ValueError):
     """A TableInfo/Job JSON document is malformed or uses an unsupported column type."""

@@ -35,6 +35,7 @@ from ingest.pump.storage.scan import ScanColumns, array_chunks, scan_columns, va
 from ingest.pump.storage.sorter import Sorter
 from ingest.pump.storage.vlog import DEFAULT_FILE_SIZE, ZERO, Pointer, ValueLog
 from ingest.tso import compose_ts
+from schemas.errors import retry
 
 log = logging.getLogger(__name__)
 
@@ -432,16 +433,14 @@ class Storage:
     def _index(self, entries: list[Entry]) -> None:
         if not entries:
             return
-        while True:
-            try:
-                packed = self.index.put_entries(entries, head=entries[-1].pointer)
-                break
-            except Exception as exc:
-                self.metrics.error_count.labels("batch_write_kv").inc()
-                log.error("index write failed, retrying in 1s: %s", exc)
-                if self._closed:
-                    raise
-                time.sleep(1)
+
+        def failed(exc: BaseException) -> bool:
+            """Counted and logged; retried every second until the storage is closed."""
+            self.metrics.error_count.labels("batch_write_kv").inc()
+            log.error("index write failed, retrying in 1s: %s", exc)
+            return not self._closed
+
+        packed = retry(lambda: self.index.put_entries(entries, head=entries[-1].pointer), wait=1.0, retry_if=failed)
         self.recent.add(packed)  # before the sorter: the watermark never passes an entry not in it
         self.sorter.push(entries)
 
