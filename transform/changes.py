@@ -26,6 +26,7 @@ column                   type                              meaning
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -50,6 +51,12 @@ ORDER = [(COMMIT_TS, "ascending"), (SEQ, "ascending")]   # commit order of a tab
 
 # ``RunBatch.frame``: one record per piece of a segment (Spark DDL of the columns)
 FRAME_SCHEMA = "table_id long, schema_version long, commit_ts long, rows long, data binary"
+
+# the run markers: ``binlake.*`` properties on everything a run writes (:class:`RunMarkers`)
+FROM_TS_MARKER = "binlake.from-ts"
+TO_TS_MARKER = "binlake.to-ts"
+BATCH_ID_MARKER = "binlake.batch-id"
+CLUSTER_ID_MARKER = "binlake.cluster-id"
 
 
 def read_segment(data: bytes) -> pa.Table:
@@ -76,6 +83,35 @@ def transaction_runs(commit_ts: np.ndarray) -> list[tuple[int, int]]:
     order): the rows of one transaction."""
     cuts = [0, *(np.flatnonzero(commit_ts[1:] != commit_ts[:-1]) + 1).tolist(), len(commit_ts)]
     return [(a, b) for a, b in zip(cuts, cuts[1:]) if a < b]
+
+
+@dataclass(frozen=True)
+class RunMarkers:
+    """The run a snapshot or a file belongs to, as the ``binlake.*`` properties every Iceberg snapshot
+    summary and every Parquet file's key-value metadata of the run carries: :meth:`summary` writes
+    them (``RunBatch.markers``), :meth:`from_summary` reads them back. Sinks take them from
+    ``sink.changelog``, which owns the output format; they are defined here because the run renders
+    them and ``transform`` imports no sink."""
+
+    from_ts: int
+    to_ts: int
+    batch_id: str = ""
+    cluster_id: str = ""
+
+    def summary(self) -> dict[str, str]:
+        """The markers as summary properties."""
+        return {FROM_TS_MARKER: str(self.from_ts), TO_TS_MARKER: str(self.to_ts), BATCH_ID_MARKER: self.batch_id,
+                CLUSTER_ID_MARKER: self.cluster_id}
+
+    @classmethod
+    def from_summary(cls, props: Mapping[str, str]) -> RunMarkers | None:
+        """The markers in ``props``; None unless it holds an integer from-ts and to-ts (a snapshot no run
+        wrote). A missing batch or cluster id reads as ``""``."""
+        try:
+            return cls(int(props[FROM_TS_MARKER]), int(props[TO_TS_MARKER]), str(props.get(BATCH_ID_MARKER, "")),
+                       str(props.get(CLUSTER_ID_MARKER, "")))
+        except (KeyError, TypeError, ValueError):
+            return None
 
 
 @dataclass(frozen=True)
@@ -138,7 +174,7 @@ class RunBatch:
     """One run's output: the range, its identity markers, the changes per table id (metadata), the
     DDL jobs, and ``frame``, the row changes themselves (None when the run has none). With
     ``per_transaction`` each frame record holds one transaction's rows of one table (what a sink
-    reading the ordered stream asks for: ``Sink.per_transaction``); else records of many."""
+    reading the ordered stream asks for: ``Capabilities.per_transaction``); else records of many."""
 
     cluster_id: int
     from_ts: int
@@ -160,6 +196,5 @@ class RunBatch:
         return self.frame.where(F.col("table_id").isin(sorted(table_ids)))
 
     def markers(self) -> dict[str, str]:
-        """The ``binlake.*`` snapshot summary properties every snapshot of this run carries."""
-        return {"binlake.from-ts": str(self.from_ts), "binlake.to-ts": str(self.to_ts),
-                "binlake.batch-id": self.batch_id, "binlake.cluster-id": str(self.cluster_id)}
+        """The ``binlake.*`` properties (:class:`RunMarkers`) every snapshot and file of this run carries."""
+        return RunMarkers(self.from_ts, self.to_ts, self.batch_id, str(self.cluster_id)).summary()

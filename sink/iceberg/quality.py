@@ -16,7 +16,7 @@ names the tables it wrote and their row changes per op. Per table, two suites:
 Finding the rows without pulling them into the driver: every snapshot a run commits carries the
 ``binlake.*`` markers (``RunBatch.markers``). The run's changelog rows are the data files added by
 the changelog snapshots whose ``binlake.batch-id`` is the report's; the mirror at ``to_ts`` and at
-``from_ts`` are the snapshots :func:`sink.verify.choose_snapshot` picks, whose summaries give their
+``from_ts`` are the snapshots :func:`sink.iceberg.verify.choose_snapshot` picks, whose summaries give their
 ``total-records``. The driver reads this metadata only; Spark reads the data files by Parquet field
 id (``spark.sql.parquet.fieldId.read.enabled``), so the names are those of the snapshot's schema
 whatever renames followed. The NOT NULL flags come from the upstream's DDL history (the TableInfo
@@ -50,7 +50,7 @@ from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 from pyiceberg.manifest import ManifestContent, ManifestEntryStatus
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
-from pyiceberg.table.snapshots import Snapshot, ancestors_of
+from pyiceberg.table.snapshots import Snapshot
 from pyiceberg.types import (
     BinaryType,
     BooleanType,
@@ -69,10 +69,10 @@ from pyiceberg.types import (
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as st
 
+from sink.changelog import BATCH_ID_MARKER, DROPPED_INFIX, changelog_name
 from sink.errors import SinkError
 from sink.iceberg import schema as ks
-from sink.iceberg.writer import CHANGELOG_SUFFIX, DROPPED_INFIX
-from sink.verify import choose_snapshot
+from sink.iceberg.verify import choose_snapshot, marked_snapshots
 from transform import changes as ch
 from transform.codec import mysqltypes as mt
 from transform.codec.model import TableInfo
@@ -196,30 +196,6 @@ class QualityReport:
 
 # ---------------------------------------------------------------------------------------------
 # the run's snapshots and files
-
-@dataclass(frozen=True)
-class _Marked:
-    snapshot: Snapshot
-    from_ts: int
-    to_ts: int
-    batch_id: str
-
-
-def _marked(tbl: Table) -> list[_Marked]:
-    """The snapshots on the table's main line that carry run markers, newest first."""
-    current = tbl.metadata.current_snapshot()
-    if current is None:
-        return []
-    out = []
-    for snap in ancestors_of(current, tbl.metadata):
-        props = snap.summary.additional_properties if snap.summary is not None else {}
-        try:
-            out.append(_Marked(snap, int(props["binlake.from-ts"]), int(props["binlake.to-ts"]),
-                               str(props.get("binlake.batch-id", ""))))
-        except (KeyError, TypeError, ValueError):
-            continue
-    return out
-
 
 def added_files(tbl: Table, snap: Snapshot) -> list[str]:
     """Paths of the data files ``snap`` added (its own manifests' ADDED entries; metadata only).
@@ -471,7 +447,7 @@ def _changelogs(catalog: Catalog, db: str, name: str, run: Run) -> list[Table]:
         idents = catalog.list_tables(db)
     except NoSuchNamespaceError:
         return []
-    live = name + CHANGELOG_SUFFIX
+    live = changelog_name(name)
     aside = live + DROPPED_INFIX
     out = []
     for ident in sorted(idents):
@@ -506,7 +482,7 @@ class Checker:
         if logs:
             self._changelog(check, logs, rows, plain, temporal)
         elif any(rows.values()):
-            check.failures.append(Failure(name, f"{name}{CHANGELOG_SUFFIX}", "changelog table exists",
+            check.failures.append(Failure(name, changelog_name(name), "changelog table exists",
                                           "the report counts row changes", "no changelog table in the catalog"))
         if mirror is not None:
             self._mirror(check, mirror, rows, list(entry.get("ddl") or []), plain)
@@ -539,15 +515,15 @@ class Checker:
                                f"NOT NULL expectations on the changelog left out")
         found = False
         for log in logs:
-            ours = [m for m in _marked(log) if m.batch_id == run.batch_id]
+            ours = [m for m in marked_snapshots(log) if m.run.batch_id == run.batch_id]
             found = found or bool(ours)
             paths = [p for m in ours for p in added_files(log, m.snapshot)]
             schema = _schema_at(log, ours[0].snapshot if ours else None, run.to_ts)
             frames.append(frame(self.spark, paths, _fields(schema, names)))
         if not found and any(rows.values()):
             check.failures.append(Failure(
-                check.table, f"{check.table}{CHANGELOG_SUFFIX}", "run snapshot in the changelog",
-                f"a changelog snapshot carries binlake.batch-id = {run.batch_id} (the report counts row changes)",
+                check.table, changelog_name(check.table), "run snapshot in the changelog",
+                f"a changelog snapshot carries {BATCH_ID_MARKER} = {run.batch_id} (the report counts row changes)",
                 "none on the main line (expired by maintenance, or rolled back?)"))
             return
         data = frames[0]
@@ -558,7 +534,7 @@ class Checker:
         # edge came out on the wrong side. Its distance below to_ts is exact in a float near the top
         # edge, and near the bottom one too unless the range starts at 0 (where no commit_ts comes near)
         data = data.withColumn(BELOW_TO, run.to_ts - data[ch.COMMIT_TS])
-        target = f"{check.table}{CHANGELOG_SUFFIX} (rows of run {run.batch_id})"
+        target = f"{changelog_name(check.table)} (rows of run {run.batch_id})"
         expectations: list[gxe.Expectation] = [
             _not_null(ch.OP, "the change column"),
             gxe.ExpectColumnValuesToBeInSet(column=ch.OP, value_set=list(OPS),
@@ -582,7 +558,7 @@ class Checker:
                 column=c, mostly=mostly,
                 description=f"no NULL in NOT NULL column {c} but zero/invalid dates (at most {allowed}: "
                             f"the run's nulled_values)"))
-        self.gate.validate(check, f"{check.table}{CHANGELOG_SUFFIX}", target, expectations, data)
+        self.gate.validate(check, changelog_name(check.table), target, expectations, data)
         for r in self.gate.results[-1].results:
             cfg = r.expectation_config
             if cfg is not None and cfg.kwargs.get("column") in dated and "mostly" in cfg.kwargs:
@@ -635,11 +611,12 @@ class Checker:
         if start.problem:
             check.notes.append(f"row count not reconciled: {start.problem}")
             return None
-        others = [m for m in _marked(mirror) if run.from_ts <= m.from_ts and m.to_ts <= run.to_ts
-                  and m.batch_id != run.batch_id]
+        others = [m.run for m in marked_snapshots(mirror)
+                  if run.from_ts <= m.run.from_ts and m.run.to_ts <= run.to_ts and m.run.batch_id != run.batch_id]
         if others:
-            check.notes.append(f"row count not reconciled: the mirror also holds run {others[0].batch_id} "
-                               f"({others[0].from_ts}, {others[0].to_ts}] since {run.from_ts}")
+            other = others[0]
+            check.notes.append(f"row count not reconciled: the mirror also holds run {other.batch_id} "
+                               f"({other.from_ts}, {other.to_ts}] since {run.from_ts}")
             return None
         if start.snapshot is not None and ks.identifier_names(_schema_at(mirror, start.snapshot, run.from_ts)) != keys:
             check.notes.append("row count not reconciled: the key changed in the run")

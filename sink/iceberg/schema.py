@@ -6,7 +6,8 @@ Iceberg schema evolution: dropped ids → ``delete_column``, renamed ids → ``r
 → ``add_column``, and a changed type → ``update_column`` when Iceberg allows the promotion
 (int → long, float → double, a wider decimal of the same scale); any other type change fails the
 table with :class:`IncompatibleSchemaChange` naming the DDL. The changelog's ``_tidb_before`` struct
-evolves the same way.
+evolves the same way. The changelog's schema derives from its Arrow schema (``sink.changelog``, the
+format's owner): :func:`changelog_schema` is that schema's Iceberg layout with field ids in order.
 
 A MODIFY/CHANGE COLUMN that TiDB runs as a reorg gives the column a new id (:class:`Retype`): the
 Iceberg field is dropped and a new one added under the column's name, and the mirror's rows written
@@ -40,6 +41,7 @@ from pyiceberg.types import (
     TimestamptzType,
 )
 
+from sink import changelog as fmt
 from sink.errors import IncompatibleSchemaChange, SinkError
 from transform import changes as ch
 from transform.codec import convert
@@ -48,10 +50,10 @@ from transform.codec.model import ColumnInfo, TableInfo, arrow_type
 from transform.codec.values import missing_value
 from transform.history import replaced_columns
 
-PROP_TABLE_ID = "binlake.table-id"
+PROP_TABLE_ID = fmt.TABLE_ID_KEY
 PROP_COLUMNS = "binlake.columns"
-PROP_SCHEMA_VERSION = "binlake.schema-version"
-PROP_TO_TS = "binlake.to-ts"
+PROP_SCHEMA_VERSION = fmt.SCHEMA_VERSION_KEY
+PROP_TO_TS = fmt.TO_TS_KEY
 MIRROR = "mirror"
 CHANGELOG = "changelog"
 
@@ -129,19 +131,25 @@ def mirror_schema(table: TableInfo) -> Schema:
 
 
 def changelog_schema(table: TableInfo) -> Schema:
-    """Changelog: the after-image columns, the row metadata, and ``_tidb_before``."""
-    fields = _fields(table, set(), 1)
-    nid = len(fields) + 1
-    if has_rowid(table):
-        fields.append(NestedField(nid, ch.ROWID, LongType(), required=False))
-        nid += 1
-    meta = [(ch.OP, StringType()), (ch.COMMIT_TS, LongType()), (ch.COMMIT_TIME, TimestamptzType()),
-            (ch.START_TS, LongType()), (ch.SEQ, IntegerType())]
-    for name, typ in meta:
-        fields.append(NestedField(nid, name, typ, required=False))
-        nid += 1
-    before = _fields(table, set(), nid + 1)
-    fields.append(NestedField(nid, ch.BEFORE, StructType(*before), required=False))
+    """Changelog: the after-image columns (+ ``_tidb_rowid``), the row metadata, and ``_tidb_before``,
+    all optional: ``sink.changelog.iceberg_layout`` of the changelog's Arrow schema."""
+    return iceberg_schema(fmt.iceberg_layout(fmt.changelog_arrow_schema(table)))
+
+
+def iceberg_schema(schema: pa.Schema) -> Schema:
+    """``schema`` as an Iceberg schema: top-level field ids 1, 2, … in order, a struct's fields numbered
+    after every top-level field; a nullable field is optional."""
+    nid = len(schema) + 1
+    fields = []
+    for i, f in enumerate(schema):
+        typ: IcebergType
+        if pa.types.is_struct(f.type):
+            typ = StructType(*(NestedField(nid + j, c.name, iceberg_type(c.type), required=not c.nullable)
+                               for j, c in enumerate(f.type)))
+            nid += f.type.num_fields
+        else:
+            typ = iceberg_type(f.type)
+        fields.append(NestedField(i + 1, f.name, typ, required=not f.nullable))
     return Schema(*fields)
 
 
@@ -377,31 +385,6 @@ def rename_columns(rows: pa.Table, old_map: dict[str, str], new: TableInfo,
 
 
 def conform(rows: pa.Table, schema: Schema) -> pa.Table:
-    """``rows`` with exactly ``schema``'s columns (missing ones null), cast to its Arrow types."""
-    target = schema.as_arrow()
-    arrays = []
-    for f in target:
-        if f.name in rows.column_names:
-            col = rows.column(f.name)
-            if pa.types.is_struct(f.type):
-                col = _conform_struct(col, f.type)
-            arrays.append(col.cast(f.type) if col.type != f.type else col)
-        else:
-            arrays.append(pa.nulls(rows.num_rows, f.type))
-    return pa.Table.from_arrays(arrays, schema=target)
-
-
-def _conform_struct(col: pa.ChunkedArray | pa.Array, typ: pa.StructType) -> pa.ChunkedArray:
-    chunks = []
-    for chunk in (col.chunks if isinstance(col, pa.ChunkedArray) else [col]):
-        have = {chunk.type.field(i).name: i for i in range(chunk.type.num_fields)}
-        children = []
-        for i in range(typ.num_fields):
-            f = typ.field(i)
-            if f.name in have:
-                child = chunk.field(have[f.name])
-                children.append(child.cast(f.type) if child.type != f.type else child)
-            else:
-                children.append(pa.nulls(len(chunk), f.type))
-        chunks.append(pa.StructArray.from_arrays(children, fields=list(typ), mask=chunk.is_null()))
-    return pa.chunked_array(chunks, type=typ)
+    """``rows`` with exactly ``schema``'s columns (missing ones null), cast to its Arrow types
+    (``sink.changelog.conform`` on the schema's Arrow form, field ids included)."""
+    return fmt.conform(rows, schema.as_arrow())

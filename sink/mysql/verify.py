@@ -1,13 +1,15 @@
-"""``binlake verify --against mysql://…``: compare every replicated table on a MySQL downstream with
-the upstream's snapshot at the downstream's checkpoint, key by key (the primary key, else the first
-unique key, else the whole row — then as multisets: equal rows must repeat as often on both sides).
+"""``binlake verify --against mysql://…``, the MySQL side: every replicated table on a MySQL downstream
+compared with the upstream's snapshot at the downstream's checkpoint, key by key (``sink.compare``;
+the primary key, else the first unique key, else the whole row — then as multisets: equal rows must
+repeat as often on both sides).
 
 Both sides are brought to the upstream snapshot's rendering (``transform.codec.values.json_value``)
-and then made comparable where MySQL hands back a value in another form: BIT comes back as bytes
-(compared as its number), TIME as a timedelta (compared as ``[-]HH:MM:SS[.ffffff]``), FLOAT at
-float32 precision, JSON documents as parsed values (in a JSON column also scalars: TiDB prints a
-double ``1e+21``, MySQL ``1e21``). A zero or invalid date upstream that the
-downstream holds as NULL (the decoder cannot carry it) is counted as *nulled*, not as a difference.
+and then made comparable where MySQL hands back a value in another form (:class:`_DownstreamValues`):
+BIT comes back as bytes (compared as its number), TIME as a timedelta (compared as
+``[-]HH:MM:SS[.ffffff]``), FLOAT at float32 precision, JSON documents as parsed values (in a JSON
+column also scalars: TiDB prints a double ``1e+21``, MySQL ``1e21``). A zero or invalid date upstream
+that the downstream holds as NULL (the decoder cannot carry it) is counted as *nulled*, not as a
+difference.
 Virtual generated columns are compared on neither side: the upstream's snapshot leaves them out (TiDB
 never writes them to a binlog), and so does the downstream's read (its CREATE TABLE computes them from
 the compared columns); a unique key on one is not used to match rows.
@@ -16,16 +18,16 @@ from __future__ import annotations
 
 import json
 import math
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from sink.compare import DEFAULT_MAX_EXAMPLES, Key, Row, ValueRules, compare_rows, compare_tables
 from sink.mysql.snapshot import mysql_value
 from sink.mysql.statements import quote
-from sink.verify_report import Difference, TableResult, VerifyReport
+from sink.verify_report import TableResult, VerifyReport
+from transform.changes import ROWID
 from transform.filters import TableFilter
 
-_ROWID = "_tidb_rowid"
 _JSON = 245   # MySQL's type code of a JSON column
 
 
@@ -75,6 +77,23 @@ def _nulled(up: Any, down: Any) -> bool:
     return down is None and isinstance(up, str) and (up.startswith("0000-00-00") or "-00" in up[:10])
 
 
+class _DownstreamValues(ValueRules):
+    """Keys as JSON text (either side's values as they are); values by :func:`_same` (documents in the
+    JSON columns), zero dates held as NULL by :func:`_nulled`."""
+
+    def __init__(self, json_columns: set[str]) -> None:
+        self.json_columns = json_columns
+
+    def upstream_key(self, row: Row, keys: Sequence[str]) -> Key:
+        return tuple(json.dumps(row.get(k), sort_keys=True, default=str) for k in keys)
+
+    def same(self, column: str, upstream: Any, copy: Any) -> bool:
+        return _same(upstream, copy, column in self.json_columns)
+
+    def nulled(self, column: str, upstream: Any, copy: Any) -> bool:
+        return _nulled(upstream, copy)
+
+
 def _read(conn: Any, db: str, table: str) -> tuple[list[str], list[dict[str, Any]], list[str], set[str]] | None:
     """Columns, rows, key columns and JSON columns of ``db.table`` on the downstream; None when it
     does not exist."""
@@ -102,7 +121,7 @@ def _read(conn: Any, db: str, table: str) -> tuple[list[str], list[dict[str, Any
 
 
 def verify_table(conn: Any, name: str, upstream: Sequence[Mapping[str, Any]], ts: int,
-                 max_examples: int = 10) -> TableResult:
+                 max_examples: int = DEFAULT_MAX_EXAMPLES) -> TableResult:
     """Compare one upstream table's rendered rows with ``name`` on the downstream."""
     db, _, table = name.partition(".")
     result = TableResult(name, to_ts=ts, upstream_rows=len(upstream))
@@ -114,73 +133,17 @@ def verify_table(conn: Any, name: str, upstream: Sequence[Mapping[str, Any]], ts
         return result
     names, rows, keys, json_columns = found
     result.mirror_rows = len(rows)
-    up_rows = [{k: v for k, v in r.items() if k != _ROWID} for r in upstream]
+    up_rows = [{k: v for k, v in r.items() if k != ROWID} for r in upstream]
     if up_rows and set(up_rows[0]) != set(names):
         result.problems.append(f"columns differ: upstream {sorted(up_rows[0])}, downstream {sorted(names)}")
         return result
-
-    def key(row: Mapping[str, Any]) -> tuple[str, ...]:
-        return tuple(json.dumps(row.get(k), sort_keys=True, default=str) for k in keys)
-
     whole_row = list(keys) == list(names)     # a keyless table: equal rows may repeat, as many times each side
-
-    def index(side: list[dict[str, Any]], label: str) -> dict[tuple[str, ...], dict[str, Any]]:
-        out: dict[tuple[str, ...], dict[str, Any]] = {}
-        for r in side:
-            k = key(r)
-            if k in out and not whole_row:
-                result.duplicates += 1
-                if len(result.examples) < max_examples:
-                    result.examples.append(Difference("duplicate", dict(zip(keys, k)), side=label))
-            out[k] = r
-        return out
-
-    up_by, down_by = index(up_rows, "upstream"), index(rows, "mirror")
-    if whole_row:
-        up_n, down_n = Counter(map(key, up_rows)), Counter(map(key, rows))
-        for k in up_n.keys() & down_n.keys():
-            if up_n[k] != down_n[k]:
-                kind = "missing" if up_n[k] > down_n[k] else "extra"
-                setattr(result, kind, getattr(result, kind) + abs(up_n[k] - down_n[k]))
-                if len(result.examples) < max_examples:
-                    result.examples.append(Difference(kind, dict(zip(keys, k)), row=dict(up_by[k])))
-    for k, up in up_by.items():
-        down = down_by.get(k)
-        if down is None:
-            result.missing += 1 if not whole_row else up_n[k]
-            if len(result.examples) < max_examples:
-                result.examples.append(Difference("missing", dict(zip(keys, k)), row=dict(up)))
-            continue
-        result.compared += 1
-        diff = {}
-        for c in names:
-            if _same(up.get(c), down.get(c), c in json_columns):
-                continue
-            if _nulled(up.get(c), down.get(c)):
-                result.nulled += 1
-                continue
-            diff[c] = (up.get(c), down.get(c))
-        if diff:
-            result.differing += 1
-            if len(result.examples) < max_examples:
-                result.examples.append(Difference("differing", dict(zip(keys, k)), diff))
-    for k, down in down_by.items():
-        if k not in up_by:
-            result.extra += 1 if not whole_row else down_n[k]
-            if len(result.examples) < max_examples:
-                result.examples.append(Difference("extra", dict(zip(keys, k)), row=dict(down)))
+    compare_rows(result, keys, names, up_rows, rows, _DownstreamValues(json_columns), max_examples, whole_row)
     return result
 
 
 def verify_downstream(conn: Any, upstream_snapshot: dict[str, list[dict[str, Any]]], ts: int,
                       table_filter: TableFilter | None = None) -> VerifyReport:
     """Every table of ``upstream_snapshot`` the filter allows, compared with the downstream."""
-    allows = (table_filter or TableFilter()).allows
-    report = VerifyReport(ts)
-    for name in sorted(upstream_snapshot):
-        db, _, table = name.partition(".")
-        if not allows(db, table):
-            report.skipped.append(name)
-            continue
-        report.tables.append(verify_table(conn, name, upstream_snapshot[name], ts))
-    return report
+    return compare_tables(upstream_snapshot, ts, lambda name, rows: verify_table(conn, name, rows, ts),
+                          (table_filter or TableFilter()).allows)

@@ -1,5 +1,5 @@
-"""``sink.verify``: mirror tables in a real SQLite-catalog Iceberg warehouse against hand-written and
-upstream snapshots rendered by ``transform.codec.values.json_value``."""
+"""``sink.iceberg.verify`` (and ``sink.compare``): mirror tables in a real SQLite-catalog Iceberg warehouse
+against hand-written and upstream snapshots rendered by ``transform.codec.values.json_value``."""
 from __future__ import annotations
 
 import datetime as dt
@@ -29,9 +29,10 @@ from pyiceberg.types import (
     TimestamptzType,
 )
 
+from sink.compare import VerifyError
 from sink.errors import SinkError
 from sink.iceberg.catalog import open_catalog
-from sink.verify import VerifyError, choose_snapshot, comparable, same_value, verify_mirrors
+from sink.iceberg.verify import choose_snapshot, comparable, same_value, verify_mirrors
 from transform.codec.values import InvalidTime, json_value
 from upstream.status_api import render_rows
 
