@@ -2,16 +2,18 @@
 (``sink/iceberg/quality.py``), from its run report and the catalog, on the drainer's Spark."""
 from __future__ import annotations
 
-import json
 import logging
-import os
 import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from binlake.drain import open_iceberg_catalog
+from pydantic import ValidationError
+
 from binlake.drain_config import DrainerConfig
+from binlake.report import parse_report
 from ingest.config import ConfigError
+from sink.iceberg.plugin import SPEC as ICEBERG
+from sink.iceberg.plugin import catalog_of
 
 QUALITY_EXTRA = "binlake[quality]"
 
@@ -32,7 +34,6 @@ def quality_dir(options: DrainerConfig, ts: int) -> Path:
 
 def _import_quality() -> Any:
     """The quality module; a :class:`ConfigError` naming the pip extra when GE is not installed."""
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     logging.getLogger("great_expectations").setLevel(logging.WARNING)   # its import logs each API it registers
     try:
         from sink.iceberg import quality
@@ -54,7 +55,9 @@ def run_check_command(options: DrainerConfig, ts: int | None = None, out: TextIO
     from transform.history import SchemaHistory
     from transform.spark import spark_session
 
-    catalog = open_iceberg_catalog(options)
+    if not options.sink_spec().capabilities.maintenance:
+        raise ConfigError(f"check works on the Iceberg warehouse; this drainer's sink is {options.syncer.db_type}")
+    catalog = catalog_of(ICEBERG.settings(options))
     if ts is None:
         ts = IcebergSink(catalog).checkpoint()
         if ts is None:
@@ -64,20 +67,18 @@ def run_check_command(options: DrainerConfig, ts: int | None = None, out: TextIO
         raise ConfigError(f"no run report for ts {ts}: {path} does not exist (binlake drain writes "
                           f"DATA_DIR/reports/run-<to_ts>.json; is --ts the to_ts of an Iceberg run of this data-dir?)")
     try:
-        report = json.loads(path.read_text())
-    except ValueError as e:
-        raise ConfigError(f"the run report {path} is not JSON: {e}") from e
-    if not isinstance(report, dict):
-        raise ConfigError(f"the run report {path} is not a JSON object")
-    if int(report.get("to_ts", -1)) != ts:
-        raise ConfigError(f"the run report {path} is of the run ending at {report.get('to_ts')}, not {ts}")
+        report = parse_report(path.read_bytes())
+    except ValidationError as e:
+        raise ConfigError(f"the run report {path} is not a run report: {str(e).splitlines()[0]}") from e
+    if report.to_ts != ts:
+        raise ConfigError(f"the run report {path} is of the run ending at {report.to_ts}, not {ts}")
     if not options.upstream.status_url:
         raise ConfigError("check needs [upstream] status-url / --upstream-status-url: the NOT NULL columns come "
                           "from the upstream's DDL history")
     history = SchemaHistory.fetch(options.upstream.status_url)
     spark = spark_session(options.spark.master, options.spark.app_name, options.spark.conf)
     tables = [f"{d}.{t}" for d, t in options.tables] or None
-    print(f"binlake check: run ({report.get('from_ts')}, {ts}] from {path}", file=out, flush=True)
-    result = quality.check_run(catalog, spark, report, history, quality_dir(options, ts), tables)
+    print(f"binlake check: run ({report.from_ts}, {ts}] from {path}", file=out, flush=True)
+    result = quality.check_run(catalog, spark, report.model_dump(), history, quality_dir(options, ts), tables)
     print(result.format(), file=out, flush=True)
     return 0 if result.ok else 1

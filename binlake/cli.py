@@ -11,6 +11,9 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from binlake.process import COMMANDS, configure_process, local_spark, startup_done
+from schemas.errors import BinlakeError  # standard library only: naming errors loads no stage (no pyarrow)
+
 if TYPE_CHECKING:
     from binlake.drain_config import DrainerConfig
 
@@ -71,6 +74,7 @@ def _run_pump(args: argparse.Namespace) -> int:
     _setup_logging(options.log_level, options.log_file)
     pump = Pump(options)
     pump.start()
+    startup_done()
     stop = threading.Event()
 
     def on_signal(signum: int, frame: Any) -> None:
@@ -155,7 +159,22 @@ def _upstream_parser(sub: Any) -> None:
     q.add_argument("sql", nargs="?", help="SQL statements; omitted: read statements from stdin")
 
 
+def _emulator_installed(command: str, requirement: str = "./emulator") -> bool:
+    """True when the emulator (the ``upstream`` package: the TiDB stand-in and the demo harness) can be
+    imported; otherwise say so, and how to install it. It ships apart from binlake, as the
+    ``binlake-emulator`` distribution of the repository's ``emulator/`` (the dev install has it)."""
+    import importlib.util
+
+    if importlib.util.find_spec("upstream") is not None:
+        return True
+    print(f"binlake {command}: error: the TiDB emulator is not installed: it is not part of binlake's distribution. "
+          f"From a binlake checkout, install it with: pip install -e '{requirement}' (or: make deps)", file=sys.stderr)
+    return False
+
+
 def _run_upstream(args: argparse.Namespace) -> int:
+    if not _emulator_installed("upstream"):
+        return 1
     from upstream.errors import UpstreamError
 
     if args.upstream_cmd == "sql":
@@ -231,17 +250,13 @@ def _demo_parser(sub: Any) -> None:
     p.set_defaults(run=_run_demo)
 
 
-def _local_spark_process() -> None:
-    """Spark's JVM, started by this process, binds to loopback (the hostname may not resolve)."""
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-
-
 def _run_demo(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from binlake.demo import run_demo
+    if not _emulator_installed("demo", "./emulator[demo]"):
+        return 1
+    from upstream.demo import run_demo
 
-    _local_spark_process()
     return run_demo(Path(args.dir), args.transactions)
 
 
@@ -251,39 +266,45 @@ _DRAIN_FLAGS = [("--registry", "registry", str, "file://PATH or etcd://HOST:PORT
                 ("--upstream-status-url", "upstream.status-url", str, "TiDB status API (DDL history)"),
                 ("--upstream-dsn", "upstream.dsn", str,
                  "TiDB's MySQL port, mysql://USER:PASS@HOST:4000 (what verify reads at a ts)"),
-                ("--catalog-uri", "iceberg.catalog-uri", str,
-                 "pyiceberg catalog URI (default sqlite beside the warehouse)"),
-                ("--warehouse", "iceberg.warehouse", str, "Iceberg warehouse path or URI"),
                 ("--tables", "tables", str, "only these tables: db.t,db2.t2 (the checkpoint does not move)")]
 
 
-def _drainer_flags(p: argparse.ArgumentParser) -> None:
+def _drainer_flags(p: argparse.ArgumentParser, sinks: bool = True) -> None:
     p.add_argument("--config", help="drainer.toml (TiDB Binlog key names)")
     for flag, key, typ, text in _DRAIN_FLAGS:
         p.add_argument(flag, dest=key, type=typ, help=text, metavar=flag[2:].upper().replace("-", "_"))
-    p.add_argument("--catalog-property", dest="catalog_properties", type=_key_value, action="append",
-                   metavar="KEY=VALUE", help="a pyiceberg catalog/FileIO property, e.g. s3.endpoint=URL "
-                   "(repeatable; over [iceberg.properties])")
+    if sinks:
+        _sink_flags(p, shared=True)
 
 
-def _drain_parser(sub: Any) -> None:
+def _sink_flags(p: argparse.ArgumentParser, shared: bool) -> None:
+    """The registered sinks' flags: those every drainer command takes (``shared``), or drain's own."""
+    from sink.registry import specs
+
+    for spec in specs():
+        for f in spec.flags:
+            if f.shared != shared:
+                continue
+            names = [f.flag, f.short] if f.short else [f.flag]
+            meta = f.metavar or f.flag[2:].upper().replace("-", "_")
+            if f.kind == "switch":
+                p.add_argument(*names, dest=f.key, action="store_const", const=True, help=f.help)
+            elif f.kind == "pairs":
+                p.add_argument(*names, dest=f.key, type=_key_value, action="append", metavar="KEY=VALUE",
+                               help=f.help)
+            else:
+                p.add_argument(*names, dest=f.key, type=f.type, metavar=meta, help=f.help)
+
+
+def _drain_parser(sub: Any, sinks: bool = True) -> None:
     p = sub.add_parser("drain", help="run one Drainer batch: pumps -> Spark -> Iceberg/Parquet",
                        description="Drain the commit_ts range (checkpoint, min pump watermark] into the sink.")
-    _drainer_flags(p)
-    p.add_argument("--sink", dest="syncer.db-type", choices=["iceberg", "parquet", "mysql", "tidb"],
-                   help="default iceberg")
-    p.add_argument("--to-dsn", dest="syncer.to.dsn", metavar="mysql://USER:PASS@HOST:PORT",
-                   help="the MySQL/TiDB downstream of --sink mysql|tidb (over [syncer.to])")
-    p.add_argument("--safe-mode", dest="syncer.safe-mode", action="store_const", const=True,
-                   help="MySQL sink: INSERT as REPLACE, UPDATE as DELETE + REPLACE (idempotent replay)")
-    p.add_argument("--merge", dest="syncer.to.merge", action="store_const", const=True,
-                   help="MySQL sink: apply each flush's net change per primary key with multi-row "
-                        "DELETE/REPLACE (TiDB Binlog's merge mode)")
-    p.add_argument("--worker-count", "-c", dest="syncer.worker-count", type=int,
-                   help="MySQL sink: parallel appliers (default 16)")
-    p.add_argument("--txn-batch", dest="syncer.txn-batch", type=int,
-                   help="MySQL sink: DMLs per downstream transaction (default 20)")
-    p.add_argument("--parquet-dir", dest="parquet.dir", help="root directory of the Parquet sink")
+    _drainer_flags(p, sinks)
+    if sinks:
+        from sink.registry import names
+
+        p.add_argument("--sink", dest="syncer.db-type", choices=names(), help=f"default {names()[0]}")
+        _sink_flags(p, shared=False)
     p.add_argument("--spark-master", dest="spark.master", help="default local[*]")
     p.add_argument("--splits-per-pump", dest="spark.splits-per-pump", type=int, metavar="N",
                    help="at least this many pull tasks (ts sub-ranges) per pump (default 1; at least one per core)")
@@ -291,8 +312,6 @@ def _drain_parser(sub: Any) -> None:
                    help="gzip: ask pumps read through PullBinlogs (TiDB Binlog's) for a gzip stream")
     p.add_argument("--spark-conf", dest="spark_conf", type=_key_value, action="append", metavar="KEY=VALUE",
                    help="a Spark setting, verbatim (repeatable; over [spark.conf] and binlake's local defaults)")
-    p.add_argument("--tag-runs", dest="iceberg.tag-runs", action="store_const", const=True,
-                   help="tag every table's snapshot tidb-ts-<to_ts> (time travel by upstream ts)")
     p.add_argument("--from-ts", type=int, help="start of the range (exclusive; default the checkpoint)")
     p.add_argument("--to-ts", type=int, help="end of the range (inclusive; default the pumps' watermark)")
     p.add_argument("--dry-run", action="store_true", help="print the plan and stop")
@@ -310,26 +329,31 @@ def _drain_parser(sub: Any) -> None:
     p.set_defaults(run=_run_drain)
 
 
-def _verify_parser(sub: Any) -> None:
-    p = sub.add_parser("verify", help="compare the mirror tables at a ts with the upstream read at that ts",
+def _verify_parser(sub: Any, sinks: bool = True) -> None:
+    p = sub.add_parser("verify", help="compare what the sink holds at a ts with the upstream read at that ts",
                        description="Read every table of the upstream over the MySQL protocol at a ts "
                                    "(SET @@tidb_snapshot, --upstream-dsn) and compare it key by key with "
-                                   "the Iceberg mirrors at that ts, or with a MySQL downstream (--against).")
-    _drainer_flags(p)
+                                   "what the configured sink holds at that ts, or with another target "
+                                   "(--against).")
+    _drainer_flags(p, sinks)
     p.add_argument("--ts", type=int, help="the run end (to_ts) to compare at (default: the checkpoint)")
-    p.add_argument("--against", metavar="mysql://USER:PASS@HOST:PORT",
-                   help="compare this MySQL downstream (at its checkpoint) instead of the Iceberg mirrors")
+    if sinks:
+        from sink.registry import specs
+
+        schemes = ", ".join(f"{sch}:// ({s.names[0]})" for s in specs() for sch in s.against_schemes)
+        p.add_argument("--against", metavar="URI",
+                       help=f"compare this target (at its checkpoint) instead of the configured sink: {schemes}")
     p.set_defaults(run=_run_verify)
 
 
-def _check_parser(sub: Any) -> None:
+def _check_parser(sub: Any, sinks: bool = True) -> None:
     p = sub.add_parser("check", help="quality gates (Great Expectations) on the Iceberg run that ended at a ts",
                        description="Validate the changelog rows a run appended and the mirrors at its end "
                                    "with Great Expectations on Spark: _tidb_op in {I,U,D}, _tidb_commit_ts in "
                                    "the run's range, keys non-null and unique, row counts as in the run report, "
                                    "no NULL in NOT NULL columns. Exit 1 naming each failed expectation; results "
                                    "and data docs go to DATA_DIR/quality/<to_ts>/. Needs binlake[quality].")
-    _drainer_flags(p)
+    _drainer_flags(p, sinks)
     p.add_argument("--ts", type=int, help="the to_ts of the run to check (default: the checkpoint)")
     p.add_argument("--report", help="the run report (default DATA_DIR/reports/run-TS.json)")
     p.add_argument("--spark-master", dest="spark.master", help="default local[*]")
@@ -338,7 +362,7 @@ def _check_parser(sub: Any) -> None:
     p.set_defaults(run=_run_check)
 
 
-def _maintain_parser(sub: Any) -> None:
+def _maintain_parser(sub: Any, sinks: bool = True) -> None:
     p = sub.add_parser("maintain", help="Iceberg table maintenance: expire snapshots, compact small files, "
                                         "remove orphan files",
                        description="For every binlake table of the drainer's catalog (--tables: those upstream "
@@ -348,7 +372,7 @@ def _maintain_parser(sub: Any) -> None:
                                    "as target-size files on Spark (one commit per table), and delete files "
                                    "under the table's location that nothing references and that are older "
                                    "than --orphan-age. Report: DATA_DIR/reports/maintain-<utc time>.json.")
-    _drainer_flags(p)
+    _drainer_flags(p, sinks)
     p.add_argument("--retention", default="7d", help="expire snapshots older than this (default 7d; e.g. 12h, 0s)")
     p.add_argument("--tag-retention", default="30d",
                    help="keep tidb-ts-<ts> tags (and their snapshots) whose ts is younger than this (default 30d)")
@@ -370,18 +394,20 @@ def _key_value(text: str) -> tuple[str, str]:
 
 
 def _drainer_options(args: argparse.Namespace) -> DrainerConfig:
-    from binlake.drain_config import DrainerConfig
+    from binlake.drain_config import drainer_model
     from ingest.config import load_config
+    from sink.registry import specs
 
-    keys = [k for _, k, _, _ in _DRAIN_FLAGS] + [
-        "syncer.db-type", "syncer.to.dsn", "syncer.to.merge", "syncer.safe-mode", "syncer.worker-count",
-        "syncer.txn-batch", "parquet.dir", "spark.master", "iceberg.tag-runs", "addr", "status-addr", "metrics-addr"]
+    keys = [k for _, k, _, _ in _DRAIN_FLAGS] + ["syncer.db-type", "spark.master", "addr", "status-addr",
+                                                 "metrics-addr"]
     overrides: dict[str, Any] = {k: getattr(args, k, None) for k in keys}
+    for spec in specs():
+        for f in spec.flags:
+            value = getattr(args, f.key, None)
+            overrides[f.key] = dict(value) if f.kind == "pairs" and value else value
     if getattr(args, "spark_conf", None):
         overrides["spark.conf"] = dict(args.spark_conf)
-    if getattr(args, "catalog_properties", None):
-        overrides["iceberg.properties"] = dict(args.catalog_properties)
-    return load_config(DrainerConfig, args.config, overrides)
+    return load_config(drainer_model(), args.config, overrides)
 
 
 def _run_drain(args: argparse.Namespace) -> int:
@@ -391,7 +417,7 @@ def _run_drain(args: argparse.Namespace) -> int:
     options = _drainer_options(args)
     _setup_logging(options.log_level)
     if is_local(options.spark.master):
-        _local_spark_process()
+        local_spark()
     if args.follow:
         from binlake.follow import run_follow
 
@@ -418,7 +444,7 @@ def _run_check(args: argparse.Namespace) -> int:
     options = _drainer_options(args)
     _setup_logging(options.log_level)
     if is_local(options.spark.master):
-        _local_spark_process()
+        local_spark()
     return run_check_command(options, args.ts, out=sys.stdout, report_file=args.report)
 
 
@@ -429,61 +455,42 @@ def _run_maintain(args: argparse.Namespace) -> int:
     options = _drainer_options(args)
     _setup_logging(options.log_level)
     if is_local(options.spark.master):
-        _local_spark_process()
+        local_spark()
     run_maintain_command(options, args.retention, args.tag_retention, args.orphan_age, args.dry_run, args.report,
                          out=sys.stdout)
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of every subcommand."""
+_NO_SINK_COMMANDS = ("pump", "ctl", "upstream", "demo")
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser of every subcommand. The sinks' own flags (from their registered specs)
+    are left out when ``command`` is one that runs no sink, so that a pump imports no sink module."""
     parser = argparse.ArgumentParser(prog="binlake", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
+    sinks = command not in _NO_SINK_COMMANDS
     _pump_parser(sub)
     _ctl_parser(sub)
     _upstream_parser(sub)
-    _drain_parser(sub)
-    _verify_parser(sub)
-    _maintain_parser(sub)
-    _check_parser(sub)
+    _drain_parser(sub, sinks)
+    _verify_parser(sub, sinks)
+    _maintain_parser(sub, sinks)
+    _check_parser(sub, sinks)
     _demo_parser(sub)
     return parser
 
 
-# The named errors of each stage, printed as one line (anything else is a bug: a traceback). Looked up
-# among the modules already imported, so that a command imports no stage it does not run: importing
-# the codec's errors loads pyarrow, which doubled a pump's memory and slowed its writes.
-NAMED_ERRORS = {"ingest.config": ("ConfigError",), "ingest.errors": ("IngestError",),
-                "transform.errors": ("TransformError",), "transform.codec.errors": ("CodecError", "SchemaError"),
-                "sink.errors": ("SinkError",)}
-
-
-def named_errors() -> tuple[type[BaseException], ...]:
-    """The classes of ``NAMED_ERRORS`` whose modules this process has imported."""
-    return tuple(getattr(sys.modules[module], name) for module, names in NAMED_ERRORS.items()
-                 if module in sys.modules for name in names)
-
-
-# pyiceberg 0.12 plans an overwrite's deletes on its shared thread pool with one manifest evaluator
-# whose eval() keeps the manifest being evaluated on the evaluator itself: two threads evaluating at
-# once can prune a manifest that holds a file to delete, and the commit then fails with "Missing
-# required files to delete" (seen under load in the mirror merge). One worker avoids the race; set
-# before pyiceberg creates its pool, which it does once per process.
-PYICEBERG_WORKERS_ENV = "PYICEBERG_MAX_WORKERS"
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``binlake`` console script; exit status 1 with one clear line on errors."""
-    # Before grpc is first imported: no gRPC fork handlers. The only forks here are subprocesses that
-    # exec at once (pumps, Spark's JVM), and fork handlers racing in-flight calls can kill such a child.
-    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
-    os.environ.setdefault(PYICEBERG_WORKERS_ENV, "1")
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = next((a for a in argv if not a.startswith("-")), None)
+    if command in COMMANDS:   # first: the parser imports grpc, which reads its settings once
+        configure_process(command)
+    args = build_parser(command).parse_args(argv)
     try:
         return int(args.run(args))
-    except Exception as exc:  # re-raised below unless it is one of the named errors
-        if not isinstance(exc, named_errors()):
-            raise
+    except BinlakeError as exc:  # a named error of any stage: one line (anything else is a bug: a traceback)
         print(f"binlake {args.command}: error: {exc}", file=sys.stderr)
         return 1
 

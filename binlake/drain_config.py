@@ -3,25 +3,24 @@ option exists, binlake's sink and Spark keys beside them; flags override the fil
 (``ingest.config.load_config``)."""
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import BeforeValidator, Field
+from pydantic import BeforeValidator, Field, create_model
 
-from ingest.config import Bool, ByteSize, ConfigError, Int, Seconds, Str, StringList, TomlModel, UrlList
+from ingest.config import Int, Str, StringList, TomlModel, UrlList, settings_table
 from ingest.security import SecurityConfig
+from sink.plugin import SinkContext, SinkSpec
+from sink.registry import UnknownSinkError, canonical, spec_for, specs
 from transform.filters import DEFAULT_IGNORE_SCHEMAS, TableFilter
-
-SINKS = ("iceberg", "parquet", "mysql", "tidb")
 
 
 def _sink(value: Any) -> str:
     if not isinstance(value, str):
         raise ValueError(f"expected a string, got {value!r}")
-    text = "parquet" if value.lower() == "pb" else value.lower()
-    if text not in SINKS:
-        raise ValueError(f"sink {value!r} is not one of {', '.join(SINKS)}")
-    return text
+    try:
+        return canonical(value)
+    except UnknownSinkError as e:
+        raise ValueError(str(e)) from None
 
 
 def _compressor(value: Any) -> str:
@@ -59,37 +58,8 @@ def parse_tables(text: Any) -> list[tuple[str, str]]:
     return out
 
 
-def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """TOML reads an unquoted ``s3.endpoint = …`` as nested tables: join their keys back with dots."""
-    out: dict[str, Any] = {}
-    for key, v in table.items():
-        if isinstance(v, dict):
-            out.update(_flatten(v, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = v
-    return out
-
-
-def _settings(value: Any, what: str, prefix: str = "") -> dict[str, str]:
-    """A TOML table of scalar settings as strings (booleans lower-case), keys starting with ``prefix``."""
-    if not isinstance(value, dict):
-        raise ValueError(f"expected a table of {what}, got {value!r}")
-    out = {}
-    for key, v in _flatten(value).items():
-        if not key.startswith(prefix):
-            raise ValueError(f"{key!r} is not a {what[:-1]} (keys start with {prefix!r})")
-        if isinstance(v, list) or v is None:
-            raise ValueError(f"{key}: expected a string, number or boolean, got {v!r}")
-        out[str(key)] = str(v).lower() if isinstance(v, bool) else str(v)
-    return out
-
-
 def _spark_conf(value: Any) -> dict[str, str]:
-    return _settings(value, "Spark settings", "spark.")
-
-
-def _catalog_properties(value: Any) -> dict[str, str]:
-    return _settings(value, "catalog properties")
+    return settings_table(value, "Spark settings", "spark.")
 
 
 DBTables = Annotated[list[tuple[str, str]], BeforeValidator(_db_tables)]
@@ -103,92 +73,15 @@ class UpstreamSection(TomlModel):
     dsn: Str = ""                       # mysql://USER:PASS@HOST:4000
 
 
-def _ints(value: Any) -> list[int]:
-    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-        raise ValueError(f"expected an array of commit ts numbers, got {value!r}")
-    return list(value)
-
-
-class CheckpointSection(TomlModel):
-    """``[syncer.to.checkpoint]``: where the MySQL sink keeps its checkpoint row on the downstream."""
-
-    schema_: Str = Field(default="tidb_binlog", alias="schema")
-    table: Str = "checkpoint"
-
-
-class ToSection(TomlModel):
-    """``[syncer.to]``: the MySQL/TiDB downstream (TiDB Binlog's keys), or ``dsn`` (``--to-dsn``)."""
-
-    dsn: Str = ""                       # mysql://USER:PASS@HOST:PORT; over host/port/user/password
-    host: Str = "127.0.0.1"
-    port: Int = Field(default=3306, ge=1, le=65535)
-    user: Str = "root"
-    password: Str = Field(default="", repr=False)
-    password_file: Str = Field(default="", alias="password-file")   # the password in a file (kept out of configs)
-    read_timeout: Seconds = Field(default=60.0, alias="read-timeout")
-    merge: Bool = False                 # TiDB Binlog's merge mode: net change per primary key per flush
-    params: Annotated[dict[str, str], BeforeValidator(lambda v: _settings(v, "session variables"))] = \
-        Field(default_factory=dict)
-    checkpoint: CheckpointSection = Field(default_factory=CheckpointSection)
-
-    def validate_config(self) -> None:
-        if self.password_file and self.password:
-            raise ValueError("password and password-file are both set: keep one")
-
-    def secret(self) -> str:
-        """The password: ``password``, else the first line of ``password-file`` (read now)."""
-        if not self.password_file:
-            return self.password
-        try:
-            lines = Path(self.password_file).read_text().splitlines()
-        except OSError as e:
-            raise ConfigError(f"[syncer.to] password-file: cannot read it ({e.strerror})") from None
-        return lines[0] if lines else ""
-
-
-class RelaySection(TomlModel):
-    """``[syncer.relay]``: the MySQL sink's relay log (off while ``log-dir`` is empty)."""
-
-    log_dir: Str = Field(default="", alias="log-dir")
-    max_file_size: ByteSize = Field(default=10 * 1024 * 1024, alias="max-file-size", gt=0)
-
-
 class SyncerSection(TomlModel):
-    """``[syncer]``: the sink, TiDB Binlog's table filters and the MySQL loader's settings."""
+    """``[syncer]``: the sink and TiDB Binlog's table filters. A sink whose spec's section is
+    ``syncer`` (the MySQL sink: TiDB Binlog's loader keys) adds its keys here."""
 
     db_type: Annotated[str, BeforeValidator(_sink)] = Field(default="iceberg", alias="db-type")
-    txn_batch: Int = Field(default=20, alias="txn-batch", ge=1)
-    worker_count: Int = Field(default=16, alias="worker-count", ge=1)
-    safe_mode: Bool = Field(default=False, alias="safe-mode")
-    ignore_txn_commit_ts: Annotated[list[int], BeforeValidator(_ints)] = Field(default_factory=list,
-                                                                                alias="ignore-txn-commit-ts")
-    to: ToSection = Field(default_factory=ToSection)
-    relay: RelaySection = Field(default_factory=RelaySection)
     replicate_do_db: StringList = Field(default_factory=list, alias="replicate-do-db")
     replicate_do_table: DBTables = Field(default_factory=list, alias="replicate-do-table")
     ignore_schemas: StringList = Field(default_factory=lambda: list(DEFAULT_IGNORE_SCHEMAS), alias="ignore-schemas")
     ignore_table: DBTables = Field(default_factory=list, alias="ignore-table")
-
-
-class IcebergSection(TomlModel):
-    """``[iceberg]``: the catalog and warehouse."""
-
-    catalog_uri: Str = Field(default="", alias="catalog-uri")   # default: sqlite beside a local warehouse
-    warehouse: Str = "warehouse"
-    tag_runs: Bool = Field(default=False, alias="tag-runs")      # tag each table's snapshot tidb-ts-<to_ts>
-    # a new mirror is partitioned by bucket(N, first key column): a run rewrites only the files of the
-    # buckets its keys fall in; [iceberg.table-buckets] "db.table" = N overrides it per table
-    mirror_buckets: Int = Field(default=16, alias="mirror-buckets", ge=1)
-    table_buckets: dict[str, Int] = Field(default_factory=dict, alias="table-buckets")
-    # [iceberg.properties] and every --catalog-property KEY=VALUE: pyiceberg catalog and FileIO
-    # properties, e.g. s3.endpoint, s3.region (credentials also come from the AWS environment)
-    properties: Annotated[dict[str, str], BeforeValidator(_catalog_properties)] = Field(default_factory=dict)
-
-
-class ParquetSection(TomlModel):
-    """``[parquet]``: the root directory of the Parquet CDC files."""
-
-    dir: Str = "cdc"
 
 
 class SparkSection(TomlModel):
@@ -202,8 +95,9 @@ class SparkSection(TomlModel):
     conf: Annotated[dict[str, str], BeforeValidator(_spark_conf)] = Field(default_factory=dict)
 
 
-class DrainerConfig(TomlModel):
-    """Everything ``binlake drain`` / ``binlake verify`` need."""
+class DrainerBase(TomlModel):
+    """Everything ``binlake drain`` / ``binlake verify`` need but the sinks' own sections (see
+    :func:`drainer_model`)."""
 
     registry: Str = "file://registry.json"
     node_id: Str = Field(default="binlake-drain", alias="node-id")
@@ -220,8 +114,6 @@ class DrainerConfig(TomlModel):
     tables: Annotated[list[tuple[str, str]], BeforeValidator(parse_tables)] = Field(default_factory=list)
     upstream: UpstreamSection = Field(default_factory=UpstreamSection)
     syncer: SyncerSection = Field(default_factory=SyncerSection)
-    iceberg: IcebergSection = Field(default_factory=IcebergSection)
-    parquet: ParquetSection = Field(default_factory=ParquetSection)
     spark: SparkSection = Field(default_factory=SparkSection)
     security: SecurityConfig = Field(default_factory=SecurityConfig)   # TLS towards pumps, for Notify and /status
 
@@ -234,3 +126,40 @@ class DrainerConfig(TomlModel):
         s = self.syncer
         return TableFilter(tuple(s.replicate_do_db), tuple(s.replicate_do_table), tuple(s.ignore_schemas),
                            tuple(s.ignore_table), tuple(self.tables))
+
+    def sink_spec(self) -> SinkSpec[Any]:
+        """The spec of the sink ``[syncer] db-type`` names."""
+        return spec_for(self.syncer.db_type)
+
+    def sink_context(self, cluster_id: int | None = None, dry_run: bool = False,
+                     spec: SinkSpec[Any] | None = None) -> SinkContext[Any]:
+        """What the configured sink (or ``spec``'s) is opened with."""
+        spec = spec or self.sink_spec()
+        name = self.syncer.db_type if self.syncer.db_type in spec.names else spec.names[0]
+        return SinkContext(name, spec.settings(self), cluster_id, dry_run, self.table_filter(), self.data_dir)
+
+
+_composed: dict[tuple[int, ...], type[DrainerBase]] = {}
+
+
+def drainer_model() -> type[DrainerBase]:
+    """:class:`DrainerBase` with every registered sink's section: a top-level table of its own, or
+    (section ``syncer``) keys added to ``[syncer]``. Built once per set of registered sinks."""
+    registered = specs()
+    key = tuple(id(s) for s in registered)
+    if key not in _composed:
+        syncer_bases = tuple(s.config for s in registered if s.section == "syncer")
+        syncer: type[TomlModel] = (create_model("SyncerSection", __base__=(SyncerSection, *syncer_bases))
+                                   if syncer_bases else SyncerSection)
+        fields: dict[str, Any] = {"syncer": (syncer, Field(default_factory=syncer))}
+        for s in registered:
+            if s.section and s.section != "syncer" and s.section not in fields:
+                fields[s.section.replace("-", "_")] = (s.config, Field(default_factory=s.config, alias=s.section))
+        _composed[key] = create_model("DrainerConfig", __base__=DrainerBase, **fields)
+    return _composed[key]
+
+
+if TYPE_CHECKING:
+    DrainerConfig = DrainerBase
+else:
+    DrainerConfig = drainer_model()

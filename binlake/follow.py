@@ -6,12 +6,13 @@ the registry as an *online* drainer the way TiDB Binlog's drainer is.
 - HTTP on ``addr`` too, as TiDB's drainer serves it (``binlogctl -cmd pause-drainer`` sends its
   request to the registered host), and on ``status-addr`` (the registry label pumps and
   ``binlake ctl`` use): ``GET /status``
-  (TiDB's keys: ``PumpPos``, ``Synced``, ``LastTS``, ``TsMap``), ``GET /metrics`` (Prometheus,
-  TiDB Binlog's drainer names), ``PUT /state/<node-id>/pause|close``.
+  (TiDB's keys: ``PumpPos``, each pump's node id → the commit ts drained from it, ``Synced``,
+  ``LastTS``, ``TsMap``), ``GET /metrics`` (Prometheus, TiDB Binlog's drainer names),
+  ``PUT /state/<node-id>/pause|close`` (``ingest.state_route``, as the pumps answer it).
 - The registry entry is rewritten every second with ``maxCommitTS`` = the checkpoint, so a pump
   taken offline waits for this drainer to pass its last binlog, as with TiDB's. The first entry
   already holds the sink's saved checkpoint (TiDB's drainer registers its checkpoint at start), and
-  ``updateTS`` is a TSO (``binlake.presence``).
+  ``updateTS`` is a TSO (``binlake.presence``); written by ``ingest.registry.presence``.
 - SIGTERM (or ``pause``) finishes the current range, writes its checkpoint, leaves the entry
   ``paused`` and exits 0; ``close`` leaves it ``offline``.
 """
@@ -32,15 +33,19 @@ from binlake.drain import cluster_id_of, open_sink, run_drain_command
 from binlake.drain_config import DrainerConfig
 from binlake.metrics import DrainerMetrics
 from binlake.presence import UpdateClock
+from binlake.report import PlanReport, RunReport
 from ingest.config import ConfigError
 from ingest.frontdoor import FrontDoor
 from ingest.http2.calls import Call, Method, Methods, RpcAbort
 from ingest.httpserver import GuardedHandler, warn_if_plain
 from ingest.peerlog import PeerLog
 from ingest.registry import load_registry
-from ingest.registry.base import DRAINER, OFFLINE, ONLINE, PAUSED, STATUS_ADDR_LABEL, NodeStatus
+from ingest.registry.base import DRAINER, OFFLINE, ONLINE, PAUSED, STATUS_ADDR_LABEL
+from ingest.registry.presence import Presence
 from ingest.security import SecurityConfig
+from ingest.state_route import CLOSE, serve_state_change
 from schemas import cistern_pb2
+from schemas.errors import BinlakeError, is_terminal
 
 log = logging.getLogger(__name__)
 
@@ -80,20 +85,32 @@ class Follower:
         self.advertise = ""
         self.status_addr = ""
         self.clock: UpdateClock | None = None
+        self.presence: Presence | None = None
 
     # ---- presence --------------------------------------------------------------------------
 
-    def _register(self, state: str) -> None:
+    def _presence(self) -> tuple[Presence, UpdateClock]:
+        """This drainer's registry entry (host and label are known once the servers listen) and
+        the clock of its ``updateTS``."""
         if self.clock is None:
             self.clock = UpdateClock.start(self.options)
-        registry = load_registry(self.options.registry, security=self.options.security)
+        if self.presence is None:
+            self.presence = Presence(load_registry(self.options.registry, security=self.options.security),
+                                     DRAINER, self.options.node_id, self.advertise,
+                                     labels={STATUS_ADDR_LABEL: self.status_addr})
+        return self.presence, self.clock
+
+    def _register(self, state: str) -> None:
+        presence, clock = self._presence()
+        presence.put(state, self.checkpoint, clock.now())
+
+    def _leave(self) -> None:
+        """The last entry: ``final_state`` (paused, or offline after ``close``)."""
         try:
-            registry.put_node(DRAINER, NodeStatus(
-                node_id=self.options.node_id, host=self.advertise, state=state, is_alive=state == ONLINE,
-                labels={STATUS_ADDR_LABEL: self.status_addr}, max_commit_ts=self.checkpoint,
-                update_ts=self.clock.now()))
+            self._register(self.final_state)
         finally:
-            registry.close()
+            if self.presence is not None:
+                self.presence.registry.close()
 
     def saved_checkpoint(self) -> int:
         """The checkpoint to register before the first range ends: the sink's saved one, else
@@ -101,9 +118,8 @@ class Follower:
         registered last (0 when nothing): never more than the sink holds, so no pump leaves early."""
         o = self.options
         try:
-            sink = open_sink(o)
+            sink = open_sink(o, cluster_id_of(o), dry_run=True)
             try:
-                sink.check_cluster(cluster_id_of(o))
                 saved = sink.checkpoint()
             finally:
                 sink.close()
@@ -122,7 +138,8 @@ class Follower:
     def _heartbeat(self) -> None:
         while not self.stop.wait(1.0):
             try:
-                self._register(ONLINE)
+                presence, clock = self._presence()
+                presence.heartbeat(self.checkpoint, clock.now())
             except Exception as e:  # noqa: BLE001 (a registry hiccup must not end the follower)
                 log.warning("heartbeat failed: %s", e)
 
@@ -159,15 +176,20 @@ class Follower:
         synced = time.monotonic() - self.last_applied > 300
         return {"PumpPos": dict(self.pump_pos), "Synced": synced, "LastTS": self.checkpoint, "TsMap": ""}
 
-    def request_state(self, action: str) -> None:
-        """``pause``: stop after the current range, stay ``paused``; ``close``: likewise, then ``offline``."""
-        self.final_state = OFFLINE if action == "close" else PAUSED
+    def request_state(self, action: str) -> str | None:
+        """``pause``: stop after the current range, stay ``paused``; ``close``: likewise, then ``offline``
+        (``PUT /state/<id>/<action>``; never refused: a later ``close`` turns a pause into an offline)."""
+        self.final_state = OFFLINE if action == CLOSE else PAUSED
         self.stop.set()
+        return None
 
     # ---- loop ------------------------------------------------------------------------------
 
     def run(self) -> int:
-        """Follow until stopped; 0 on a clean stop."""
+        """Follow until stopped; 0 on a clean stop. A failed run is retried after the interval unless
+        its error is terminal (``schemas.errors``: a cluster-id mismatch, an incompatible schema
+        change, corrupt data, …): the follower then stops as on ``pause`` and re-raises it (the
+        command prints it and exits 1)."""
         self.checkpoint = self.saved_checkpoint()
         self.metrics.observe_checkpoint(self.checkpoint)
         self._start_servers()
@@ -177,31 +199,42 @@ class Follower:
         self._register(ONLINE)
         beat = threading.Thread(target=self._heartbeat, daemon=True, name="drainer-heartbeat")
         beat.start()
+        fatal: BinlakeError | None = None
         try:
             while not self.stop.is_set():
                 try:
                     report = run_drain_command(self.options, out=self.out, register=self.at, metrics=self.metrics)
-                except Exception as e:  # noqa: BLE001 (a failed run is retried after the interval)
+                except Exception as e:  # noqa: BLE001 (a failed run is retried after the interval, unless terminal)
                     print(f"binlake drain --follow: run failed: {e}", file=self.out, flush=True)
+                    if is_terminal(e):
+                        print(f"binlake drain --follow: {type(e).__name__} is a terminal error: not retried, "
+                              f"stopping", file=self.out, flush=True)
+                        fatal = e
+                        break
                     self.stop.wait(self.interval)
                     continue
                 self._account(report)
-                if report.get("checkpoint_after") is not None:
-                    self.at(int(report["checkpoint_after"]))
+                if report.checkpoint_after is not None:
+                    self.at(report.checkpoint_after)
                 self.stop.wait(self.interval)
         finally:
             self.stop.set()
             beat.join(5)
-            self._register(self.final_state)
+            self._leave()
             if self.door is not None:
                 self.door.stop(1)
         print(f"binlake drain --follow: stopped at checkpoint {self.checkpoint}, registry state "
               f"{self.final_state}", file=self.out, flush=True)
+        if fatal is not None:
+            raise fatal
         return 0
 
-    def _account(self, report: dict[str, Any]) -> None:
-        """Note when rows were last applied (``/status`` Synced)."""
-        if any(n for t in report.get("tables", []) for n in t.get("rows", {}).values()):
+    def _account(self, report: PlanReport | RunReport) -> None:
+        """Note what a successful run drained: each pump's position (``/status`` PumpPos: the run read
+        every pump of its plan through ``to_ts``) and when rows were last applied (``Synced``)."""
+        if report.pumps:
+            self.pump_pos = {p.node_id: report.to_ts for p in report.pumps}
+        if isinstance(report, RunReport) and report.rows_written():
             self.last_applied = time.monotonic()
 
 
@@ -220,14 +253,7 @@ def _handler(follower: Follower) -> type[GuardedHandler]:
                 self._send(404, b'{"message": "not found"}')
 
         def do_PUT(self) -> None:
-            parts = self.path.strip("/").split("/")
-            if len(parts) == 3 and parts[0] == "state" and parts[2] in ("pause", "close"):
-                if parts[1] != follower.options.node_id:
-                    self._send(200, json.dumps({"code": 400, "message": f"no drainer {parts[1]} here"}).encode())
-                    return
-                follower.request_state(parts[2])
-                self._send(200, json.dumps({"code": 200, "message": f"{parts[2]} accepted"}).encode())
-            else:
+            if not serve_state_change(self, "drainer", follower.options.node_id, follower.request_state):
                 self._send(404, b'{"message": "not found"}')
 
     return Handler

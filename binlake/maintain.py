@@ -9,10 +9,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from binlake.drain import open_iceberg_catalog
 from binlake.drain_config import DrainerConfig
 from ingest.config import ConfigError, parse_duration
 from sink.iceberg.maintain import MaintainOptions, TableMaintenance, maintain
+from sink.iceberg.plugin import SPEC as ICEBERG
+from sink.iceberg.plugin import catalog_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -47,9 +48,10 @@ def run_maintain_command(options: DrainerConfig, retention: str = "7d", tag_rete
     opts = MaintainOptions(retention_ms=parse_age(retention, "--retention"),
                            tag_retention_ms=parse_age(tag_retention, "--tag-retention"),
                            orphan_age_ms=parse_age(orphan_age, "--orphan-age"), dry_run=dry_run, now_ms=now_ms)
-    if options.syncer.db_type != "iceberg":
+    if not options.sink_spec().capabilities.maintenance:
         raise ConfigError(f"maintain works on the Iceberg warehouse; this drainer's sink is {options.syncer.db_type}")
-    catalog = open_iceberg_catalog(options)
+    settings = ICEBERG.settings(options)
+    catalog = catalog_of(settings)
 
     def spark() -> SparkSession:
         from transform.spark import spark_session
@@ -60,7 +62,7 @@ def run_maintain_command(options: DrainerConfig, retention: str = "7d", tag_rete
         print(t.format(dry_run), file=out, flush=True)
 
     print(f"binlake maintain{' (dry run: nothing is changed)' if dry_run else ''}: warehouse "
-          f"{options.iceberg.warehouse}, retention {retention}, tag retention {tag_retention}, "
+          f"{settings.warehouse}, retention {retention}, tag retention {tag_retention}, "
           f"orphan age {orphan_age}", file=out, flush=True)
     report = maintain(catalog, spark, opts, options.tables, progress).to_json()
     print(f"maintained {len(report['tables'])} table(s)", file=out)

@@ -15,9 +15,10 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, push_to_gateway, write_to_textfile
+
+from binlake.report import PlanReport, RunReport
 
 log = logging.getLogger(__name__)
 
@@ -59,23 +60,24 @@ class DrainerMetrics:
         self.checkpoint_tso.set(ts >> 18)
         self.checkpoint_delay.set(max(0.0, time.time() - physical_seconds(ts)) if ts else 0.0)
 
-    def succeeded(self, report: dict[str, Any]) -> None:
+    def succeeded(self, report: PlanReport | RunReport) -> None:
         """Record a finished run from its report."""
         self.runs.labels("ok").inc()
         self.success.set(1)
         self.finished.set(time.time())
-        self.to_ts.set(report.get("to_ts") or 0)
+        self.to_ts.set(report.to_ts)
         self.rows.clear()
         self.stages.clear()
-        for t in report.get("tables", []):
-            for op, n in t.get("rows", {}).items():
-                self.rows.labels(t["table"], op).set(n)
+        for t in report.tables:
+            for op, n in t.rows.items():
+                self.rows.labels(t.table, op).set(n)
                 self.events.labels(_OPS.get(op, op)).inc(n)
-            self.events.labels("DDL").inc(len(t.get("ddl", [])))
-        for stage, seconds in report.get("stages", {}).items():
+            self.events.labels("DDL").inc(len(t.ddl))
+        for stage, seconds in report.stages.items():
             self.stages.labels(stage).set(seconds)
-        self.stale.inc(report.get("counts", {}).get("stale_row_changes", 0))
-        self.observe_checkpoint(report.get("checkpoint_after"))
+        if isinstance(report, RunReport):
+            self.stale.inc(report.counts.get("stale_row_changes", 0))
+        self.observe_checkpoint(report.checkpoint_after)
 
     def failed(self) -> None:
         """Record a failed run (the checkpoint gauges keep what the run saw before it failed)."""

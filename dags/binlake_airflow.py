@@ -10,6 +10,10 @@ taken from the first place that has it:
   ``binlake`` on the worker's PATH. It may hold arguments (``/opt/binlake/.venv/bin/python -m
   binlake.cli``).
 
+Every run report a task reads is checked against binlake's JSON Schema of it
+(``docs/run-report.schema.json`` in binlake's repository) when ``BINLAKE_REPORT_SCHEMA`` names that
+file: a binlake whose reports changed shape then fails the task that reads one, clearly.
+
 binlake runs in the directory of the drainer.toml, so relative paths in it (``data-dir``,
 ``warehouse``) mean the same to every task and to a person running binlake there by hand.
 """
@@ -27,6 +31,7 @@ from typing import Any
 
 CONF_VARIABLE, CONF_ENV = "binlake_drainer_conf", "BINLAKE_DRAINER_CONF"
 BIN_VARIABLE, BIN_ENV = "binlake_bin", "BINLAKE_BIN"
+SCHEMA_ENV = "BINLAKE_REPORT_SCHEMA"
 FAILED_GATE = 1   # ``binlake check``: the exit status of a failed expectation
 
 log = logging.getLogger("binlake.dags")
@@ -90,7 +95,19 @@ def run_with_report(conf: Path, args: list[str]) -> dict[str, Any]:
         path = Path(tmp) / "report.json"
         run_binlake(conf, args + ["--report", str(path)])
         report: dict[str, Any] = json.loads(path.read_text())
-        return report
+    check_report(report)
+    return report
+
+
+def check_report(report: dict[str, Any]) -> None:
+    """Validate ``report`` against the schema file ``BINLAKE_REPORT_SCHEMA`` names (nothing when unset);
+    ``jsonschema.ValidationError`` names the first field that does not fit."""
+    schema = os.environ.get(SCHEMA_ENV)
+    if not schema:
+        return
+    import jsonschema
+
+    jsonschema.validate(report, json.loads(Path(schema).read_text()))
 
 
 def data_dir(conf: Path, report: dict[str, Any]) -> Path:

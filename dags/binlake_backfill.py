@@ -27,7 +27,7 @@ from airflow.sdk import DAG, Param, task
 from airflow.sdk.exceptions import AirflowFailException
 
 sys.path.append(str(Path(__file__).resolve().parent))   # binlake_airflow.py, wherever the DAGs are deployed
-from binlake_airflow import data_dir, drainer_conf, run_with_report
+from binlake_airflow import check_report, data_dir, drainer_conf, run_with_report
 
 PHYSICAL_SHIFT = 18   # a TSO is physical milliseconds << 18 | logical
 MAX_CHUNKS = 10_000   # each chunk is a drain: more means a chunk_seconds (or a from_ts of 0) by mistake
@@ -116,6 +116,7 @@ with DAG(
             if mark.exists():
                 print(f"chunk {n}/{len(spec['chunks'])} ({lo}, {hi}] finished earlier")
                 report = json.loads(mark.read_text())
+                check_report(report)
             else:
                 print(f"chunk {n}/{len(spec['chunks'])} ({lo}, {hi}]")
                 report = run_with_report(conf, ["drain", "--from-ts", str(lo), "--to-ts", str(hi)]

@@ -25,7 +25,15 @@ from airflow.sdk import DAG, Param, task
 from airflow.sdk.exceptions import AirflowFailException
 
 sys.path.append(str(Path(__file__).resolve().parent))   # binlake_airflow.py, wherever the DAGs are deployed
-from binlake_airflow import FAILED_GATE, BinlakeError, data_dir, drainer_conf, run_binlake, run_with_report
+from binlake_airflow import (
+    FAILED_GATE,
+    BinlakeError,
+    check_report,
+    data_dir,
+    drainer_conf,
+    run_binlake,
+    run_with_report,
+)
 
 INTERVAL = timedelta(minutes=float(os.environ.get("BINLAKE_INCREMENTAL_MINUTES", "5")))
 
@@ -62,6 +70,7 @@ with DAG(
             raise AirflowFailException(f"binlake drain wrote no run report {path}: did another drainer move the "
                                        f"checkpoint past {planned['to_ts']}? The next run starts from it")
         report: dict[str, Any] = json.loads(path.read_text())
+        check_report(report)
         print("run report:\n" + json.dumps(report, indent=1))
         return report
 

@@ -3,34 +3,30 @@ and keep the run checkpoint (the ``to_ts`` up to which every table is complete).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
-from transform.changes import RunBatch
+from pydantic import BaseModel, ConfigDict, Field
+
+from sink.errors import SinkError
+
+if TYPE_CHECKING:
+    from transform.changes import RunBatch
 
 
-@dataclass
-class TableReport:
-    """What a sink did to one upstream table in one run."""
+class TableReport(BaseModel):
+    """What a sink did to one upstream table in one run (a part of the run report)."""
 
-    table: str                                           # "db.table"
-    rows: dict[str, int] = field(default_factory=dict)   # op letter -> row changes written
-    skipped: str = ""                                     # why the table was skipped ("" if written)
-    ddl: list[str] = field(default_factory=list)          # DDLs applied (their queries)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-friendly dict for the run report."""
-        return {"table": self.table, "rows": dict(self.rows), "skipped": self.skipped, "ddl": list(self.ddl)}
+    table: str = Field(description='"db.table"')
+    rows: dict[str, int] = Field(default_factory=dict, description="op letter (I, U, D) -> row changes written")
+    skipped: str = Field(default="", description='why the table was skipped ("" if written)')
+    ddl: list[str] = Field(default_factory=list, description="DDLs applied (their queries)")
 
 
 class Sink(ABC):
     """A destination for row changes. ``write`` is idempotent per table: a table whose stored
     markers show the run's range already written is skipped (``TableReport.skipped``)."""
-
-    kind: str = ""
-    # True for a sink that reads the run's transactions one by one (``transform.ordered``): the run's
-    # frame then holds a record per transaction and table
-    per_transaction: bool = False
 
     @abstractmethod
     def checkpoint(self) -> int | None:
@@ -57,3 +53,20 @@ class Sink(ABC):
     def close(self) -> None:
         """Release connections (default: nothing to release)."""
         return None
+
+
+class CheckpointOnly(Sink):
+    """What a dry run opens: the checkpoint a sink holds, read without creating anything; writing
+    is refused."""
+
+    def __init__(self, checkpoint: int | None) -> None:
+        self._checkpoint = checkpoint
+
+    def checkpoint(self) -> int | None:
+        return self._checkpoint
+
+    def write(self, run: RunBatch) -> list[TableReport]:
+        raise SinkError("a dry run writes nothing")
+
+    def save_checkpoint(self, run: RunBatch) -> None:
+        raise SinkError("a dry run writes nothing")

@@ -55,6 +55,7 @@ from transform.plan import Plan
 from transform.pull import LOOKUP_SOURCE, PUMP_SCAN, RAW_SCHEMA, TASK_DDL, lookup_prewrites, pull_tasks, split_range
 from transform.rowchanges import OUT_SCHEMA, DecodeContext, OutRecord, decode_transactions
 from transform.spark import local_checkpoint, spark_ddl
+from transform.worker import tune_worker
 
 T = TypeVar("T")
 # transactions whose pairs (start_ts, commit_ts, source: ~40 bytes each) are broadcast to the decode
@@ -202,6 +203,7 @@ def _stages(spark: SparkSession, plan: Plan, history: SchemaHistory, table_filte
     scratch.callback(ctx.destroy)
 
     def decode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        tune_worker()   # the Python worker's collector settings (the codec allocates millions of objects)
         return decode_transactions(ctx.value, batches)
 
     # the decoded segments stay on the executors (checkpointed: the sinks read them once per table

@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 
 from schemas import secondary_binlog_pb2 as sb
 from sink.errors import SinkError
+from sink.mysql.config import DEFAULT_MAX_FILE_SIZE
 from sink.mysql.statements import DML, TargetTable
 from transform import changes as ch
 from transform.codec import mysqltypes as mt
@@ -40,7 +41,6 @@ from transform.codec.values import json_value
 MAGIC = 471532804
 _HEAD = struct.Struct("<IQ")
 _CRC = struct.Struct("<I")
-DEFAULT_MAX_FILE_SIZE = 10 * 1024 * 1024
 _OPS = {"I": sb.Insert, "U": sb.Update, "D": sb.Delete}
 _LETTERS = {v: k for k, v in _OPS.items()}
 

@@ -15,24 +15,24 @@ at or below the checkpoint.
 """
 from __future__ import annotations
 
-import gc
 import logging
 import time
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pymysql
 
 from schemas import secondary_binlog_pb2 as sb
+from schemas.errors import retry
 from sink.base import Sink, TableReport
 from sink.errors import SinkError
 from sink.mysql.checkpoint import Checkpoint, CheckpointTable
+from sink.mysql.config import MySQLSettings
 from sink.mysql.ddl import IGNORED_ERRORS, plan_ddl
 from sink.mysql.loader import ApplyError, Loader
 from sink.mysql.progress import Position, UnkeyedProgress, not_applied
-from sink.mysql.relay import DEFAULT_MAX_FILE_SIZE, RelayLog, decode_dml, encode_ddl, encode_dml, python_rows
+from sink.mysql.relay import RelayLog, decode_dml, encode_ddl, encode_dml, python_rows
 from sink.mysql.statements import DML, TargetTable, number_unkeyed, quote, row_changes
 from sink.mysql.target import MySQLTarget
 from transform import changes as ch
@@ -42,45 +42,20 @@ from transform.ordered import PerBundle, ordered_transactions
 log = logging.getLogger(__name__)
 
 
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off while a run applies, back on after. The apply loop
-    allocates millions of short-lived objects (DMLs and their strings, no cycles) that reference
-    counting frees; the collector's passes over them took about a quarter of the driver thread's CPU
-    (``bench/mysql_apply.py``). Cycles made meanwhile are collected once it is back on."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 @dataclass(frozen=True)
 class MySQLOptions:
-    """``[syncer]`` settings of the MySQL sink (TiDB Binlog's names and defaults)."""
+    """How a run uses the MySQL sink: its drainer.toml settings and the run's own choices."""
 
+    settings: MySQLSettings = field(default_factory=MySQLSettings)
     tidb: bool = False                  # db-type = "tidb": DDL goes unchanged
-    worker_count: int = 16
-    txn_batch: int = 20
-    safe_mode: bool = False
-    merge: bool = False                 # [syncer.to] merge: net change per primary key per flush
-    checkpoint_schema: str = "tidb_binlog"
-    checkpoint_table: str = "checkpoint"
-    ignore_txn_commit_ts: frozenset[int] = field(default_factory=frozenset)
     table_filter: TableFilter = field(default_factory=TableFilter)
     ddl_retries: int = 5
-    relay_dir: str = ""                 # [syncer.relay] log-dir ("" = no relay log)
-    relay_max_file_size: int = DEFAULT_MAX_FILE_SIZE
     dry_run: bool = False               # reads only: nothing written to the downstream or the relay log
 
 
 class MySQLSink(Sink):
     """Replicates into a MySQL-protocol database; the checkpoint lives there too."""
 
-    kind = "mysql"
-    per_transaction = True
 
     def __init__(self, target: MySQLTarget, options: MySQLOptions | None = None) -> None:
         self.target = target
@@ -96,10 +71,10 @@ class MySQLSink(Sink):
     def check_cluster(self, cluster_id: int) -> None:
         """Open this cluster's checkpoint row (creating the table, except in a dry run, which reads a
         missing table as no checkpoint); other clusters' rows are theirs."""
-        o = self.options
-        self.table = CheckpointTable(self.conn, cluster_id, o.checkpoint_schema, o.checkpoint_table)
-        self.progress = UnkeyedProgress(cluster_id, o.checkpoint_schema, f"{o.checkpoint_table}_unkeyed")
-        if o.dry_run:
+        where = self.options.settings.to.checkpoint
+        self.table = CheckpointTable(self.conn, cluster_id, where.schema_, where.table)
+        self.progress = UnkeyedProgress(cluster_id, where.schema_, f"{where.table}_unkeyed")
+        if self.options.dry_run:
             self.loaded = self.table.load() if self.table.exists() else None
             return
         self.table.ensure()
@@ -119,10 +94,11 @@ class MySQLSink(Sink):
         return self.table
 
     def _relay(self) -> RelayLog | None:
-        if not self.options.relay_dir:
+        relay = self.options.settings.relay
+        if not relay.log_dir:
             return None
         if self.relay is None:
-            self.relay = RelayLog(self.options.relay_dir, self.options.relay_max_file_size)
+            self.relay = RelayLog(relay.log_dir, relay.max_file_size)
         return self.relay
 
     def _worker_connection(self) -> Any:
@@ -149,8 +125,9 @@ class MySQLSink(Sink):
         return conn
 
     def _loader(self, safe: bool, relay: RelayLog | None) -> Loader:
-        return Loader(self._worker_connection, self.options.worker_count, self.options.txn_batch, safe,
-                      before_flush=relay.sync if relay is not None else None, merge=self.options.merge,
+        s = self.options.settings
+        return Loader(self._worker_connection, s.worker_count, s.txn_batch, safe,
+                      before_flush=relay.sync if relay is not None else None, merge=s.to.merge,
                       progress=self.progress)
 
     def write(self, run: ch.RunBatch) -> list[TableReport]:
@@ -161,7 +138,7 @@ class MySQLSink(Sink):
         if start is not None and run.from_ts > start:
             raise SinkError(f"the run ({run.from_ts}, {run.to_ts}] does not continue the downstream checkpoint "
                             f"{start}: transactions in ({start}, {run.from_ts}] would be missing")
-        safe = self.options.safe_mode
+        safe = self.options.settings.safe_mode
         if self.loaded is not None and not self.loaded.consistent:
             safe, self.safe_mode_reason = True, "the last run stopped before its range was applied"
         elif safe:
@@ -190,34 +167,33 @@ class MySQLSink(Sink):
             if relay is not None:
                 relay.purge(applied)
 
-        with _collector_paused():
-            try:
-                for txn in ordered_transactions(run):
-                    if txn.commit_ts <= floor or txn.commit_ts in self.options.ignore_txn_commit_ts:
-                        continue
-                    if txn.ddl is not None:
-                        loader.flush()
-                        self._apply_ddl(txn.ddl, reports, relay)
-                        version = max(version, txn.ddl.job.binlog.schema_version)
-                        loader.end_txn(txn.commit_ts)
-                        save(txn.commit_ts)
-                        continue
-                    if relay is not None:
-                        relay.append(encode_dml(txn.commit_ts, [(targets[(p.table_id, p.schema_version)],
-                                                                 relay_rows_of(p)) for p in txn.tables]))
-                    for dml in self._fresh(d for p in txn.tables for d in dmls_of(p)):
-                        name = f"{dml.table.db}.{dml.table.name}"
-                        rows = reports.setdefault(name, TableReport(name)).rows
-                        loader.add(dml)
-                        rows[dml.op] = rows.get(dml.op, 0) + 1
+        try:
+            for txn in ordered_transactions(run):
+                if txn.commit_ts <= floor or txn.commit_ts in self.options.settings.ignore_txn_commit_ts:
+                    continue
+                if txn.ddl is not None:
+                    loader.flush()
+                    self._apply_ddl(txn.ddl, reports, relay)
+                    version = max(version, txn.ddl.job.binlog.schema_version)
                     loader.end_txn(txn.commit_ts)
-                    if loader.ready:   # applied while the next batch is built; the checkpoint follows what is done
-                        loader.flush(wait=False)
-                        if time.monotonic() - saved_at >= 1.0 and loader.applied_ts > floor:
-                            save(loader.applied_ts)
-                loader.flush()
-            finally:
-                loader.close()
+                    save(txn.commit_ts)
+                    continue
+                if relay is not None:
+                    relay.append(encode_dml(txn.commit_ts, [(targets[(p.table_id, p.schema_version)],
+                                                             relay_rows_of(p)) for p in txn.tables]))
+                for dml in self._fresh(d for p in txn.tables for d in dmls_of(p)):
+                    name = f"{dml.table.db}.{dml.table.name}"
+                    rows = (reports.get(name) or reports.setdefault(name, TableReport(table=name))).rows
+                    loader.add(dml)
+                    rows[dml.op] = rows.get(dml.op, 0) + 1
+                loader.end_txn(txn.commit_ts)
+                if loader.ready:   # applied while the next batch is built; the checkpoint follows what is done
+                    loader.flush(wait=False)
+                    if time.monotonic() - saved_at >= 1.0 and loader.applied_ts > floor:
+                        save(loader.applied_ts)
+            loader.flush()
+        finally:
+            loader.close()
         save(max(loader.dispatched_ts, floor))
         return [reports[k] for k in sorted(reports)]
 
@@ -275,10 +251,13 @@ class MySQLSink(Sink):
             relay.append(encode_ddl(ddl.commit_ts, stmt.use, job.table_name, stmt.sql))
             relay.sync()
         self._run_ddl(stmt.use, stmt.sql, stmt.create_db, ddl.commit_ts)
-        reports.setdefault(name, TableReport(name)).ddl.append(job.query)
+        reports.setdefault(name, TableReport(table=name)).ddl.append(job.query)
 
     def _run_ddl(self, use: str | None, sql: str, create_db: str | None, commit_ts: int) -> None:
-        for attempt in range(self.options.ddl_retries):
+        """Execute one DDL; ``ddl_retries`` attempts a second apart while it fails with an
+        OperationalError; an error saying it is already applied counts as done."""
+
+        def attempt() -> None:
             try:
                 with self.conn.cursor() as cur:
                     if create_db:
@@ -287,18 +266,18 @@ class MySQLSink(Sink):
                         cur.execute(f"USE {quote(use)}")
                     cur.execute(sql)
                 self.conn.commit()
-                return
             except pymysql.Error as e:
                 self.conn.rollback()
                 code = e.args[0] if e.args and isinstance(e.args[0], int) else None
-                if code in IGNORED_ERRORS:
-                    log.info("DDL at %d already applied (%s): %s", commit_ts, e, sql)
-                    return
-                if attempt + 1 < self.options.ddl_retries and isinstance(e, pymysql.OperationalError):
-                    time.sleep(1.0)
-                    continue
-                raise ApplyError(f"DDL committed at {commit_ts} failed: {e}; statement: {sql[:300]} "
-                                 f"(add {commit_ts} to [syncer] ignore-txn-commit-ts to skip it)") from None
+                if code not in IGNORED_ERRORS:
+                    raise
+                log.info("DDL at %d already applied (%s): %s", commit_ts, e, sql)
+
+        try:
+            retry(attempt, attempts=self.options.ddl_retries, wait=1.0, on=pymysql.OperationalError)
+        except pymysql.Error as e:
+            raise ApplyError(f"DDL committed at {commit_ts} failed: {e}; statement: {sql[:300]} "
+                             f"(add {commit_ts} to [syncer] ignore-txn-commit-ts to skip it)") from None
 
     def save_checkpoint(self, run: ch.RunBatch) -> None:
         """The run's range is applied: ``consistent = true`` at ``run.to_ts``."""

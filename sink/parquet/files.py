@@ -8,10 +8,12 @@ Layout under ``root``::
     <db>/<table>/v<N>/_schema.json            TableInfo JSON + Arrow schema text of schema version N
     <db>/<table>/v<N>/commit_date=YYYY-MM-DD/<batch-id>-<uuid>.parquet
 
-Spark tasks write the files (each task its share of the run's rows); the driver writes the manifest.
-Rows of one schema version are split by the UTC date of ``_tidb_commit_time`` into hive partitions;
-``commit_date`` is not a column of the files. Each file keeps its rows in commit order and carries
-the run's ``binlake.*`` markers plus
+Spark tasks write the files (each task its share of the run's rows, through the file sinks' one
+changelog writer ``sink.files.write_changelogs``, a frame record at a time); the driver writes the
+manifest. Rows of one schema version are split by the UTC date of ``_tidb_commit_time`` into hive
+partitions; ``commit_date`` is not a column of the files. The files hold the changelog's Arrow schema
+(``sink.changelog.changelog_arrow_schema``: the metadata columns first, as the rows are decoded).
+Each file keeps its rows in commit order and carries the run's ``binlake.*`` markers plus
 ``binlake.schema-version`` and ``binlake.table-id`` in its key-value metadata. Names that are unsafe
 as a path component are escaped (``/`` → ``%2F``, ``\\`` → ``%5C``, ``%`` → ``%25``, a leading ``.``
 → ``%2E``).
@@ -46,7 +48,7 @@ import fcntl
 import json
 import os
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -57,21 +59,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from sink.base import Sink, TableReport
+from sink.changelog import SCHEMA_VERSION_KEY, TABLE_ID_KEY, ConformError, changelog_arrow_schema, conform
 from sink.errors import SinkError
-from transform.changes import (
-    BEFORE,
-    COMMIT_TIME,
-    COMMIT_TIME_TYPE,
-    COMMIT_TS,
-    OP,
-    ROWID,
-    SEQ,
-    START_TS,
-    RunBatch,
-    TableChanges,
-    read_segment,
-)
-from transform.codec.model import TableInfo, arrow_type
+from sink.files import TABLE_FILES_DDL, ChangelogFiles, unpack, write_changelogs
+from transform.changes import COMMIT_TIME, COMMIT_TIME_TYPE, COMMIT_TS, OP, SEQ, RunBatch, TableChanges, read_segment
+from transform.codec.model import TableInfo
 
 CHECKPOINT_FILE = "_binlake_checkpoint.json"
 MANIFEST_FILE = "_binlake_runs.json"
@@ -80,8 +72,6 @@ LOCK_FILE = "_binlake.lock"
 INPROGRESS = ".inprogress"
 PARTITION_KEY = "commit_date"
 FORMAT_VERSION = 1
-SCHEMA_VERSION_KEY = "binlake.schema-version"
-TABLE_ID_KEY = "binlake.table-id"
 
 
 class ParquetSinkError(SinkError):
@@ -97,7 +87,9 @@ class ClusterMismatchError(ParquetSinkError):
 
 
 class SinkBusyError(ParquetSinkError):
-    """Another process is writing to the same root."""
+    """Another process is writing to the same root (it finishes: transient)."""
+
+    transient = True
 
 
 class CheckpointDoc(TypedDict):
@@ -241,53 +233,11 @@ def _merged(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
 # ---------------------------------------------------------------------------------------------
 # schemas
 
-def changelog_schema(table: TableInfo) -> pa.Schema:
-    """The changelog columns of ``table`` (see :mod:`transform.changes`) as the sink stores them."""
-    cols = [pa.field(c.name, arrow_type(c)) for c in table.columns]
-    fields = [pa.field(OP, pa.string(), nullable=False), pa.field(COMMIT_TS, pa.int64(), nullable=False),
-              pa.field(COMMIT_TIME, COMMIT_TIME_TYPE, nullable=False),
-              pa.field(START_TS, pa.int64(), nullable=False), pa.field(SEQ, pa.int32(), nullable=False)]
-    if table.has_extra_handle:
-        fields.append(pa.field(ROWID, pa.int64()))
-    return pa.schema([*fields, *cols, pa.field(BEFORE, pa.struct(cols))])
-
-
 def _schema_doc(table_id: int, db: str, name: str, version: int, info: TableInfo,
                 schema: pa.Schema) -> dict[str, Any]:
     return {"format": FORMAT_VERSION, "table_id": table_id, "db": db, "table": name, "schema_version": version,
             "table_info": info.to_json(),
             "arrow_schema": schema.remove_metadata().to_string(show_schema_metadata=False)}
-
-
-def _conform(arr: pa.ChunkedArray | pa.Array, typ: pa.DataType, what: str) -> pa.Array:
-    """``arr`` as type ``typ``; structs are matched field by field by name (missing → null)."""
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks() if arr.num_chunks else pa.array([], arr.type)
-    if arr.type == typ:
-        return arr
-    if pa.types.is_struct(typ) and pa.types.is_struct(arr.type):
-        have = {arr.type.field(i).name: i for i in range(arr.type.num_fields)}
-        children = []
-        for i in range(typ.num_fields):
-            f = typ.field(i)
-            if f.name in have:
-                children.append(_conform(arr.field(have[f.name]), f.type, f"{what}.{f.name}"))
-            else:
-                children.append(pa.nulls(len(arr), f.type))
-        mask = arr.is_null() if arr.null_count else None
-        return pa.StructArray.from_arrays(children, fields=list(typ), mask=mask)
-    try:
-        return arr.cast(typ)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-        raise ParquetSinkError(f"column {what}: cannot read {arr.type} values as {typ}: {e}") from e
-
-
-def _project(tbl: pa.Table, schema: pa.Schema) -> pa.Table:
-    names = set(tbl.column_names)
-    arrays = [_conform(tbl.column(f.name), f.type, f.name) if f.name in names else pa.nulls(tbl.num_rows, f.type)
-              for f in schema]
-    return pa.Table.from_arrays(arrays, schema=pa.schema([f.with_nullable(True) if f.name not in names else f
-                                                          for f in schema]))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -313,7 +263,7 @@ def _newest_schema(tdir: Path, runs: list[CommittedRun]) -> pa.Schema | None:
     if not isinstance(doc, dict) or "table_info" not in doc:
         raise CorruptStateError(f"the schema file {path} is missing or has no 'table_info'")
     try:
-        return changelog_schema(TableInfo.from_json(doc["table_info"]))
+        return changelog_arrow_schema(TableInfo.from_json(doc["table_info"]))
     except Exception as e:  # SchemaError and friends: name the file
         raise CorruptStateError(f"the schema file {path} holds no valid TableInfo: {e}") from e
 
@@ -343,7 +293,10 @@ def read_changelog(root: str | Path, db: str, table: str) -> pa.Table:
     target = target.remove_metadata()
     if not parts:
         return target.empty_table()
-    out = pa.concat_tables([_project(p, target) for p in parts], promote_options="permissive")
+    try:
+        out = pa.concat_tables([conform(p, target) for p in parts], promote_options="permissive")
+    except ConformError as e:
+        raise ParquetSinkError(str(e)) from e
     return out.sort_by([(COMMIT_TS, "ascending"), (SEQ, "ascending")])
 
 
@@ -353,15 +306,10 @@ def read_changelog(root: str | Path, db: str, table: str) -> pa.Table:
 class ParquetSink(Sink):
     """Writes each run's changelog as Parquet files under a local directory (see the module doc)."""
 
-    kind = "parquet"
 
     def __init__(self, root: str) -> None:
-        """Use (and create) the directory ``root``."""
+        """Use the directory ``root`` (created by the first :meth:`write`: reading creates nothing)."""
         self.root = Path(root).resolve()
-        try:
-            _mkdirs(self.root)
-        except OSError as e:
-            raise ParquetSinkError(f"cannot create the Parquet sink root {self.root}: {e}") from e
         self._lock_fd: int | None = None
 
     # -- checkpoint ----------------------------------------------------------------------------
@@ -390,21 +338,29 @@ class ParquetSink(Sink):
         doc = self._checkpoint_doc()
         return None if doc is None else int(doc["to_ts"])
 
-    def _check_cluster(self, run: RunBatch) -> None:
+    def check_cluster(self, cluster_id: int) -> None:
+        """:class:`ClusterMismatchError` when the root's checkpoint names another cluster."""
         doc = self._checkpoint_doc()
-        if doc is not None and doc["cluster_id"] != run.cluster_id:
+        if doc is not None and doc["cluster_id"] != cluster_id:
             raise ClusterMismatchError(
-                f"run {run.batch_id} comes from cluster {run.cluster_id} but {self.root} holds cluster "
-                f"{doc['cluster_id']} (checkpoint {self.checkpoint_path}); use another root")
+                f"cluster {cluster_id} is read but {self.root} holds cluster {doc['cluster_id']} "
+                f"(checkpoint {self.checkpoint_path}); use another root")
 
     def save_checkpoint(self, run: RunBatch) -> None:
         """Atomically record ``run.to_ts`` (with batch and cluster id) as complete."""
-        self._check_cluster(run)
+        self.check_cluster(run.cluster_id)
+        self._ensure_root()
         _write_json_atomic(self.checkpoint_path, {
             "format": FORMAT_VERSION, "to_ts": run.to_ts, "from_ts": run.from_ts,
             "batch_id": run.batch_id, "cluster_id": run.cluster_id})
 
     # -- writing -------------------------------------------------------------------------------
+
+    def _ensure_root(self) -> None:
+        try:
+            _mkdirs(self.root)
+        except OSError as e:
+            raise ParquetSinkError(f"cannot create the Parquet sink root {self.root}: {e}") from e
 
     def _lock(self) -> None:
         fd = os.open(self.root / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
@@ -427,7 +383,8 @@ class ParquetSink(Sink):
         """Commit every table of ``run`` atomically (tables in table-id order); tables whose
         committed ranges already cover the run are skipped. Raises :class:`ClusterMismatchError`
         for a run of another cluster, before writing anything."""
-        self._check_cluster(run)
+        self.check_cluster(run.cluster_id)
+        self._ensure_root()
         self._lock()
         try:
             return [self._write_table(run, tc) for _, tc in sorted(run.tables.items())]
@@ -478,18 +435,16 @@ class _TableWriter:
         versions: dict[int, str] = {}
         for seg in tc.segments:
             if seg.schema_version not in versions:
-                versions[seg.schema_version] = self._version_dir(seg.schema_version, seg.table,
-                                                                 changelog_schema(seg.table))
+                versions[seg.schema_version] = self._version_dir(seg.schema_version, seg.table)
         files: list[dict[str, Any]] = []
         counts: dict[str, int] = {}
         frame = run.rows_of({tc.table_id})
         if frame is not None:
-            job = _WriteJob(str(self.tdir), tc.table_id, run.batch_id, run.markers(), versions, overlap)
-            for r in frame.mapInArrow(partial(_write_files, job), _WRITTEN_DDL).toArrow().to_pylist():
-                if r["path"]:
-                    files.append({"path": r["path"], "rows": r["rows"], "schema_version": r["schema_version"],
-                                  PARTITION_KEY: r["day"]})
-                else:
+            job = _ChangelogDir(str(self.tdir), tc.table_id, run.batch_id, run.markers(), versions, overlap)
+            written = frame.mapInArrow(partial(write_changelogs, {tc.table_id: job}), TABLE_FILES_DDL)
+            for r in written.toArrow().to_pylist():
+                files.extend(unpack(r["files"]))
+                if r["op"]:
                     counts[r["op"]] = counts.get(r["op"], 0) + r["rows"]
             files.sort(key=lambda f: (f["schema_version"], f[PARTITION_KEY], f["path"]))
         ddl = []
@@ -499,7 +454,7 @@ class _TableWriter:
             ddl.append(ev.job.query)
             ver = ev.job.binlog.schema_version
             if ev.table is not None and ver > 0 and ver not in versions:
-                versions[ver] = self._version_dir(ver, ev.table, changelog_schema(ev.table))
+                versions[ver] = self._version_dir(ver, ev.table)
 
         entry = CommittedRun(table_id=tc.table_id, cluster_id=run.cluster_id, from_ts=run.from_ts,
                              to_ts=run.to_ts, batch_id=run.batch_id, files=tuple(files),
@@ -526,7 +481,7 @@ class _TableWriter:
         for d in touched:
             _fsync_dir(d)
 
-    def _version_dir(self, version: int, info: TableInfo, schema: pa.Schema) -> str:
+    def _version_dir(self, version: int, info: TableInfo) -> str:
         """The directory (relative) of ``version`` for this table id; writes its ``_schema.json``."""
         tc = self.tc
         name = f"v{version}"
@@ -536,14 +491,18 @@ class _TableWriter:
             name = f"v{version}-t{tc.table_id}"
             path = self.tdir / name / SCHEMA_FILE
         _mkdirs(path.parent)
-        _write_json_atomic(path, _schema_doc(tc.table_id, tc.db, tc.name, version, info, schema))
+        _write_json_atomic(path, _schema_doc(tc.table_id, tc.db, tc.name, version, info,
+                                             changelog_arrow_schema(info)))
         return name
 
 
 
 @dataclass(frozen=True)
-class _WriteJob:
-    """What a Spark task needs to write one table's files of one run (see :func:`_write_files`)."""
+class _ChangelogDir(ChangelogFiles[dict[str, Any]]):
+    """One table's files of one run, as the Spark tasks write them (``sink.files.write_changelogs``):
+    each record's rows not yet committed, split by commit date, as durable Parquet files under unique
+    names (written as ``*.inprogress``, fsynced, renamed), a record at a time; each file is described
+    by its manifest entry. The files belong to no run until the driver lists them in the manifest."""
 
     tdir: str
     table_id: int
@@ -551,49 +510,40 @@ class _WriteJob:
     markers: dict[str, str]
     versions: dict[int, str]                # schema version → its directory (relative to ``tdir``)
     overlap: list[tuple[int, int]]          # ranges already committed for this table id
+    table: str = ""
 
+    def rows(self, table_id: int, version: int, data: bytes) -> pa.Table:
+        """The record's rows whose commit_ts no committed run of the table id covers."""
+        return _drop_committed(read_segment(data), self.overlap)
 
-_WRITTEN_DDL = "path string, rows long, schema_version long, day string, op string"
-_WRITTEN = pa.schema([("path", pa.string()), ("rows", pa.int64()), ("schema_version", pa.int64()),
-                      ("day", pa.string()), ("op", pa.string())])
+    def batch(self, version: int) -> int:
+        """A schema version's rows go to its own directory."""
+        return version
 
+    def write(self, batch: int, rows: pa.Table) -> list[dict[str, Any]]:
+        """``rows`` of schema version ``batch`` as one file per commit date."""
+        out = []
+        for day, part in _split_by_day(rows):
+            rel = f"{self.versions[batch]}/{PARTITION_KEY}={day}/{self.batch_id}-{uuid.uuid4().hex}.parquet"
+            final = Path(self.tdir) / rel
+            tmp = final.with_name(final.name + INPROGRESS)
+            _mkdirs(final.parent)
+            meta = dict(part.schema.metadata or {})
+            meta.update({k.encode(): v.encode() for k, v in self.markers.items()})
+            meta[SCHEMA_VERSION_KEY.encode()] = str(batch).encode()
+            meta[TABLE_ID_KEY.encode()] = str(self.table_id).encode()
+            with open(tmp, "wb") as f:
+                pq.write_table(part.replace_schema_metadata(meta), f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, final)
+            out.append({"path": rel, "rows": part.num_rows, "schema_version": batch, PARTITION_KEY: day})
+        return out
 
-def _write_files(job: _WriteJob, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: each record's rows not yet committed, split by commit date, as durable
-    Parquet files under unique names (written as ``*.inprogress``, fsynced, renamed); out: one row
-    per file (``path`` set) and one per op counted (``path`` null). The files belong to no run until
-    the driver lists them in the manifest."""
-    tdir = Path(job.tdir)
-    out: list[dict[str, Any]] = []
-    counts: dict[str, int] = {}
-    dirs: set[Path] = set()
-    for rb in batches:
-        cols = rb.to_pydict()
-        for version, data in zip(cols["schema_version"], cols["data"]):
-            rows = _drop_committed(read_segment(data), job.overlap)
-            for op, n in _op_counts(rows).items():
-                counts[op] = counts.get(op, 0) + n
-            for day, part in _split_by_day(rows):
-                rel = f"{job.versions[version]}/{PARTITION_KEY}={day}/{job.batch_id}-{uuid.uuid4().hex}.parquet"
-                final = tdir / rel
-                tmp = final.with_name(final.name + INPROGRESS)
-                _mkdirs(final.parent)
-                meta = dict(part.schema.metadata or {})
-                meta.update({k.encode(): v.encode() for k, v in job.markers.items()})
-                meta[SCHEMA_VERSION_KEY.encode()] = str(version).encode()
-                meta[TABLE_ID_KEY.encode()] = str(job.table_id).encode()
-                with open(tmp, "wb") as f:
-                    pq.write_table(part.replace_schema_metadata(meta), f)
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.replace(tmp, final)
-                dirs.add(final.parent)
-                out.append({"path": rel, "rows": part.num_rows, "schema_version": version, "day": day, "op": None})
-    for d in dirs:
-        _fsync_dir(d)
-    out.extend({"path": None, "rows": n, "schema_version": None, "day": None, "op": op} for op, n in counts.items())
-    if out:
-        yield pa.RecordBatch.from_pylist(out, schema=_WRITTEN)
+    def finish(self, files: list[dict[str, Any]]) -> None:
+        """Make the renames durable: fsync each directory the task wrote into."""
+        for d in {(Path(self.tdir) / f["path"]).parent for f in files}:
+            _fsync_dir(d)
 
 
 def _walk_files(top: Path) -> Iterator[Path]:
@@ -612,13 +562,6 @@ def _drop_committed(rows: pa.Table, overlap: list[tuple[int, int]]) -> pa.Table:
         m = pc.and_(pc.greater(ts, f), pc.less_equal(ts, t))
         done = m if done is None else pc.or_(done, m)
     return rows.filter(pc.invert(done))
-
-
-def _op_counts(rows: pa.Table) -> dict[str, int]:
-    if rows.num_rows == 0:
-        return {}
-    vc = pc.value_counts(rows.column(OP)).to_pylist()
-    return {d["values"]: d["counts"] for d in vc}
 
 
 def _split_by_day(rows: pa.Table) -> list[tuple[str, pa.Table]]:

@@ -20,16 +20,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pyarrow.compute as pc
 import pytest
 
-from binlake.drain import open_iceberg_catalog, run_verify_command
+from binlake.drain import run_verify_command
 from binlake.drain_config import DrainerConfig
-from binlake.local import PumpProcess
 from ingest.config import load_config
 from ingest.scan_client import ScanClient
+from sink.iceberg.plugin import catalog_for as open_iceberg_catalog
 from tests.drain.conftest import cluster_with_pumps
 from upstream.cluster import Cluster
+from upstream.local import PumpProcess
 
 pytestmark = pytest.mark.integration
 
@@ -38,6 +40,7 @@ DAGS = REPO / "dags"
 AIRFLOW_PYTHON = Path(os.environ.get("BINLAKE_AIRFLOW_PYTHON", REPO / ".venv-airflow" / "bin" / "python"))
 RUNNER = Path(__file__).with_name("run_dag.py")
 CRASH_ONCE = Path(__file__).with_name("crash_once.py")
+SCHEMA = REPO / "docs" / "run-report.schema.json"
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +50,8 @@ def airflow_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         pytest.fail(f"no Airflow at {AIRFLOW_PYTHON}: run `make airflow-env` (make test does)")
     home = tmp_path_factory.mktemp("airflow")
     env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-           "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS), "BINLAKE_BIN": str(Path(sys.executable).with_name("binlake"))}
+           "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS), "BINLAKE_BIN": str(Path(sys.executable).with_name("binlake")),
+           "BINLAKE_REPORT_SCHEMA": str(SCHEMA)}   # the DAGs validate every report they read
     airflow = str(AIRFLOW_PYTHON.with_name("airflow"))
     for cmd in (["db", "migrate"], ["dags", "reserialize"]):
         done = subprocess.run([airflow, *cmd], env=env, capture_output=True, text=True, cwd=home)
@@ -157,7 +161,8 @@ def test_incremental_drains_gates_then_skips(airflow_env: dict[str, str], upstre
     first = run_dag(airflow_env, "binlake_incremental", extra_env=env)
     assert first["tasks"] == {"plan": "success", "drain": "success", "quality_gate": "success"}, first["log"][-8000:]
     report = first["xcom"]["drain"]
-    assert report["to_ts"] >= wm and report["checkpoint_after"] == report["to_ts"]
+    jsonschema.validate(report, json.loads(SCHEMA.read_text()))
+    assert report["kind"] == "run" and report["to_ts"] >= wm and report["checkpoint_after"] == report["to_ts"]
     assert first["xcom"]["quality_gate"] == report["to_ts"]
     orders = next(t for t in report["tables"] if t["table"] == "dags.orders")
     assert orders["rows"]["I"] == 12

@@ -12,12 +12,14 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from binlake.drain import open_iceberg_catalog, run_drain_command, run_verify_command
-from binlake.drain_config import DrainerConfig, IcebergSection, SparkSection, UpstreamSection
-from binlake.local import PumpProcess
+from binlake.drain import run_drain_command, run_verify_command
+from binlake.drain_config import DrainerConfig, SparkSection, UpstreamSection
+from sink.iceberg.plugin import IcebergSettings
+from sink.iceberg.plugin import catalog_for as open_iceberg_catalog
 from tests.drain.inprocess import Local
 from tests.upstream.binlogs import wait_watermarks
 from upstream.cluster import Cluster
+from upstream.local import PumpProcess
 
 CLIENT_OPTIONS = {"check_interval": 0.5, "watch_interval": 0.3, "commit_retry_interval": 0.2,
                   "retry_interval": 0.05, "write_timeout": 3.0}
@@ -49,7 +51,7 @@ class Env:
         self.settle()
         out = io.StringIO()
         try:
-            return run_drain_command(options or self.options, out=out, **kw)
+            return run_drain_command(options or self.options, out=out, **kw).model_dump()
         finally:
             self.outputs.append(out.getvalue())
 
@@ -125,7 +127,7 @@ def make_env(root: Path, pull_only: tuple[str, ...] = ()) -> Iterator[Env]:
     with cluster_with_pumps(root, pull_only=pull_only) as (cluster, pumps, registry):
         options = DrainerConfig(registry=registry, pd_urls=cluster.tso_url, data_dir=str(root / "drainer"),
                                 upstream=UpstreamSection(status_url=cluster.status_url, dsn=cluster.mysql_dsn),
-                                iceberg=IcebergSection(warehouse=str(root / "warehouse")),
+                                iceberg=IcebergSettings(warehouse=str(root / "warehouse")),
                                 spark=SparkSection(master="local[2]"))
         yield Env(root, cluster, pumps, options)
 

@@ -16,7 +16,8 @@ import pyarrow as pa
 import pytest
 
 from binlake.cli import main
-from binlake.drain_config import DrainerConfig, IcebergSection, SparkSection, UpstreamSection
+from binlake.drain_config import DrainerConfig, SparkSection, UpstreamSection
+from sink.iceberg.plugin import IcebergSettings
 from tests.drain.conftest import Env, cluster_with_pumps
 
 pytestmark = pytest.mark.integration
@@ -66,7 +67,7 @@ def drained(tmp_path_factory: pytest.TempPathFactory, spark: Any) -> Iterator[Dr
     with cluster_with_pumps(root, mysql_addr=None) as (cluster, pumps, registry):
         options = DrainerConfig(registry=registry, pd_urls=cluster.tso_url, data_dir=str(root / "drainer"),
                                 upstream=UpstreamSection(status_url=cluster.status_url),
-                                iceberg=IcebergSection(warehouse=str(root / "warehouse")),
+                                iceberg=IcebergSettings(warehouse=str(root / "warehouse")),
                                 spark=SparkSection(master="local[2]"))
         env = Env(root, cluster, pumps, options)
         env.sql("create table t (a int, b varchar(8), d date not null, n int not null, v varchar(10), "

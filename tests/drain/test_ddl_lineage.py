@@ -75,7 +75,7 @@ def test_a_pump_taken_offline_waits_until_the_batch_drainer_has_its_binlogs(env:
         last = wait_for(lambda: c1.watermark().max_commit_ts, what="pump-1's final watermark")
         wait_for(lambda: c2.watermark().max_commit_ts >= last, timeout=30, what="pump-2 passing pump-1's last ts")
     out = io.StringIO()
-    report = run_drain_command(env.options, out=out)
+    report = run_drain_command(env.options, out=out).model_dump()
     env.verify(report["to_ts"])
     assert p1.wait_exit(60) == 0              # the drainer passed its last ts: now it goes offline
 
@@ -127,7 +127,9 @@ def test_verify_before_a_rename_or_a_drop_finds_each_table_by_its_name_then(up: 
     """``verify --ts T`` after later runs renamed ``a`` (and gave its name to another table) and
     dropped ``b``: the sink's recorded lineage leads to the Iceberg tables holding them now, and
     their snapshots at T equal the upstream at T; a real difference at T is still found."""
-    from sink.verify import FROM_TS, TO_TS, verify_mirrors
+    from sink.changelog import FROM_TS_MARKER as FROM_TS
+    from sink.changelog import TO_TS_MARKER as TO_TS
+    from sink.iceberg.verify import verify_mirrors
     from upstream.status_api import render_rows
 
     up.sql("create table a (id int primary key, v int)")

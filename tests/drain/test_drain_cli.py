@@ -118,10 +118,10 @@ def test_filters_and_the_parquet_sink(env: Env) -> None:
 
 
 def test_a_change_to_a_table_the_history_does_not_know_fails_the_run_by_name(env: Env) -> None:
-    from binlake.local import PumpWriter
     from ingest import binlog as bl
     from schemas import binlog_pb2
     from transform.errors import DrainError
+    from upstream.local import PumpWriter
 
     env.sql("create table known (id int primary key)")
     start = env.cluster.ts()
@@ -188,10 +188,10 @@ def test_the_driver_holds_no_rows_a_run_bigger_than_max_result_size_succeeds(env
 def test_a_transaction_stored_on_both_pumps_is_written_once(env: Env) -> None:
     """A client that retried on another pump leaves the same prewrite and commit on both: the
     drain writes the transaction's rows once."""
-    from binlake.local import PumpWriter
     from ingest import binlog as bl
     from schemas import binlog_pb2
     from transform.codec.rows import encode_row
+    from upstream.local import PumpWriter
 
     env.sql("create table twice (id int primary key, v varchar(10))")
     env.sql("insert into twice values (1, 'one')")

@@ -206,16 +206,16 @@ def test_seeded_workload_with_key_churn_and_ddl_drained_while_it_runs(env: Env) 
 
 
 def test_every_mirror_of_a_run_merges_in_one_spark_job(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
-    from sink.iceberg import writer
+    from sink.iceberg import execute, tasks
 
     calls: list[list[str]] = []
-    run_mirrors = writer._run_mirrors
+    run_pass = execute.run_pass
 
-    def spy(run: object, jobs: dict[str, object]) -> object:
-        calls.append(sorted(jobs))
-        return run_mirrors(run, jobs)   # type: ignore[arg-type]
+    def spy(spark: object, run: object, staged: list[execute.Staged]) -> object:
+        calls.append(sorted(s.name for s in staged if isinstance(s.job, tasks.MirrorJob)))
+        return run_pass(spark, run, staged)   # type: ignore[arg-type]
 
-    monkeypatch.setattr(writer, "_run_mirrors", spy)
+    monkeypatch.setattr(execute, "run_pass", spy)
     env.sql("create table a (id int primary key, v varchar(10))")
     env.sql("create table b (id bigint primary key, n int, u int unique)")
     env.sql("create table c (k varchar(8), n int)")                     # keyed by the hidden row id

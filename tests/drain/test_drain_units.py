@@ -174,19 +174,20 @@ def test_a_mysql_sink_run_cannot_be_restricted_to_some_tables() -> None:
 
     o = load_config(DrainerConfig, None, {"syncer.db-type": "mysql", "syncer.to.dsn": "mysql://u:pw@h:3306",
                                           "tables": "test.a"})
-    with pytest.raises(ConfigError, match="--tables cannot restrict a MySQL sink run"):
+    with pytest.raises(ConfigError, match="--tables cannot restrict a mysql sink run"):
         run_drain_command(o)
 
 
 def test_the_downstream_password_comes_from_a_file_and_stays_out_of_reprs(tmp_path: Path) -> None:
-    from binlake.drain import mysql_target
+    from sink.mysql.plugin import SPEC as MYSQL
+    from sink.mysql.plugin import target_of
 
     secret = "pw-from-file-7f3a"
     (tmp_path / "pw").write_text(secret + "\n")
     f = tmp_path / "drainer.toml"
     f.write_text(f'[syncer]\ndb-type = "mysql"\n[syncer.to]\nhost = "db"\npassword-file = "{tmp_path / "pw"}"\n')
     o = load_config(DrainerConfig, f)
-    target = mysql_target(o)
+    target = target_of(MYSQL.settings(o))
     assert target.password == secret
     assert secret not in repr(o) + repr(target) + target.describe()
     f.write_text(f'[syncer.to]\npassword = "x"\npassword-file = "{tmp_path / "pw"}"\n')
@@ -194,4 +195,4 @@ def test_the_downstream_password_comes_from_a_file_and_stays_out_of_reprs(tmp_pa
         load_config(DrainerConfig, f)
     f.write_text(f'[syncer.to]\npassword-file = "{tmp_path / "missing"}"\n')
     with pytest.raises(ConfigError, match=r"\[syncer.to\] password-file: cannot read it"):
-        mysql_target(load_config(DrainerConfig, f))
+        target_of(MYSQL.settings(load_config(DrainerConfig, f)))

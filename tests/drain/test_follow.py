@@ -10,11 +10,11 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from binlake.local import free_port
 from ingest.registry import load_registry
 from ingest.registry.base import DRAINER, OFFLINE, ONLINE, PAUSED, PUMP
 from tests.drain.conftest import Env
@@ -22,6 +22,7 @@ from tests.drain.test_drain_cli import ROOT, binlake, cli_args
 from tests.drain.test_mysql_sink import checkpoint_row, mysql_options, verify_mysql
 from tests.servers import MariaDBServer
 from tests.waiting import wait_for
+from upstream.local import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -122,3 +123,52 @@ def test_follow_mode_is_an_online_drainer_pumps_wait_for_and_notify(env: Env, ma
     assert cp["consistent"] is True and cp["commitTS"] >= latest
     o = mysql_options(env, maria)
     assert "test.f" in verify_mysql(env, o)
+
+
+def test_a_terminal_error_stops_the_follower_with_its_message(tmp_path: Path) -> None:
+    """A Parquet root whose checkpoint names another cluster: no run can ever succeed there, so the
+    follower does not retry it every interval, it stops (entry paused) and exits 1 with the message.
+    No pumps are needed: the sink's cluster is checked before the plan."""
+    cdc = tmp_path / "cdc"
+    cdc.mkdir()
+    (cdc / "_binlake_checkpoint.json").write_text(json.dumps(
+        {"format": 1, "to_ts": 1000, "from_ts": 0, "batch_id": "other", "cluster_id": 8}))
+    registry = f"file://{tmp_path / 'registry.json'}"
+    r = subprocess.run([sys.executable, "-m", "binlake.cli", "drain", "--follow", "--interval", "0.3",
+                        "--cluster-id", "7", "--registry", registry, "--sink", "parquet", "--parquet-dir", str(cdc),
+                        "--spark-master", "local[1]", "--addr", f"127.0.0.1:{free_port()}",
+                        "--status-addr", f"127.0.0.1:{free_port()}"],
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "binlake drain: error: " in r.stderr and "holds cluster 8" in r.stderr, r.stderr[-3000:]
+    assert r.stdout.count("run failed") == 1 and "ClusterMismatchError is a terminal error: not retried" in r.stdout
+    assert "registry state paused" in r.stdout
+    entry = load_registry(registry)
+    try:
+        assert entry.get_node(DRAINER, "binlake-drain").state == PAUSED
+    finally:
+        entry.close()
+
+
+def test_a_transient_error_is_retried_until_stopped(tmp_path: Path) -> None:
+    """No pump registered yet (a transient PlanError): the follower tries again every interval and
+    SIGTERM still stops it cleanly (exit 0)."""
+    log_path = tmp_path / "follow.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "binlake.cli", "drain", "--follow", "--interval", "0.2",
+                                 "--cluster-id", "7", "--registry", f"file://{tmp_path / 'registry.json'}",
+                                 "--sink", "parquet", "--parquet-dir", str(tmp_path / "cdc"),
+                                 "--spark-master", "local[1]", "--addr", f"127.0.0.1:{free_port()}",
+                                 "--status-addr", f"127.0.0.1:{free_port()}"],
+                                stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path,
+                                env={**os.environ, "PYTHONPATH": str(ROOT)})
+        try:
+            wait_for(lambda: log_path.read_text().count("no pump that is not offline") >= 3
+                     if proc.poll() is None else pytest.fail(log_path.read_text()[-3000:]), 120, "three failed runs")
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            code = proc.wait(60)
+    output = log_path.read_text()
+    assert code == 0, output[-3000:]
+    assert "terminal" not in output and "registry state paused" in output

@@ -98,9 +98,12 @@ def test_a_run_writes_and_pushes_its_metrics_and_a_failed_run_says_so(env: Env, 
 
 def test_stale_row_changes_add_up_over_runs(tmp_path: Path) -> None:
     from binlake.metrics import DrainerMetrics
+    from binlake.report import RunReport
 
     metrics = DrainerMetrics()
     for stale in (5, 0, 2):
-        metrics.succeeded({"to_ts": 1 << 18, "checkpoint_after": 1 << 18, "counts": {"stale_row_changes": stale}})
+        metrics.succeeded(RunReport(cluster_id=1, from_ts=0, to_ts=1 << 18, sink="iceberg", checkpoint_before=None,
+                                    checkpoint_after=1 << 18, data_dir=str(tmp_path),
+                                    counts={"stale_row_changes": stale}))
     metrics.publish(str(tmp_path))
     assert samples((tmp_path / "metrics.prom").read_text())[("binlake_drain_stale_row_changes_total", ())] == 7

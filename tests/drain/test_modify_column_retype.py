@@ -195,7 +195,7 @@ def test_a_value_binlake_cannot_convert_fails_the_table_naming_the_ddl_and_colum
         spark: Any, tmp_path: Path) -> None:
     history, txns = _bad_history()
     catalog = open_catalog(str(tmp_path / "warehouse"))
-    sink = IcebergSink(catalog)
+    sink = IcebergSink(catalog, spark=spark)
     sink.write(_run(spark, 0, 100, txns, history))
     before = catalog.load_table("test.t").current_snapshot()
     with pytest.raises(IncompatibleSchemaChange,

@@ -112,7 +112,7 @@ def test_a_run_killed_mid_commit_over_pull_only_pumps_is_finished_exactly_by_the
 
 
 def test_follow_mode_over_pull_only_pumps(pulled: Env, maria: MariaDBServer) -> None:
-    from binlake.local import free_port
+    from upstream.local import free_port
 
     pulled.sql("create table f (id int primary key, v int)")
     pulled.sql("insert into f values (1, 1), (2, 2)")

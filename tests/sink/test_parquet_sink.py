@@ -174,8 +174,8 @@ def test_layout_partitions_by_utc_date_and_writes_schema_files(tmp_path: Path) -
     assert day1.column("id").to_pylist() == [1, 2]
     assert day2.column(OP).to_pylist() == ["U", "D"]
     assert day2.column(BEFORE).to_pylist()[0] == {"id": 1, "name": "ann"}
-    assert [r.to_json() for r in reports] == [
-        TableReport("shop.users", rows={"I": 2, "U": 1, "D": 1}).to_json()]
+    assert [r.model_dump() for r in reports] == [
+        TableReport(table="shop.users", rows={"I": 2, "U": 1, "D": 1}).model_dump()]
     doc = json.loads((root / "shop/users/v5/_schema.json").read_text())
     assert doc["table_id"] == 41 and doc["schema_version"] == 5
     assert doc["table_info"] == INFO.to_json()

@@ -1,0 +1,145 @@
+"""The Iceberg sink as the commands see it: ``--sink iceberg`` (the default), ``[iceberg]``, the
+maintenance commands, and ``verify`` against the mirrors."""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import BeforeValidator, Field
+
+from ingest.config import Bool, ConfigError, Int, Str, TomlModel, settings_table
+from sink.base import CheckpointOnly, Sink
+from sink.plugin import Capabilities, Flag, SinkContext, SinkSpec, Verifier
+from sink.verify_report import VerifyReport
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+
+
+class IcebergSettings(TomlModel):
+    """``[iceberg]``: the catalog and warehouse, and how tables are laid out."""
+
+    catalog_uri: Str = Field(default="", alias="catalog-uri")   # default: sqlite beside a local warehouse
+    warehouse: Str = "warehouse"
+    tag_runs: Bool = Field(default=False, alias="tag-runs")      # tag each table's snapshot tidb-ts-<to_ts>
+    # a new mirror is partitioned by bucket(N, first key column): a run rewrites only the files of the
+    # buckets its keys fall in; [iceberg.table-buckets] "db.table" = N overrides it per table
+    mirror_buckets: Int = Field(default=16, alias="mirror-buckets", ge=1)
+    table_buckets: dict[str, Int] = Field(default_factory=dict, alias="table-buckets")
+    # [iceberg.properties] and every --catalog-property KEY=VALUE: pyiceberg catalog and FileIO
+    # properties, e.g. s3.endpoint, s3.region (credentials also come from the AWS environment)
+    properties: Annotated[dict[str, str], BeforeValidator(lambda v: settings_table(v, "catalog properties"))] = \
+        Field(default_factory=dict)
+
+
+def catalog_of(settings: IcebergSettings) -> Catalog:
+    """The ``[iceberg]`` catalog: warehouse, catalog URI and ``[iceberg.properties]``."""
+    from sink.iceberg.catalog import open_catalog
+
+    return open_catalog(settings.warehouse, settings.catalog_uri or None, **settings.properties)
+
+
+def _catalog_if_present(settings: IcebergSettings) -> Catalog | None:
+    """The catalog, or None when it is the default SQLite file of a local warehouse that does not
+    exist yet (opening it would create it)."""
+    from sink.iceberg.catalog import default_catalog_uri, warehouse_location
+
+    location = warehouse_location(settings.warehouse)
+    if not settings.catalog_uri and location.startswith("file://"):
+        if not Path(default_catalog_uri(location).removeprefix("sqlite:///")).exists():
+            return None
+    return catalog_of(settings)
+
+
+def _stored(catalog: Catalog) -> tuple[int | None, int | None]:
+    """(checkpoint to_ts, its cluster id) from the catalog, read without creating anything."""
+    from pyiceberg.exceptions import NoSuchNamespaceError
+
+    from sink.iceberg.writer import CheckpointError, checkpoint_from
+
+    try:
+        props = dict(catalog.load_namespace_properties(_meta_namespace()))
+    except NoSuchNamespaceError:
+        return None, None
+    cluster = props.get("checkpoint.cluster-id")
+    try:
+        return checkpoint_from(props), int(cluster) if cluster is not None else None
+    except ValueError:
+        raise CheckpointError(f"the catalog's checkpoint.cluster-id {cluster!r} is not a cluster id") from None
+
+
+def _meta_namespace() -> str:
+    from sink.iceberg.lineage import META_NAMESPACE
+
+    return META_NAMESPACE
+
+
+class MirrorVerifier(Verifier):
+    """The Iceberg mirrors at the snapshot marked with the ts."""
+
+    def __init__(self, settings: IcebergSettings) -> None:
+        self.catalog = catalog_of(settings)
+
+    def checkpoint(self) -> int | None:
+        return _stored(self.catalog)[0]
+
+    def compare(self, upstream: Mapping[str, list[dict[str, Any]]], ts: int,
+                tables: Sequence[str] | None) -> VerifyReport:
+        from sink.iceberg.verify import verify_mirrors
+
+        return verify_mirrors(self.catalog, dict(upstream), ts, list(tables) if tables else None)
+
+
+class IcebergSpec(SinkSpec[IcebergSettings]):
+    """A changelog table (append) and a mirror (merged per key bucket) per upstream table."""
+
+    names = ("iceberg",)
+    section = "iceberg"
+    config = IcebergSettings
+    capabilities = Capabilities(maintenance=True, verify=True)
+    flags = (
+        Flag("--catalog-uri", "iceberg.catalog-uri", "pyiceberg catalog URI (default sqlite beside the warehouse)",
+             shared=True),
+        Flag("--warehouse", "iceberg.warehouse", "Iceberg warehouse path or URI", shared=True),
+        Flag("--catalog-property", "iceberg.properties", "a pyiceberg catalog/FileIO property, e.g. "
+             "s3.endpoint=URL (repeatable; over [iceberg.properties])", kind="pairs", shared=True),
+        Flag("--tag-runs", "iceberg.tag-runs", "tag every table's snapshot tidb-ts-<to_ts> (time travel by "
+             "upstream ts)", kind="switch"),
+    )
+
+    def open(self, ctx: SinkContext[IcebergSettings]) -> Sink:
+        s = ctx.settings
+        if ctx.dry_run:
+            catalog = _catalog_if_present(s)
+            to_ts, cluster = _stored(catalog) if catalog is not None else (None, None)
+            _same_cluster(cluster, ctx.cluster_id)
+            return CheckpointOnly(to_ts)
+        from sink.iceberg.writer import IcebergSink
+
+        sink = IcebergSink(catalog_of(s), tag_runs=s.tag_runs, mirror_buckets=s.mirror_buckets,
+                           table_buckets=s.table_buckets)
+        if ctx.cluster_id is not None:
+            sink.check_cluster(ctx.cluster_id)
+        return sink
+
+    def verifier(self, ctx: SinkContext[IcebergSettings], against: str | None) -> Verifier:
+        if against:
+            raise ConfigError(f"--against {against!r}: the Iceberg mirrors are compared without it")
+        return MirrorVerifier(ctx.settings)
+
+
+def _same_cluster(have: int | None, reading: int | None) -> None:
+    from sink.iceberg.writer import CheckpointError
+
+    if have is not None and reading is not None and have != reading:
+        raise CheckpointError(f"the catalog's checkpoint belongs to cluster {have}, this run reads cluster "
+                              f"{reading}; use another warehouse/catalog")
+
+
+SPEC = IcebergSpec()
+
+
+def catalog_for(options: Any) -> Catalog:
+    """The catalog of a drainer configuration's ``[iceberg]`` section."""
+    return catalog_of(SPEC.settings(options))

@@ -1,0 +1,138 @@
+"""The MySQL/TiDB sink as the commands see it: ``--sink mysql|tidb``, the ``[syncer]`` keys of
+:mod:`sink.mysql.config`, relay-log recovery without the upstream, and ``verify --against mysql://``."""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ingest.config import ConfigError
+from sink.base import Sink
+from sink.mysql.config import MySQLSettings
+from sink.plugin import Capabilities, Flag, Recovery, SinkContext, SinkSpec, Verifier
+from sink.verify_report import VerifyReport
+
+if TYPE_CHECKING:
+    from sink.mysql.sink import MySQLSink
+    from sink.mysql.target import MySQLTarget
+
+
+def target_of(settings: MySQLSettings) -> MySQLTarget:
+    """The ``[syncer.to]`` downstream (``dsn`` over host/port/user/password or password-file)."""
+    from sink.mysql.target import MySQLTarget
+
+    to = settings.to
+    if to.dsn:
+        return MySQLTarget.from_dsn(to.dsn, params=to.params, read_timeout=to.read_timeout)
+    return MySQLTarget(to.host, to.port, to.user, to.secret(), dict(to.params), to.read_timeout)
+
+
+class MySQLVerifier(Verifier):
+    """A MySQL downstream compared at its checkpoint row's ts (or the one asked for)."""
+
+    def __init__(self, settings: MySQLSettings, cluster_id: int | None, dsn: str) -> None:
+        from sink.mysql.target import MySQLTarget
+
+        self.settings = settings
+        self.cluster_id = cluster_id
+        self.conn: Any = MySQLTarget.from_dsn(dsn, params=settings.to.params).connect()
+        self._notes: list[str] = []
+
+    def checkpoint(self) -> int | None:
+        from sink.mysql.checkpoint import CheckpointTable
+
+        if self.cluster_id is None:
+            raise ConfigError("give --cluster-id or --pd-urls: the checkpoint row is the cluster's")
+        where = self.settings.to.checkpoint
+        cp = CheckpointTable(self.conn, self.cluster_id, where.schema_, where.table).load()
+        if cp is None:
+            return None
+        if not cp.consistent:
+            self._notes.append(f"note: the checkpoint at {cp.commit_ts} is not consistent (a run is applying "
+                               f"or stopped uncleanly)")
+        return cp.commit_ts
+
+    def compare(self, upstream: Mapping[str, list[dict[str, Any]]], ts: int,
+                tables: Sequence[str] | None) -> VerifyReport:
+        from sink.mysql.verify import verify_downstream
+
+        return verify_downstream(self.conn, dict(upstream), ts)
+
+    def notes(self) -> list[str]:
+        return list(self._notes)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class MySQLSpec(SinkSpec[MySQLSettings]):
+    """TiDB Binlog's mysql/tidb downstream: transactions in commit order, a checkpoint row there."""
+
+    names = ("mysql", "tidb")
+    section = "syncer"
+    config = MySQLSettings
+    capabilities = Capabilities(per_transaction=True, table_subsets=False, verify=True,
+                                recovery_without_upstream=True)
+    against_schemes = ("mysql",)
+    flags = (
+        Flag("--to-dsn", "syncer.to.dsn", "the MySQL/TiDB downstream of --sink mysql|tidb (over [syncer.to])",
+             metavar="mysql://USER:PASS@HOST:PORT"),
+        Flag("--safe-mode", "syncer.safe-mode", "MySQL sink: INSERT as REPLACE, UPDATE as DELETE + REPLACE "
+             "(idempotent replay)", kind="switch"),
+        Flag("--merge", "syncer.to.merge", "MySQL sink: apply each flush's net change per primary key with "
+             "multi-row DELETE/REPLACE (TiDB Binlog's merge mode)", kind="switch"),
+        Flag("--worker-count", "syncer.worker-count", "MySQL sink: parallel appliers (default 16)", type=int,
+             short="-c"),
+        Flag("--txn-batch", "syncer.txn-batch", "MySQL sink: DMLs per downstream transaction (default 20)",
+             type=int),
+    )
+
+    def _sink(self, ctx: SinkContext[MySQLSettings]) -> MySQLSink:
+        from sink.mysql.sink import MySQLOptions, MySQLSink
+
+        return MySQLSink(target_of(ctx.settings), MySQLOptions(
+            settings=ctx.settings, tidb=ctx.name == "tidb", table_filter=ctx.table_filter, dry_run=ctx.dry_run))
+
+    def open(self, ctx: SinkContext[MySQLSettings]) -> Sink:
+        sink = self._sink(ctx)
+        if ctx.cluster_id is not None:
+            try:
+                sink.check_cluster(ctx.cluster_id)
+            except BaseException:
+                sink.close()
+                raise
+        return sink
+
+    def recover(self, ctx: SinkContext[MySQLSettings], cause: Exception) -> Recovery | None:
+        """TiDB Binlog's relay-log recovery (:meth:`sink.mysql.sink.MySQLSink.recover`): without PD the
+        checkpoint table's only row names the cluster. A dry run counts what it would replay."""
+        from sink.mysql.checkpoint import CheckpointTable
+
+        if not ctx.settings.relay.log_dir:
+            return None
+        sink = self._sink(ctx)
+        try:
+            cluster_id = ctx.cluster_id
+            if cluster_id is None:
+                where = ctx.settings.to.checkpoint
+                cluster_id = CheckpointTable.sole_cluster(sink.conn, where.schema_, where.table)
+                if cluster_id is None:
+                    return None
+            sink.check_cluster(cluster_id)
+            before = sink.loaded
+            done = sink.recover()
+        finally:
+            sink.close()
+        if done is None or before is None:
+            return None
+        records, ts = done
+        return Recovery(cluster_id, before.commit_ts, ts, records)
+
+    def verifier(self, ctx: SinkContext[MySQLSettings], against: str | None) -> Verifier:
+        dsn = against or ctx.settings.to.dsn
+        if not dsn:
+            raise ConfigError("verify against a MySQL downstream needs --against mysql://USER:PASS@HOST:PORT "
+                              "or [syncer.to] dsn")
+        return MySQLVerifier(ctx.settings, ctx.cluster_id, dsn)
+
+
+SPEC = MySQLSpec()
