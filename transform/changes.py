@@ -37,7 +37,7 @@ from transform.codec import mysqltypes as mt
 from transform.codec.model import Job, TableInfo
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
 OP = "_tidb_op"
 COMMIT_TS = "_tidb_commit_ts"
@@ -186,6 +186,7 @@ class RunBatch:
     frame: DataFrame | None = None
     ddl: list[DDLJob] = field(default_factory=list)   # every DDL job of the range, in commit order
     per_transaction: bool = False
+    spark: SparkSession | None = None   # the session the run was computed on (a sink's own frames go there)
 
     def rows_of(self, table_ids: set[int]) -> DataFrame | None:
         """The frame's records of these table ids (None when there are none)."""

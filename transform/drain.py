@@ -136,7 +136,7 @@ def run_drain(spark: SparkSession, plan: Plan, history: SchemaHistory, table_fil
     table_filter = table_filter or TableFilter()
     stages = _Stages(progress)
     batch = ch.RunBatch(plan.cluster_id, plan.from_ts, plan.to_ts, uuid.uuid4().hex[:16],
-                        per_transaction=per_transaction)
+                        per_transaction=per_transaction, spark=spark)
     result = DrainResult(batch, stages.seconds)
     if plan.empty:
         return result

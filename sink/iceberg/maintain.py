@@ -52,11 +52,11 @@ from pyiceberg.table.update import (
 )
 from pyspark.sql import SparkSession
 
+from sink.changelog import CHANGELOG_SUFFIX, DROPPED_INFIX, TAG_PREFIX
 from sink.errors import SinkError
 from sink.iceberg import schema as ks
 from sink.iceberg import tasks
-from sink.iceberg.lineage import MIRROR_DROPPED_INFIX
-from sink.iceberg.writer import CHANGELOG_SUFFIX, DROPPED_INFIX, META_NAMESPACE, TAG_PREFIX
+from sink.iceberg.lineage import META_NAMESPACE, MIRROR_DROPPED_INFIX
 from transform import changes as ch
 from transform import failpoints
 

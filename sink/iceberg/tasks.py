@@ -7,8 +7,9 @@ will commit (schema after the evolution, partition spec, location) and the FileI
 holds one bucket's rows, or one batch of rows, at a time, never a whole run. What it returns to the
 driver is metadata: packed ``DataFile``s, paths of files it replaced, row counts.
 
-- :func:`write_changelogs`: rows renamed into the table's final schema, written as data files of the
-  changelog (partitioned by day of ``_tidb_commit_time``), with per-op counts for the report.
+- :class:`ChangelogJob`: what the file sinks' one changelog writer (``sink.files.write_changelogs``)
+  writes for an Iceberg changelog: rows renamed into the table's final schema, written as data files
+  of the changelog (partitioned by day of ``_tidb_commit_time``), with per-op counts for the report.
 - :func:`route_mirrors` then :func:`merge_mirrors`: the mirror merge, of one table or of several in
   one pass. Rows are routed to the (mirror, Iceberg bucket of their key) (an update that changes the
   key goes to the buckets of both keys), so every change of a key meets in one task; that task
@@ -19,9 +20,10 @@ from __future__ import annotations
 
 import pickle
 import uuid
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -34,6 +36,11 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.transforms import BucketTransform
 from pyiceberg.types import IcebergType
 
+from sink.files import FILES_DDL as FILES_DDL
+from sink.files import FILES_SCHEMA as FILES_SCHEMA
+from sink.files import TABLE_FILES_DDL as TABLE_FILES_DDL
+from sink.files import ChangelogFiles, files_record, records, unpack
+from sink.files import write_changelogs as write_changelogs
 from sink.iceberg import schema as ks
 from transform import changes as ch
 from transform.codec.model import TableInfo
@@ -41,10 +48,6 @@ from transform.reduce import net_change
 
 KEY_EPOCH = "_binlake_key"   # internal column: the key a mirror row change was written under
 WRITE_BATCH_ROWS = 262_144   # rows a task gathers before it writes them as files
-FILES_SCHEMA = pa.schema([("files", pa.binary()), ("removed", pa.binary()), ("op", pa.string()),
-                          ("rows", pa.int64())])
-FILES_DDL = "files binary, removed binary, op string, rows long"
-TABLE_FILES_DDL = FILES_DDL + ", table string"   # files of several tables: ``table`` names each one's
 ROUTED_DDL = "bucket int, data binary"
 MIRROR_ROUTED_DDL = "table string, bucket int, data binary"
 _MIRROR_ROUTED = pa.schema([("table", pa.string()), ("bucket", pa.int32()), ("data", pa.binary())])
@@ -60,7 +63,7 @@ def pack_files(files: Iterable[DataFile]) -> bytes:
 
 def unpack_paths(blob: bytes | None) -> list[str]:
     """The file paths a merge task replaced."""
-    return list(pickle.loads(blob)) if blob else []
+    return unpack(blob)
 
 
 def unpack_files(blob: bytes | None) -> list[DataFile]:
@@ -114,89 +117,36 @@ class SegmentMap:
         return rows
 
 
-def _records(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[int, int, bytes]]:
-    for rb in batches:
-        cols = rb.to_pydict()
-        yield from zip(cols["table_id"], cols["schema_version"], cols["data"])
-
-
 def _after(rows: pa.Table, ts: int) -> pa.Table:
     return rows.filter(pc.greater(rows.column(ch.COMMIT_TS), ts)) if rows.num_rows else rows
-
-
-def _files_record(files: list[DataFile], removed: list[str] | None = None, counts: Counter[str] | None = None
-                  ) -> pa.RecordBatch:
-    """One ``FILES_SCHEMA`` record per op counted (one record when none is): the files and removed
-    paths ride on the first."""
-    per_op = dict(counts or {}) or {"": 0}
-    return pa.RecordBatch.from_pylist(
-        [{"files": pack_files(files) if i == 0 else None,
-          "removed": pickle.dumps(removed or []) if i == 0 else None,
-          "op": op, "rows": n} for i, (op, n) in enumerate(sorted(per_op.items()))], schema=FILES_SCHEMA)
 
 
 # ---------------------------------------------------------------------------------------------
 # changelog
 
 @dataclass(frozen=True)
-class ChangelogJob:
-    """A group's changelog rows after ``since`` go to ``writer``'s table (``table`` names it)."""
+class ChangelogJob(ChangelogFiles[DataFile]):
+    """A group's changelog rows after ``since`` go to ``writer``'s table (``table`` names it), in
+    batches of ``WRITE_BATCH_ROWS`` (``sink.files.write_changelogs`` runs it)."""
 
     segments: SegmentMap
     since: int
     writer: FileWriter
     table: str = ""
+    batch_rows: ClassVar[int] = WRITE_BATCH_ROWS
 
+    def rows(self, table_id: int, version: int, data: bytes) -> pa.Table:
+        """The record's rows after ``since``, in the table's final schema."""
+        rows = _after(self.segments.rows(table_id, version, data), self.since)
+        return ks.conform(rows, self.writer.metadata.schema()) if rows.num_rows else rows
 
-class _ChangelogFiles:
-    """One changelog's rows of a task, written in batches of ``WRITE_BATCH_ROWS`` (each file in
-    commit order: tight commit_ts bounds per file and row group)."""
+    def write(self, batch: int, rows: pa.Table) -> list[DataFile]:
+        """Data files of the table (split by partition and target size)."""
+        return self.writer.write(rows)
 
-    def __init__(self, job: ChangelogJob) -> None:
-        self.job = job
-        self.schema = job.writer.metadata.schema()
-        self.pending: list[pa.Table] = []
-        self.size = 0
-        self.files: list[DataFile] = []
-        self.counts: Counter[str] = Counter()
-
-    def add(self, table_id: int, version: int, data: bytes) -> None:
-        rows = _after(self.job.segments.rows(table_id, version, data), self.job.since)
-        if not rows.num_rows:
-            return
-        rows = ks.conform(rows, self.schema)
-        for r in rows.group_by(ch.OP).aggregate([(ch.OP, "count")]).to_pylist():
-            self.counts[r[ch.OP]] += r[f"{ch.OP}_count"]
-        self.pending.append(rows)
-        self.size += rows.num_rows
-        if self.size >= WRITE_BATCH_ROWS:
-            self.flush()
-
-    def flush(self) -> None:
-        if self.pending:
-            self.files.extend(self.job.writer.write(pa.concat_tables(self.pending).sort_by(ch.ORDER)))
-            self.pending, self.size = [], 0
-
-
-def write_changelogs(jobs: Mapping[int, ChangelogJob], batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: write the task's rows as data files of their table id's changelog (one
-    job per table: one pass over the frame writes every table's changelog); ``TABLE_FILES_DDL``
-    out, the changelog named in ``table``."""
-    writers: dict[int, _ChangelogFiles] = {}
-    by_job: dict[int, _ChangelogFiles] = {}
-    for table_id, version, data in _records(batches):
-        w = writers.get(table_id)
-        if w is None:
-            job = jobs[table_id]
-            w = writers[table_id] = by_job.setdefault(id(job), _ChangelogFiles(job))
-        w.add(table_id, version, data)
-    for w in by_job.values():
-        w.flush()
-        yield _named(_files_record(w.files, counts=w.counts), w.job.table)
-
-
-def _named(record: pa.RecordBatch, table: str) -> pa.RecordBatch:
-    return record.append_column("table", pa.array([table] * record.num_rows, pa.string()))
+    def pack(self, files: list[DataFile]) -> bytes:
+        """:func:`pack_files`."""
+        return pack_files(files)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -239,7 +189,7 @@ def route_mirrors(jobs: Mapping[int, MirrorJob], batches: Iterable[pa.RecordBatc
     whose key changed goes to the buckets of both keys. One pass over the frame routes every mirror."""
     out: list[dict[str, object]] = []
     schemas: dict[str, pa.Schema] = {}
-    for table_id, version, data in _records(batches):
+    for table_id, version, data in records(batches):
         job = jobs.get(table_id)
         if job is None:
             continue
@@ -308,7 +258,7 @@ def merge_mirrors(jobs: Mapping[str, MirrorJob], batches: Iterable[pa.RecordBatc
             new, removed = _merge_epochs(job, rows, files)
         else:
             new, removed = _merge_bucket(job, bucket, rows, files)
-        yield _named(_files_record(new, removed), table)
+        yield files_record(pack_files(new), removed, table=table)
 
 
 def _merge_bucket(job: MirrorJob, bucket: int, rows: pa.Table | None, files: list[DataFile]

@@ -19,10 +19,10 @@ import pyarrow as pa
 
 from schemas import binlog_pb2
 from sink.iceberg.catalog import open_catalog
+from sink.iceberg.verify import verify_mirrors
 from sink.iceberg.writer import IcebergSink
 from sink.mysql.snapshot import read_snapshot
 from sink.mysql.target import MySQLTarget
-from sink.verify import verify_mirrors
 from transform import changes as ch
 from transform.codec.mysqltypes import STATE_DELETE_ONLY
 from transform.drain import _assemble
@@ -116,7 +116,7 @@ class Local:
         start = self.checkpoint if from_ts is None else from_ts
         end = self.cluster.ts() if to_ts is None else to_ts
         run = self.batch(start, end, table_filter)
-        s = sink or IcebergSink(self.catalog)
+        s = sink or IcebergSink(self.catalog, spark=self.spark)
         s.check_cluster(run.cluster_id)          # as run_drain_command does (creates the _binlake namespace)
         s.write(run)
         if from_ts is None and table_filter is None:

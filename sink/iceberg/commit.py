@@ -1,0 +1,77 @@
+"""A table's commit: its staged transaction (``sink.iceberg.execute``) completed with what the Spark
+pass wrote, in one Iceberg commit.
+
+- A changelog appends its new files; a mirror deletes the files its merge replaced (every file after
+  a TRUNCATE) and adds the new ones, in one overwrite (an append when nothing is replaced).
+- Every snapshot carries the run markers, and the table records ``binlake.to-ts`` in the same
+  transaction (a re-run skips it).
+- The transaction was staged before the pass against the table as it was then, and binlake's
+  tables turn pyiceberg's commit retries off: when another run (or a compaction) committed to the
+  table meanwhile, the catalog refuses the commit and this raises :class:`ConcurrentRunError`; none
+  of this run's files are committed to that table and the next run takes what is left.
+- pyiceberg plans the overwrite's deletes on one thread (``pyiceberg_adapter.one_worker``: several
+  race in its manifest evaluator), whatever ``PYICEBERG_MAX_WORKERS`` says.
+"""
+from __future__ import annotations
+
+from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import CommitFailedException
+
+from sink import changelog as fmt
+from sink.errors import SinkError
+from sink.iceberg import schema as ks
+from sink.iceberg.execute import Staged, Written
+from sink.iceberg.pyiceberg_adapter import one_worker
+from transform import changes as ch
+from transform import failpoints
+
+
+class ConcurrentRunError(SinkError):
+    """Another run committed to the table while this one wrote it; this run leaves the table alone
+    (its files are never committed), and a re-run takes only what the other did not (transient)."""
+
+    transient = True
+
+
+def commit(staged: Staged, written: Written, run: ch.RunBatch) -> None:
+    """Complete and commit ``staged`` (see the module doc); its staging error, if it was refused."""
+    if staged.error is not None:
+        raise staged.error
+    tx = staged.tx
+    try:
+        with one_worker():
+            new = written.files
+            if staged.reset:
+                gone = staged.files
+            else:
+                replaced = set(written.removed)
+                gone = [f for f in staged.files if f.file_path in replaced]
+            snapshot = tx.update_snapshot(snapshot_properties=run.markers())
+            if gone:
+                with snapshot.overwrite() as overwrite:
+                    for f in gone:
+                        overwrite.delete_data_file(f)
+                    for f in new:
+                        overwrite.append_data_file(f)
+            elif new:
+                with snapshot.fast_append() as append:
+                    for f in new:
+                        append.append_data_file(f)
+            props = ks.table_properties(staged.info, staged.version)
+            props[fmt.TO_TS_KEY] = str(run.to_ts)
+            tx.set_properties(props)
+            failpoints.inject("sink-before-commit", staged.name)
+            tx.commit_transaction()
+    except CommitFailedException as e:
+        raise ConcurrentRunError(f"table {staged.name}: another run committed to it while this run wrote "
+                                 f"({run.from_ts}, {run.to_ts}]: concurrent run; nothing of this run was "
+                                 f"committed to it, a re-run takes what is left ({e})") from e
+
+
+def tag(catalog: Catalog, ident: tuple[str, ...], to_ts: int) -> None:
+    """Tag the table's current snapshot ``tidb-ts-<to_ts>`` (time travel by upstream ts)."""
+    tbl = catalog.load_table(ident)
+    name = fmt.tag_name(to_ts)
+    snap = tbl.current_snapshot()
+    if snap is not None and name not in tbl.metadata.refs:
+        tbl.manage_snapshots().create_tag(snap.snapshot_id, name).commit()
