@@ -181,7 +181,7 @@ def _drain(options: DrainerConfig, from_ts: int | None, to_ts: int | None, dry_r
                            checkpoint_after=plan.to_ts if advance else checkpoint, **common)
     finally:
         sink.close()
-    stages["total"] = time.perf_counter() - started
+    report.stages["total"] = time.perf_counter() - started
     _print_report(report, out)
     _write_report(report, options, report_path, out)
     return report

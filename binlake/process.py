@@ -31,11 +31,6 @@ COMMANDS = ("pump", "ctl", "upstream", "drain", "verify", "check", "maintain", "
 HARNESS = "harness"
 KINDS = (*COMMANDS, HARNESS)
 
-# pyiceberg 0.12 plans an overwrite's deletes on its shared thread pool with one manifest evaluator that
-# keeps the manifest being evaluated on itself: two threads at once can prune a manifest holding a file
-# to delete, and the commit fails with "Missing required files to delete" (see sink/iceberg)
-PYICEBERG_WORKERS_ENV = "PYICEBERG_MAX_WORKERS"
-
 
 @dataclass(frozen=True)
 class EnvDefault:
@@ -51,9 +46,6 @@ ENV_DEFAULTS = (
     EnvDefault("GRPC_ENABLE_FORK_SUPPORT", "false", frozenset(COMMANDS),
                "no gRPC fork handlers (read when grpc is imported): the commands' only forks are children "
                "that exec at once (pumps, Spark's JVM), and fork handlers racing in-flight calls can kill one"),
-    EnvDefault(PYICEBERG_WORKERS_ENV, "1", frozenset({"drain", "verify", "check", "maintain", "demo", HARNESS}),
-               "pyiceberg's manifest evaluator race, see sink/iceberg: one worker thread (pyiceberg makes its "
-               "pool once per process, from this variable)"),
     EnvDefault("GX_ANALYTICS_ENABLED", "false", frozenset({"check", "demo", HARNESS}),
                "Great Expectations sends usage analytics unless told not to; a replication job reports to no one"),
 )

@@ -215,7 +215,8 @@ def final_names(names: list[str], old: TableInfo, new: TableInfo) -> list[str]:
 
 def run_pass(spark: SparkSession | None, run: ch.RunBatch, staged: Sequence[Staged]) -> dict[str, Written]:
     """Every staged job in one Spark job (see the module doc); what the tasks returned, per table name.
-    ``spark`` creates the records of mirror buckets rewritten without a change in them (a backfill)."""
+    ``spark`` (default: the frame's) creates the records of mirror buckets rewritten without a change
+    in them (a backfill); a run without rows needs it only for those."""
     changelogs: dict[int, tasks.ChangelogJob] = {}
     mirrors: dict[str, tasks.MirrorJob] = {}
     for s in staged:
@@ -261,8 +262,7 @@ def _merges(spark: SparkSession | None, run: ch.RunBatch, jobs: Mapping[str, tas
     if idle:
         if spark is None:
             raise SinkError(f"the Iceberg sink rewrites {', '.join(sorted({n for n, _, _ in idle}))} on Spark "
-                            f"executors and the run has no rows to take a Spark session from: give "
-                            f"IcebergSink(spark=...)")
+                            f"executors and has no Spark session: give IcebergSink(spark=...) or RunBatch.spark")
         pieces.append(spark.createDataFrame(idle, tasks.MIRROR_ROUTED_DDL))
     if not pieces:
         return None

@@ -57,6 +57,7 @@ from sink.errors import SinkError
 from sink.iceberg import schema as ks
 from sink.iceberg import tasks
 from sink.iceberg.lineage import META_NAMESPACE, MIRROR_DROPPED_INFIX
+from sink.iceberg.pyiceberg_adapter import one_worker
 from transform import changes as ch
 from transform import failpoints
 
@@ -400,7 +401,7 @@ def compact(tbl: Table, spark: Callable[[], SparkSession], options: MaintainOpti
         raise MaintainError(f"table {'.'.join(tbl.name())}: the compaction rewrote {rewritten_rows} of {expected} "
                             f"rows; nothing was committed")
     try:
-        with tbl.transaction() as tx:
+        with one_worker(), tbl.transaction() as tx:   # the overwrite's delete planning races on many workers
             with tx.update_snapshot(snapshot_properties=_markers(plan.snapshot)).overwrite() as overwrite:
                 for f in old:
                     overwrite.delete_data_file(f)

@@ -19,7 +19,6 @@ driver is metadata: packed ``DataFile``s, paths of files it replaced, row counts
 from __future__ import annotations
 
 import pickle
-import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -29,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.io import FileIO, load_file_io
-from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
+from pyiceberg.io.pyarrow import ArrowScan
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import FileScanTask
 from pyiceberg.table.metadata import TableMetadata
@@ -42,6 +41,7 @@ from sink.files import TABLE_FILES_DDL as TABLE_FILES_DDL
 from sink.files import ChangelogFiles, files_record, records, unpack
 from sink.files import write_changelogs as write_changelogs
 from sink.iceberg import schema as ks
+from sink.iceberg.pyiceberg_adapter import data_files
 from transform import changes as ch
 from transform.codec.model import TableInfo
 from transform.reduce import net_change
@@ -90,12 +90,7 @@ class FileWriter:
 
     def write(self, rows: pa.Table) -> list[DataFile]:
         """``rows`` (in the table's schema) as new data files, split by partition and target size."""
-        if not rows.num_rows:
-            return []
-        files = list(_dataframe_to_data_files(self.metadata, rows, self.io(), write_uuid=uuid.uuid4()))
-        for f in files:
-            f.spec_id = self.metadata.default_spec_id   # as the driver commits them
-        return files
+        return data_files(self.metadata, rows, self.io())
 
 
 @dataclass(frozen=True)
