@@ -42,10 +42,6 @@ class Sink(ABC):
 
     # Optional hooks: not abstract on purpose, a sink overrides only those it needs.
 
-    def check_cluster(self, cluster_id: int) -> None:
-        """Raise when what the sink already holds came from another cluster (default: no check)."""
-        return None
-
     def notes(self) -> list[str]:
         """What the last :meth:`write` wants the run report to say (default: nothing)."""
         return []

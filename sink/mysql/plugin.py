@@ -96,7 +96,7 @@ class MySQLSpec(SinkSpec[MySQLSettings]):
         sink = self._sink(ctx)
         if ctx.cluster_id is not None:
             try:
-                sink.check_cluster(ctx.cluster_id)
+                sink.load_checkpoint(ctx.cluster_id)
             except BaseException:
                 sink.close()
                 raise
@@ -117,7 +117,7 @@ class MySQLSpec(SinkSpec[MySQLSettings]):
                 cluster_id = CheckpointTable.sole_cluster(sink.conn, where.schema_, where.table)
                 if cluster_id is None:
                     return None
-            sink.check_cluster(cluster_id)
+            sink.load_checkpoint(cluster_id)
             before = sink.loaded
             done = sink.recover()
         finally:

@@ -68,7 +68,7 @@ class MySQLSink(Sink):
         self.safe_mode_reason = ""
         self.relay: RelayLog | None = None
 
-    def check_cluster(self, cluster_id: int) -> None:
+    def load_checkpoint(self, cluster_id: int) -> None:
         """Open this cluster's checkpoint row (creating the table, except in a dry run, which reads a
         missing table as no checkpoint); other clusters' rows are theirs."""
         where = self.options.settings.to.checkpoint
@@ -88,7 +88,7 @@ class MySQLSink(Sink):
 
     def _checkpoints(self) -> CheckpointTable:
         if self.table is None:
-            raise SinkError("the MySQL sink needs check_cluster() before it writes")
+            raise SinkError("the MySQL sink needs load_checkpoint() before it writes")
         if self.options.dry_run:
             raise SinkError("a dry run writes nothing to the downstream")
         return self.table
