@@ -301,9 +301,11 @@ def _drain_parser(sub: Any, sinks: bool = True) -> None:
                        description="Drain the commit_ts range (checkpoint, min pump watermark] into the sink.")
     _drainer_flags(p, sinks)
     if sinks:
-        from sink.registry import names
+        from sink.registry import names, specs
 
-        p.add_argument("--sink", dest="syncer.db-type", choices=names(), help=f"default {names()[0]}")
+        aliases = [a for spec in specs() for a in spec.aliases]
+        known = f" ({', '.join(aliases)}: TiDB Binlog's names)" if aliases else ""
+        p.add_argument("--sink", dest="syncer.db-type", choices=[*names(), *aliases], help=f"default {names()[0]}{known}")
         _sink_flags(p, shared=False)
     p.add_argument("--spark-master", dest="spark.master", help="default local[*]")
     p.add_argument("--splits-per-pump", dest="spark.splits-per-pump", type=int, metavar="N",
