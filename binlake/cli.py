@@ -305,7 +305,8 @@ def _drain_parser(sub: Any, sinks: bool = True) -> None:
 
         aliases = [a for spec in specs() for a in spec.aliases]
         known = f" ({', '.join(aliases)}: TiDB Binlog's names)" if aliases else ""
-        p.add_argument("--sink", dest="syncer.db-type", choices=[*names(), *aliases], help=f"default {names()[0]}{known}")
+        p.add_argument("--sink", dest="syncer.db-type", choices=[*names(), *aliases],
+                       help=f"default {names()[0]}{known}")
         _sink_flags(p, shared=False)
     p.add_argument("--spark-master", dest="spark.master", help="default local[*]")
     p.add_argument("--splits-per-pump", dest="spark.splits-per-pump", type=int, metavar="N",
