@@ -349,6 +349,26 @@ def _verify_parser(sub: Any, sinks: bool = True) -> None:
     p.set_defaults(run=_run_verify)
 
 
+def _restore_parser(sub: Any, sinks: bool = True) -> None:
+    p = sub.add_parser("restore", help="rebuild the upstream's tables as they were at a ts, from the lake",
+                       description="Rebuild every table (or --tables) as it was at --ts from the Iceberg "
+                                   "mirrors and changelogs: the newest mirror state at or before the ts plus "
+                                   "the changelog's changes up to it, computed on Spark. A mysql:// or "
+                                   "tidb:// target gets the tables by replaying the upstream's DDL history "
+                                   "up to the ts and TiDB Binlog's checkpoint row at the ts; iceberg://NS "
+                                   "gets tables NS.<db>.<table> in the lake's catalog.")
+    _drainer_flags(p, sinks)
+    p.add_argument("--ts", type=int, required=True, help="the upstream ts to restore")
+    p.add_argument("--into", required=True, metavar="URI",
+                   help="mysql://USER:PASS@HOST:PORT, tidb://…, or iceberg://NAMESPACE")
+    p.add_argument("--replace", action="store_true",
+                   help="drop the databases (or the namespace's tables) the restore would create first")
+    p.add_argument("--spark-master", dest="spark.master", help="default local[*]")
+    p.add_argument("--spark-conf", dest="spark_conf", type=_key_value, action="append", metavar="KEY=VALUE",
+                   help="a Spark setting, verbatim (repeatable; over [spark.conf])")
+    p.set_defaults(run=_run_restore)
+
+
 def _check_parser(sub: Any, sinks: bool = True) -> None:
     p = sub.add_parser("check", help="quality gates (Great Expectations) on the Iceberg run that ended at a ts",
                        description="Validate the changelog rows a run appended and the mirrors at its end "
@@ -451,6 +471,18 @@ def _run_check(args: argparse.Namespace) -> int:
     return run_check_command(options, args.ts, out=sys.stdout, report_file=args.report)
 
 
+def _run_restore(args: argparse.Namespace) -> int:
+    from binlake.restore import run_restore_command
+    from transform.spark import is_local
+
+    options = _drainer_options(args)
+    _setup_logging(options.log_level)
+    if is_local(options.spark.master):
+        local_spark()
+    run_restore_command(options, args.ts, args.into, args.replace, out=sys.stdout)
+    return 0
+
+
 def _run_maintain(args: argparse.Namespace) -> int:
     from binlake.maintain import run_maintain_command
     from transform.spark import is_local
@@ -480,6 +512,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     _verify_parser(sub, sinks)
     _maintain_parser(sub, sinks)
     _check_parser(sub, sinks)
+    _restore_parser(sub, sinks)
     _demo_parser(sub)
     return parser
 

@@ -47,6 +47,8 @@ KINDS: dict[str, dict[str, bool]] = {
     "sink.iceberg.quality": {"QualityError": False},
     "sink.iceberg.checkpoint": {"CheckpointError": False},
     "sink.iceberg.commit": {"ConcurrentRunError": True},
+    "sink.iceberg.pit": {"LakeRangeError": False},
+    "sink.restore": {"RestoreError": False},
     "binlake.check": {"GreatExpectationsMissing": False},
 }
 # named errors outside PACKAGES (the stand-in's own stay outside the root): the local MariaDB harness

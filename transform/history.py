@@ -238,6 +238,46 @@ class SchemaHistory:
                                f"(the DDL history has {len(self.jobs)} jobs)")
         return v.table
 
+    def done_by(self, ts: int) -> list[Job]:
+        """The jobs finished at or before upstream ``ts`` (their ``FinishedTS``, the start of the
+        transaction that finished them), in schema-version order."""
+        return [j for j in self.jobs.values() if 0 < j.binlog.finished_ts <= ts]
+
+    def tables_at(self, ts: int) -> list[tuple[TableVersion, int]]:
+        """Every table alive once the jobs done by ``ts`` took effect: its definition then, and the
+        ``FinishedTS`` of the job that began its table id (CREATE, TRUNCATE's new id)."""
+        out = []
+        for vs in self._versions.values():
+            done = [v for v in vs if 0 < v.job.binlog.finished_ts <= ts]
+            if done and done[-1].table is not None:
+                out.append((done[-1], done[0].job.binlog.finished_ts))
+        return sorted(out, key=lambda p: (p[0].db, p[0].table.name if p[0].table else ""))
+
+    def last_table(self, table_id: int, ts: int) -> TableInfo | None:
+        """The newest definition of ``table_id`` done by ``ts`` (before its drop, if it was dropped)."""
+        live = [v.table for v in self._versions.get(table_id, []) if 0 < v.job.binlog.finished_ts <= ts and v.table]
+        return live[-1] if live else None
+
+    def columns_born(self, table_id: int, ts: int) -> dict[str, int]:
+        """The columns of ``table_id`` at ``ts`` that a DDL added after the table id began (named as at
+        ``ts``) → that job's ``FinishedTS``: a row last written before it holds the column's origin
+        default. A column a MODIFY rewrote under a new id is not among them (it holds the converted
+        old values)."""
+        done = [v for v in self._versions.get(table_id, []) if 0 < v.job.binlog.finished_ts <= ts]
+        if not done or done[-1].table is None:
+            return {}
+        seen = {c.id for c in done[0].table.columns} if done[0].table is not None else set()
+        born: dict[int, int] = {}
+        for prev, v in zip(done, done[1:]):
+            if v.table is None:
+                continue
+            replaced = {new.id for _, new in replaced_columns(prev.table, v.job, v.table)}
+            for c in v.table.columns:
+                if c.id not in seen and c.id not in replaced:
+                    born[c.id] = v.job.binlog.finished_ts
+                seen.add(c.id)
+        return {c.name: born[c.id] for c in done[-1].table.columns if c.id in born}
+
     def versions(self, table_id: int) -> list[TableVersion]:
         """Every definition of ``table_id`` in schema-version order."""
         return list(self._versions.get(table_id, []))

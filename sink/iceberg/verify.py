@@ -259,10 +259,10 @@ def _upstream_columns(rows: Sequence[Row]) -> list[str]:
     return list(seen)
 
 
-def _load(catalog: Catalog, name: str) -> Table | None:
-    db, _, tbl = name.partition(".")
+def _load(catalog: Catalog, name: str | tuple[str, ...]) -> Table | None:
+    ident = name if isinstance(name, tuple) else tuple(name.partition(".")[::2])
     try:
-        return catalog.load_table((db, tbl))
+        return catalog.load_table(ident)
     except (NoSuchTableError, NoSuchNamespaceError):
         return None
     except Exception as e:  # pyiceberg/SQLAlchemy/IO errors
@@ -270,11 +270,12 @@ def _load(catalog: Catalog, name: str) -> Table | None:
 
 
 def verify_table(catalog: Catalog, name: str, upstream: Sequence[Row], ts: int,
-                 max_examples: int = DEFAULT_MAX_EXAMPLES, mirror: str | None = None) -> TableResult:
+                 max_examples: int = DEFAULT_MAX_EXAMPLES, mirror: str | tuple[str, ...] | None = None) -> TableResult:
     """Compare one upstream table's rendered rows with its mirror ``name`` at upstream ``ts``; ``mirror``
-    names the Iceberg table holding it now when it was renamed or dropped after ``ts``."""
+    names the Iceberg table holding it now when it was renamed or dropped after ``ts`` (an identifier
+    tuple: any table of the catalog, e.g. one ``binlake restore`` wrote)."""
     result = TableResult(name, upstream_rows=len(upstream))
-    if mirror and mirror.lower() != name.lower():
+    if isinstance(mirror, str) and mirror.lower() != name.lower():
         result.notes.append(f"renamed or dropped after {ts}: the mirror is now {mirror}")
     table = _load(catalog, mirror or name)
     if table is None:

@@ -33,7 +33,7 @@ from sink.mysql.ddl import IGNORED_ERRORS, plan_ddl
 from sink.mysql.loader import ApplyError, Loader
 from sink.mysql.progress import Position, UnkeyedProgress, not_applied
 from sink.mysql.relay import RelayLog, decode_dml, encode_ddl, encode_dml, python_rows
-from sink.mysql.statements import DML, TargetTable, number_unkeyed, quote, row_changes
+from sink.mysql.statements import DML, TargetTable, literal_sql_mode, number_unkeyed, quote, row_changes
 from sink.mysql.target import MySQLTarget
 from transform import changes as ch
 from transform.filters import TableFilter
@@ -117,9 +117,7 @@ class MySQLSink(Sink):
                 cur.execute("SELECT @@SESSION.sql_mode, @@log_bin, @@binlog_format")
                 sql_mode, log_bin, binlog_format = cur.fetchone()
                 read_committed = not log_bin or str(binlog_format).upper() != "STATEMENT"
-            modes = str(sql_mode).split(",")
-            if "NO_BACKSLASH_ESCAPES" in modes:   # the statements' literals use backslash escapes
-                cur.execute("SET SESSION sql_mode = %s", (",".join(m for m in modes if m != "NO_BACKSLASH_ESCAPES"),))
+            literal_sql_mode(cur, str(sql_mode))
             if read_committed:
                 cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
         return conn
@@ -240,18 +238,24 @@ class MySQLSink(Sink):
         downstream already has."""
         return not_applied(number_unkeyed(dmls), self.unkeyed_applied)
 
-    def _apply_ddl(self, ddl: ch.DDLJob, reports: dict[str, TableReport], relay: RelayLog | None) -> None:
+    def apply_ddl(self, ddl: ch.DDLJob) -> bool:
+        """Run one DDL job as a run would (filtered, rewritten for MySQL, "already done" errors
+        ignored), outside any run; False when it is skipped."""
+        return self._apply_ddl(ddl, {}, None)
+
+    def _apply_ddl(self, ddl: ch.DDLJob, reports: dict[str, TableReport], relay: RelayLog | None) -> bool:
         job = ddl.job
         stmt = plan_ddl(job, self.options.table_filter, self.options.tidb)
         name = f"{job.schema_name}.{job.table_name}" if job.table_name else job.schema_name
         if stmt.skip:
             log.info("DDL at %d skipped (%s): %s", ddl.commit_ts, stmt.skip, job.query)
-            return
+            return False
         if relay is not None:
             relay.append(encode_ddl(ddl.commit_ts, stmt.use, job.table_name, stmt.sql))
             relay.sync()
         self._run_ddl(stmt.use, stmt.sql, stmt.create_db, ddl.commit_ts)
         reports.setdefault(name, TableReport(table=name)).ddl.append(job.query)
+        return True
 
     def _run_ddl(self, use: str | None, sql: str, create_db: str | None, commit_ts: int) -> None:
         """Execute one DDL; ``ddl_retries`` attempts a second apart while it fails with an

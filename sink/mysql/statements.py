@@ -48,6 +48,14 @@ def quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def literal_sql_mode(cur: Any, sql_mode: str) -> None:
+    """Take ``NO_BACKSLASH_ESCAPES`` out of the session's ``sql_mode`` (the literals here use
+    backslash escapes)."""
+    modes = sql_mode.split(",")
+    if "NO_BACKSLASH_ESCAPES" in modes:
+        cur.execute("SET SESSION sql_mode = %s", (",".join(m for m in modes if m != "NO_BACKSLASH_ESCAPES"),))
+
+
 def literal(value: Any) -> str:
     """One Python value as an SQL literal, by the rules :func:`row_changes` follows (relay-log values,
     the progress table's; text as the relay log holds it, e.g. a DECIMAL as a quoted string)."""
@@ -421,3 +429,13 @@ def row_changes(table: TargetTable, rows: pa.Table) -> Iterator[DML]:
         sets = dict(zip(updates.to_pylist(), _joined(assignments, ", ")))
     for r, (op, row, vals) in enumerate(zip(ops, rendered, values)):
         yield DML(table, op, row, vals, olds.get(r) if op == "U" else None, commits[r], sets.get(r, ""))
+
+
+def insert_statements(table: TargetTable, rows: pa.Table, rows_per_statement: int) -> Iterator[str]:
+    """``rows`` (a table's columns, decoded Arrow types) as multi-row ``INSERT`` statements of at most
+    ``rows_per_statement`` rows and about ``MAX_STATEMENT_BYTES`` each (a restore's bulk load)."""
+    bits = table.bit_columns
+    rendered = _joined([_rendered(rows.column(n), i in bits) for i, n in enumerate(table.columns)], ", ", "(", ")")
+    head = f"INSERT INTO {table.qualified} {table.column_list} VALUES "
+    for run in _chunks(rendered, rows_per_statement):
+        yield head + ", ".join(run)

@@ -97,10 +97,11 @@ class Env:
 
 @contextmanager
 def cluster_with_pumps(root: Path, fake_binlog_interval: str = "0.3", mysql_addr: str | None = "127.0.0.1:0",
-                       registry: str | None = None, pull_only: tuple[str, ...] = ()
-                       ) -> Iterator[tuple[Cluster, list[PumpProcess], str]]:
+                       registry: str | None = None, pull_only: tuple[str, ...] = (),
+                       pump_args: tuple[str, ...] = ()) -> Iterator[tuple[Cluster, list[PumpProcess], str]]:
     """Two emulated TiDB servers writing to two real pumps under ``root`` (registry ``registry``, by
-    default ``root/registry.json``); yields the cluster, the started pumps and the registry URI. The
+    default ``root/registry.json``; ``pump_args`` added to each pump's command line); yields the
+    cluster, the started pumps and the registry URI. The
     pumps named in ``pull_only`` serve only TiDB's binlog.Pump (``pump-scan = false``), as TiDB
     Binlog's Go pump does."""
     registry = registry or f"file://{root / 'registry.json'}"
@@ -108,7 +109,7 @@ def cluster_with_pumps(root: Path, fake_binlog_interval: str = "0.3", mysql_addr
     pumps = [PumpProcess(data_dir=root / f"pump-{i}", pd_url=cluster.tso_url, registry=registry, node_id=f"pump-{i}",
                          extra_args=["--gen-binlog-interval", fake_binlog_interval, "--heartbeat-interval", "0.3",
                                      "--upstream-status-url", cluster.status_url,
-                                     *(["--pump-scan", "false"] if f"pump-{i}" in pull_only else [])])
+                                     *(["--pump-scan", "false"] if f"pump-{i}" in pull_only else []), *pump_args])
              for i in (1, 2)]
     try:
         for p in pumps:
@@ -121,10 +122,10 @@ def cluster_with_pumps(root: Path, fake_binlog_interval: str = "0.3", mysql_addr
 
 
 @contextmanager
-def make_env(root: Path, pull_only: tuple[str, ...] = ()) -> Iterator[Env]:
-    """Two emulated TiDB servers writing to two real pumps (``pull_only``: see ``cluster_with_pumps``);
-    a drainer into root/warehouse that verifies against the emulator's MySQL port."""
-    with cluster_with_pumps(root, pull_only=pull_only) as (cluster, pumps, registry):
+def make_env(root: Path, pull_only: tuple[str, ...] = (), pump_args: tuple[str, ...] = ()) -> Iterator[Env]:
+    """Two emulated TiDB servers writing to two real pumps (``pull_only``, ``pump_args``: see
+    ``cluster_with_pumps``); a drainer into root/warehouse that verifies against the emulator's MySQL port."""
+    with cluster_with_pumps(root, pull_only=pull_only, pump_args=pump_args) as (cluster, pumps, registry):
         options = DrainerConfig(registry=registry, pd_urls=cluster.tso_url, data_dir=str(root / "drainer"),
                                 upstream=UpstreamSection(status_url=cluster.status_url, dsn=cluster.mysql_dsn),
                                 iceberg=IcebergSettings(warehouse=str(root / "warehouse")),

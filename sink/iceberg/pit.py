@@ -1,0 +1,243 @@
+"""A table's state at an upstream ts, as the lake holds it: which Iceberg files, read how.
+
+The state of ``db.table`` at ``T`` is its mirror at the *base*, the newest snapshot on its main line
+(or the snapshot of a ``tidb-ts-*`` tag) whose run ended at or before ``T`` (``binlake.to-ts`` ≤ T),
+with the changelog's row changes in ``(base, T]`` applied in commit order. When the table id alive at
+``T`` began after the base (a TRUNCATE, or a CREATE after a DROP), the state starts empty at that DDL.
+The mirror read is the one the table had at ``T``: after a later RENAME or DROP TABLE, the Iceberg
+table now holding it (``sink.iceberg.lineage``).
+
+Everything here is metadata: file scan tasks, schemas, positions. The rows are read on Spark's
+executors (``sink.iceberg.pit_tasks``) with a :class:`Projection` that names every column as it was
+called at ``T`` (Iceberg field ids matched by TiDB column id through ``binlake.columns``, so a column
+renamed or dropped after ``T`` is still found).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+from pyiceberg.expressions import And, GreaterThan, LessThanOrEqual
+from pyiceberg.schema import Schema
+from pyiceberg.table import FileScanTask, Table
+from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.snapshots import Snapshot
+from pyiceberg.types import NestedField, StructType
+
+from sink import changelog as fmt
+from sink.errors import SinkError
+from sink.iceberg import lineage
+from sink.iceberg import schema as ks
+from sink.iceberg.checkpoint import MetaNamespace
+from sink.iceberg.verify import marked_snapshots
+from transform import changes as ch
+from transform.codec.model import TableInfo
+
+
+class LakeRangeError(SinkError):
+    """The asked ts is outside what the lake holds, or the lake holds nothing yet (terminal)."""
+
+
+@dataclass(frozen=True)
+class LakeRange:
+    """The upstream ts the lake can restore: from the start of its first run to its checkpoint."""
+
+    start: int
+    end: int
+
+    def check(self, ts: int) -> None:
+        """:class:`LakeRangeError` unless ``start`` ≤ ``ts`` ≤ ``end``."""
+        if not self.start <= ts <= self.end:
+            raise LakeRangeError(f"ts {ts} is outside what the lake holds: it holds every ts from {self.start} "
+                                 f"(the start of its first run) to {self.end} (its checkpoint)")
+
+
+def _tables(catalog: Catalog) -> Iterator[tuple[str, ...]]:
+    for ns in catalog.list_namespaces():
+        if ns and ns[0] == lineage.META_NAMESPACE:
+            continue
+        try:
+            yield from catalog.list_tables(ns)
+        except NoSuchNamespaceError:
+            continue
+
+
+def lake_range(catalog: Catalog) -> LakeRange:
+    """The lake's range: its checkpoint, and the smallest ``binlake.from-ts`` among the oldest marked
+    snapshots of its changelogs (dropped ones included). :class:`LakeRangeError` before any run."""
+    end = MetaNamespace(catalog, read_only=True).checkpoint()
+    if end is None:
+        raise LakeRangeError("the lake holds nothing yet: no drain has completed a run into this catalog")
+    start = end
+    for ident in _tables(catalog):
+        if fmt.CHANGELOG_SUFFIX not in ident[-1]:
+            continue
+        marked = marked_snapshots(catalog.load_table(ident))
+        if marked:
+            start = min(start, marked[-1].run.from_ts)
+    return LakeRange(start, end)
+
+
+# ---------------------------------------------------------------------------------------------
+# projection
+
+@dataclass(frozen=True)
+class Projection:
+    """How one Iceberg table's files are read as the table at ``T``: the schema to read (field ids,
+    each named as at ``T``) and the key columns."""
+
+    schema: Schema
+    keys: tuple[str, ...]
+
+
+def _field_by_column(tbl: Table) -> dict[int, NestedField]:
+    """TiDB column id → the Iceberg field holding it now (``binlake.columns``)."""
+    current = tbl.schema()
+    out = {}
+    for cid, name in ks.stored_columns(dict(tbl.properties)).items():
+        try:
+            out[int(cid)] = current.find_field(name)
+        except ValueError:
+            continue
+    return out
+
+
+def _field_named(schemas: list[Schema], name: str) -> NestedField | None:
+    """The newest field called ``name`` in ``schemas`` (a column dropped since, when they are all the
+    table ever had)."""
+    for schema in sorted(schemas, key=lambda s: s.schema_id, reverse=True):
+        for f in schema.fields:
+            if f.name == name:
+                return f
+    return None
+
+
+def projection(tbl: Table, info: TableInfo, extra: tuple[str, ...], within: Schema | None = None) -> Projection:
+    """The columns of ``info`` (the table at ``T``) as fields of ``tbl`` named as at ``T``, plus the
+    ``extra`` metadata columns the table has (``_tidb_rowid`` when ``info`` has one). Only fields of
+    ``within`` (a snapshot's schema) count when it is given, else those of any schema the table had.
+    A column the table did not hold is left out (read as its default)."""
+    schemas = [within] if within is not None else list(tbl.metadata.schemas)
+    ids = {f.field_id for s in schemas for f in s.fields}
+    by_id = _field_by_column(tbl) if tbl.properties.get(ks.PROP_TABLE_ID) else {}
+    fields: list[NestedField] = []
+    for col in info.columns:
+        f = by_id.get(col.id)
+        if f is None or f.field_id not in ids:
+            f = _field_named(schemas, col.name)
+        if f is not None:
+            fields.append(NestedField(f.field_id, col.name, f.field_type, required=False))
+    names = ([ch.ROWID] if ks.has_rowid(info) else []) + list(extra)
+    for name in names:
+        f = _field_named(schemas, name)
+        if f is not None:
+            typ = f.field_type
+            if name == ch.BEFORE and isinstance(typ, StructType):   # the before-image: the key columns only
+                keys = set(ks.key_columns(info))
+                typ = StructType(*[NestedField(s.field_id, s.name, s.field_type, required=False)
+                                   for s in typ.fields if s.name in keys])
+            fields.append(NestedField(f.field_id, name, typ, required=False))
+    return Projection(Schema(*fields), tuple(ks.key_columns(info)))
+
+
+# ---------------------------------------------------------------------------------------------
+# a table at T
+
+@dataclass(frozen=True)
+class Source:
+    """Files of one Iceberg table to read with ``projection`` (metadata for the executors)."""
+
+    metadata: TableMetadata
+    io_properties: dict[str, str]
+    projection: Projection
+    tasks: tuple[FileScanTask, ...]
+    low: int = 0          # changelog: rows with low < commit_ts ≤ high
+    high: int = 0
+
+
+@dataclass(frozen=True)
+class TableAt:
+    """``name`` (``db.table`` at ``ts``) with the TableInfo in force then, and where its rows are: the
+    mirror's base files and the changelog's tail, either absent when the table was empty."""
+
+    name: str
+    info: TableInfo
+    ts: int
+    base: Source | None = None
+    tail: Source | None = None
+    base_ts: int | None = None
+    notes: list[str] = field(default_factory=list)
+    born: dict[str, int] = field(default_factory=dict)   # columns added after the table began → DDL position
+    tail_run_end: int | None = None   # the to-ts of the run whose changelog files hold the tail's last rows
+
+
+def _load(catalog: Catalog, name: str) -> Table | None:
+    db, _, tbl = name.partition(".")
+    try:
+        return catalog.load_table((db, tbl))
+    except (NoSuchTableError, NoSuchNamespaceError):
+        return None
+
+
+def changelog_of(mirror: str) -> str:
+    """The changelog beside the Iceberg table ``mirror`` (``<t>__dropped_<ts>`` →
+    ``<t>__changelog_dropped_<ts>``)."""
+    base, sep, drop_ts = mirror.rpartition(lineage.MIRROR_DROPPED_INFIX)
+    if sep and drop_ts.isdigit():
+        return fmt.dropped_changelog_name(base, int(drop_ts))
+    return fmt.changelog_name(mirror)
+
+
+def base_snapshot(tbl: Table, ts: int) -> tuple[Snapshot | None, int | None]:
+    """The newest snapshot of the mirror whose run ended at or before ``ts`` (main line or a
+    ``tidb-ts-*`` tag) and that run's ``to-ts``; (None, None) when none did."""
+    best: tuple[Snapshot | None, int | None] = (None, None)
+    for m in marked_snapshots(tbl):
+        if m.run.to_ts <= ts:
+            best = (m.snapshot, m.run.to_ts)
+            break
+    for ref_name, ref in tbl.metadata.refs.items():
+        if not ref_name.startswith(fmt.TAG_PREFIX) or not ref_name[len(fmt.TAG_PREFIX):].isdigit():
+            continue
+        tag_ts = int(ref_name[len(fmt.TAG_PREFIX):])
+        snap = tbl.metadata.snapshot_by_id(ref.snapshot_id)
+        if snap is not None and tag_ts <= ts and (best[1] is None or tag_ts > best[1]):
+            best = (snap, tag_ts)
+    return best
+
+
+def _io(tbl: Table) -> dict[str, str]:
+    return dict(tbl.io.properties)
+
+
+def table_at(catalog: Catalog, moves: list[lineage.Move], name: str, info: TableInfo, ts: int,
+             began: int, born: dict[str, int] | None = None) -> TableAt:
+    """Where the rows of ``name`` at ``ts`` are (see the module doc); ``began`` is the position of the
+    DDL that created the table id alive at ``ts`` (0 when the lake's history has none), ``born`` the
+    columns added since (``TableAt.born``)."""
+    held, _ = lineage.name_at(moves, name, ts)
+    mirror = _load(catalog, held)
+    log = _load(catalog, changelog_of(held))
+    born = dict(born or {})
+    if mirror is None and log is None:
+        return TableAt(name, info, ts, notes=["no Iceberg table holds it: restored empty"], born=born)
+    low, base, base_ts = began, None, None
+    if mirror is not None:
+        snap, snap_ts = base_snapshot(mirror, ts)
+        if snap is not None and snap_ts is not None and snap_ts >= began:
+            within = mirror.metadata.schema_by_id(snap.schema_id) if snap.schema_id is not None else None
+            proj = projection(mirror, info, (ch.COMMIT_TS, ch.COMMIT_TIME), within)
+            tasks = tuple(mirror.scan(snapshot_id=snap.snapshot_id).plan_files())
+            base, base_ts, low = Source(mirror.metadata, _io(mirror), proj, tasks), snap_ts, snap_ts
+    tail = None
+    if log is not None and low < ts:
+        proj = projection(log, info, (ch.OP, ch.COMMIT_TS, ch.SEQ, ch.COMMIT_TIME, ch.BEFORE))
+        row_filter = And(GreaterThan(term=ch.COMMIT_TS, value=low), LessThanOrEqual(term=ch.COMMIT_TS, value=ts))
+        tasks = tuple(log.scan(row_filter=row_filter).plan_files())
+        if tasks:
+            tail = Source(log.metadata, _io(log), proj, tasks, low, ts)
+            ends = [m.run.to_ts for m in marked_snapshots(log) if m.run.to_ts >= ts]
+            return TableAt(name, info, ts, base, tail, base_ts, born=born, tail_run_end=min(ends, default=None))
+    return TableAt(name, info, ts, base, tail, base_ts, born=born)

@@ -1,0 +1,151 @@
+"""``binlake restore --into mysql://…`` (or ``tidb://…``): the upstream's tables at a ts, rebuilt in a
+MySQL-protocol database.
+
+- Tables: every DDL job done by the ts is replayed as the MySQL sink applies it (``MySQLSink.apply_ddl``:
+  the table filter, TiDB-only syntax removed, the upstream's charset), so each table has the columns,
+  types, keys and indexes the MySQL sink would have given it, renames, truncates and drops included.
+  The databases the jobs create must not exist in the target (``--replace`` drops them first): a
+  replayed CREATE TABLE over an existing table would be ignored as "already done". Each restored
+  table is then checked to have the columns the upstream had at the ts.
+- Rows: Spark tasks load them with multi-row INSERTs (``statements.insert_statements``, the MySQL
+  sink's literals), a commit per statement, foreign-key checks off, in parallel.
+- Checkpoint: TiDB Binlog's checkpoint row at the ts (``consistent = true``), so ``binlake drain
+  --sink mysql`` continues from there while the pumps still hold what follows.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import pyarrow as pa
+
+from sink.mysql.checkpoint import Checkpoint, CheckpointTable
+from sink.mysql.config import MySQLSettings
+from sink.mysql.ddl import plan_ddl
+from sink.mysql.sink import MySQLOptions, MySQLSink
+from sink.mysql.statements import TargetTable, insert_statements, literal_sql_mode, quote
+from sink.mysql.target import MySQLTarget
+from sink.restore import RestoreError, RestorePlan, RestoreTarget, RowWriter, WriterSession
+from transform import changes as ch
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+
+ROWS_PER_INSERT = 1_000
+
+
+class _Session(WriterSession):
+    def __init__(self, writer: MySQLRowWriter) -> None:
+        self.writer = writer
+        self.conn = writer.target.connect()
+        with self.conn.cursor() as cur:
+            cur.execute("SELECT @@SESSION.sql_mode")
+            literal_sql_mode(cur, str(cur.fetchone()[0]))
+            cur.execute("SET SESSION foreign_key_checks = 0")
+
+    def write(self, table: int, rows: pa.Table) -> None:
+        target = self.writer.tables[table]
+        with self.conn.cursor() as cur:
+            for sql in insert_statements(target, rows, ROWS_PER_INSERT):
+                cur.execute(sql)
+                self.conn.commit()
+
+    def close(self) -> bytes:
+        self.conn.close()
+        return b""
+
+
+@dataclass(frozen=True)
+class MySQLRowWriter(RowWriter):
+    """Loads rows into the restored tables (by the plan's table index)."""
+
+    target: MySQLTarget
+    tables: dict[int, TargetTable]
+
+    def open(self) -> WriterSession:
+        return _Session(self)
+
+
+class MySQLRestore(RestoreTarget):
+    """A MySQL, MariaDB or TiDB server (``tidb://``: DDL goes unchanged)."""
+
+    def __init__(self, target: MySQLTarget, tidb: bool, settings: MySQLSettings | None = None) -> None:
+        self.target = target
+        self.tidb = tidb
+        self.settings = settings or MySQLSettings()
+        self.conn: Any = None
+
+    @classmethod
+    def from_uri(cls, uri: str, lake: Catalog) -> MySQLRestore:
+        return cls(MySQLTarget.from_dsn(uri), urlsplit(uri).scheme == "tidb")
+
+    def describe(self) -> str:
+        return f"{'tidb' if self.tidb else 'mysql'}://{self.target.describe()}"
+
+    def _connection(self) -> Any:
+        if self.conn is None:
+            self.conn = self.target.connect()
+        return self.conn
+
+    def _databases(self, plan: RestorePlan) -> list[str]:
+        """The databases the replayed jobs create or write."""
+        names: dict[str, None] = {}
+        for job in plan.jobs:
+            if job.schema_name and not plan_ddl(job, plan.table_filter, self.tidb).skip:
+                names.setdefault(job.schema_name)
+        for t in plan.tables:
+            names.setdefault(t.db)
+        return list(names)
+
+    def prepare(self, plan: RestorePlan, replace: bool) -> RowWriter:
+        conn = self._connection()
+        dbs = self._databases(plan)
+        with conn.cursor() as cur:
+            cur.execute("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA")
+            have = {str(r[0]).lower() for r in cur.fetchall()}
+            present = [d for d in dbs if d.lower() in have]
+            if present and not replace:
+                raise RestoreError(f"{self.describe()} already has the database(s) {', '.join(present)} this "
+                                   f"restore creates: restore into a server without them, or give --replace "
+                                   f"to drop them first")
+            for d in present:
+                cur.execute(f"DROP DATABASE {quote(d)}")
+        conn.commit()
+        sink = MySQLSink(self.target, MySQLOptions(settings=self.settings, tidb=self.tidb,
+                                                   table_filter=plan.table_filter))
+        try:
+            for job in plan.jobs:
+                sink.apply_ddl(ch.DDLJob(job.binlog.finished_ts, job))
+        finally:
+            sink.close()
+        tables = {i: TargetTable.of(t.db, t.info) for i, t in enumerate(plan.tables)}
+        self._check_columns(tables)
+        return MySQLRowWriter(self.target, tables)
+
+    def _check_columns(self, tables: dict[int, TargetTable]) -> None:
+        """:class:`RestoreError` naming a table the replayed DDL left without the upstream's columns."""
+        with self._connection().cursor() as cur:
+            for t in tables.values():
+                cur.execute("SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
+                            "AND TABLE_NAME = %s", (t.db, t.name))
+                have = {str(r[0]).lower() for r in cur.fetchall()}
+                missing = [c for c in t.columns if c.lower() not in have]
+                if not have or missing:
+                    what = "does not exist" if not have else f"lacks the column(s) {', '.join(missing)}"
+                    raise RestoreError(f"after replaying the DDL history, {t.db}.{t.name} {what} in "
+                                       f"{self.describe()}: the upstream's DDL did not apply there as it did upstream")
+
+    def finish(self, plan: RestorePlan, results: Sequence[bytes]) -> list[str]:
+        where = self.settings.to.checkpoint
+        table = CheckpointTable(self._connection(), plan.cluster_id, where.schema_, where.table)
+        table.ensure()
+        table.save(Checkpoint(plan.ts, True, schema_version=plan.schema_version))
+        return [f"checkpoint {where.schema_}.{where.table} of cluster {plan.cluster_id} at {plan.ts} "
+                f"(consistent): binlake drain --sink mysql continues from it"]
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
