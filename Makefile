@@ -17,10 +17,47 @@ PEERS := .peers
 GO_ENV := GOTOOLCHAIN=go1.21.13 CGO_ENABLED=0 GOFLAGS='-mod=mod -buildvcs=false'
 PEER_BINS := $(PEERS)/tidb-server $(PEERS)/pdetcd $(PEERS)/pdts $(PEERS)/pumpbench
 
+# Apache Iceberg's REST catalog server (org.apache.iceberg.rest.RESTCatalogServer, the main class of the
+# apache/iceberg-rest-fixture image) for tests/sink/test_rest_catalog.py, run by the Java 17 the Makefile
+# header assumes. Maven Central publishes it as iceberg-open-api's test-fixtures jar, which holds only
+# the server's classes (the image's shadow jar is built from Iceberg's source), so its runtime classpath
+# is listed here: the jars the Iceberg 1.10.1 build resolves for it (gradle/libs.versions.toml),
+# each pinned by sha256 (checked against Maven Central's .sha1 when pinned), into the git-ignored .peers/.
+MAVEN_CENTRAL := https://repo1.maven.org/maven2
+ICEBERG_REST := $(PEERS)/iceberg-rest
+ICEBERG_REST_JARS := \
+	org/apache/iceberg/iceberg-open-api/1.10.1/iceberg-open-api-1.10.1-test-fixtures.jar@ec4dce1663933e3520227da8238a980d52b7eccac532c1953f337dc1e6ee597b \
+	org/apache/iceberg/iceberg-core/1.10.1/iceberg-core-1.10.1-tests.jar@8c18111a61ea40ba23114e10e33bacfceca6cf36d2c9a932d880e0100f14af1e \
+	org/apache/iceberg/iceberg-core/1.10.1/iceberg-core-1.10.1.jar@5dc1472e3a393d9d5a713aedee7007cebdf62cabbe82c72feb6d3da8e50d7216 \
+	org/apache/iceberg/iceberg-api/1.10.1/iceberg-api-1.10.1.jar@9c806b96f20882d1e5e7a4b9a8d7bc1fa32917b509af4e6d139afaa09a288396 \
+	org/apache/iceberg/iceberg-common/1.10.1/iceberg-common-1.10.1.jar@167791c08975f299ebae6c508ea872b899673c33dc2911e4c265f95b96a656f1 \
+	org/apache/iceberg/iceberg-bundled-guava/1.10.1/iceberg-bundled-guava-1.10.1.jar@05b79072e19071b1bcf7a4e382d624b3b2ccad6eaf79627676219bb48e4e834d \
+	org/apache/avro/avro/1.12.0/avro-1.12.0.jar@1f5fbfff9b7427d6832cc3031a3c81413d3e21d9e2551847d9231c28493f9492 \
+	com/fasterxml/jackson/core/jackson-core/2.19.2/jackson-core-2.19.2.jar@aa77eaf29293a868c47372194f7c5287d77d9370b04ea25d3fffc1e4904b5880 \
+	com/fasterxml/jackson/core/jackson-databind/2.19.2/jackson-databind-2.19.2.jar@0a1bd4e9b0d670e632d40ee8c625ad376233502f03c2f5889baea95d025b47a7 \
+	com/fasterxml/jackson/core/jackson-annotations/2.19.2/jackson-annotations-2.19.2.jar@e516743a316dcf83c572ffc9cb6e8c5e8c134880c8c5155b02f7b34e9c5dc3cf \
+	com/github/ben-manes/caffeine/caffeine/2.9.3/caffeine-2.9.3.jar@1e0a7bbef1dd791653143f3f05d0e489934bf5481e58a87c9e619cd46b68729b \
+	org/roaringbitmap/RoaringBitmap/1.3.0/RoaringBitmap-1.3.0.jar@73443a71a2e2401c7d518a487983539fcaf5f9652efbd178f929e7b6d36881d0 \
+	org/apache/httpcomponents/client5/httpclient5/5.5/httpclient5-5.5.jar@496b4b0e8d5f3a8139a5d2638486d304758bac3a9c39d76989f663cfd9354fc9 \
+	org/apache/httpcomponents/core5/httpcore5/5.3.4/httpcore5-5.3.4.jar@f2b2fd7a0164e8c3120cd8437bc9fea439239e165c17262b3e907daa7e979f80 \
+	org/apache/httpcomponents/core5/httpcore5-h2/5.3.4/httpcore5-h2-5.3.4.jar@1fb4f34e4b612e7c127ad693335583587850b17ce9b1c366f9de1ca49fe2c781 \
+	org/eclipse/jetty/jetty-server/11.0.26/jetty-server-11.0.26.jar@3cc3b203b96c7115151ea94cad8af43c0914bfb6fe20cf2ca8378ec6822fa471 \
+	org/eclipse/jetty/jetty-servlet/11.0.26/jetty-servlet-11.0.26.jar@c09469f1045f9e207732692b3bc56e8fe4d0599de52d3bd593927c4a9060e679 \
+	org/eclipse/jetty/jetty-security/11.0.26/jetty-security-11.0.26.jar@1f0a1b58304741f243e2f6ac694e6506b1e26bb079cfc2baaa3f2a6ed4bf2d9f \
+	org/eclipse/jetty/jetty-http/11.0.26/jetty-http-11.0.26.jar@de738c8cfd5701627b5373c42376453beb8276f989d75e5258e3b1ffe217e938 \
+	org/eclipse/jetty/jetty-io/11.0.26/jetty-io-11.0.26.jar@ce0ef76071e361d97f102e5cb48928b3cc66ac899d12be3ef0af8d06b4f768a1 \
+	org/eclipse/jetty/jetty-util/11.0.26/jetty-util-11.0.26.jar@1b61b875a6d40e8fd44cffb307bdb66f3459370a152a50a092a698c3737eeca9 \
+	org/eclipse/jetty/toolchain/jetty-jakarta-servlet-api/5.0.2/jetty-jakarta-servlet-api-5.0.2.jar@efb20997729f32bfa6c8a8319037c353f7ad460d5d49f336bf232998ea2358db \
+	org/xerial/sqlite-jdbc/3.50.3.0/sqlite-jdbc-3.50.3.0.jar@a3f53a2aa15ae9425a9e793bbe9c8e5288febeb4b65ef5c1a4e80d4c2045cf08 \
+	org/apache/hadoop/hadoop-client-api/3.4.1/hadoop-client-api-3.4.1.jar@a964d4daa054c9615bbafb4553efbb140fa7fb9ac6f358a24393f183a5703438 \
+	org/apache/hadoop/hadoop-client-runtime/3.4.1/hadoop-client-runtime-3.4.1.jar@f6a800a159f918670db533606d33560d6c13b7e13f14eda493280ae33b9eeb2f \
+	org/slf4j/slf4j-api/2.0.17/slf4j-api-2.0.17.jar@7b751d952061954d5abfed7181c1f645d336091b679891591d63329c622eb832 \
+	org/slf4j/slf4j-simple/2.0.17/slf4j-simple-2.0.17.jar@ddfea59ac074c6d3e24ac2c38622d2d963895e17f70b38ed4bdae4d780be6964
+
 # binlake's processes set their own environment defaults (SPARK_LOCAL_IP, ...): binlake/process.py
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo demo-mysql test lint deps airflow-env system-deps peers proto bench clean
+.PHONY: demo demo-mysql test lint deps airflow-env system-deps peers iceberg-rest proto bench clean
 
 # Python environment: pinned by pyproject.toml (binlake) and emulator/pyproject.toml (the TiDB emulator and
 # the demo harness, a distribution of their own: not in binlake's wheel), transitively frozen by constraints.txt.
@@ -62,6 +99,23 @@ $(PEERS)/%: tests/peers/%/main.go tests/peers/go.mod
 
 peers: $(PEER_BINS)
 
+# The REST catalog's jars, each downloaded once and checked against its pinned sha256; the classpath
+# file lists them in order (tests/servers.py reads it).
+$(ICEBERG_REST)/classpath: Makefile
+	mkdir -p $(ICEBERG_REST)
+	@for entry in $(ICEBERG_REST_JARS); do \
+		path=$${entry%@*}; sum=$${entry#*@}; jar=$(ICEBERG_REST)/$${path##*/}; \
+		if ! echo "$$sum  $$jar" | sha256sum -c --status 2>/dev/null; then \
+			curl -fsSL --retry 3 -o "$$jar.part" "$(MAVEN_CENTRAL)/$$path"; \
+			echo "$$sum  $$jar.part" | sha256sum -c --quiet >&2 || { rm -f "$$jar.part"; exit 1; }; \
+			mv "$$jar.part" "$$jar"; \
+		fi; \
+		echo "$$jar"; \
+	done > $@.part
+	mv $@.part $@
+
+iceberg-rest: $(ICEBERG_REST)/classpath
+
 # Regenerate schemas/*_pb2*.py from the .proto files (tests/test_schemas.py checks they are current).
 proto: deps
 	$(BIN)/python -m schemas.generate
@@ -73,7 +127,7 @@ lint: deps
 
 # Lint and types, then the whole suite; servers (etcd, pumps, TSO, tidb-server) are started and
 # stopped by the tests.
-test: lint system-deps airflow-env peers
+test: lint system-deps airflow-env peers iceberg-rest
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # The demo also replicates into a local MariaDB when mariadbd is installed; demo-mysql installs it first.

@@ -1,6 +1,7 @@
 """Suite-wide setup: the repository root on sys.path, and the harness's process settings (binlake/process.py)."""
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,7 +19,7 @@ if str(ROOT) not in sys.path:
 configure_process(HARNESS)   # the environment of the commands the tests run in-process (local Spark, pyiceberg)
 
 if TYPE_CHECKING:
-    from tests.servers import EtcdServer, MariaDBServer, MotoS3, PostgresServer
+    from tests.servers import EtcdServer, MariaDBServer, MotoS3, PostgresServer, RestCatalogServer
 
 
 @pytest.fixture(scope="session")
@@ -50,6 +51,24 @@ def moto_s3() -> Iterator[MotoS3]:
     """An S3 endpoint (``moto_server``) on 127.0.0.1 for the whole session."""
     from tests.servers import MotoS3
     with MotoS3() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def iceberg_rest_catalog() -> Iterator[RestCatalogServer]:
+    """Apache Iceberg's REST catalog server (the jars ``make iceberg-rest`` downloads into ``.peers/``)
+    on 127.0.0.1 for the whole session. Without those jars the test is skipped, or fails when
+    ``CI=true`` (``make test`` downloads them first). One catalog for the session: binlake's
+    checkpoint in it belongs to the first cluster drained into it (another one is refused), so a
+    test draining a cluster of its own starts a ``RestCatalogServer`` of its own."""
+    from tests.servers import RestCatalogServer, iceberg_rest_classpath
+    classpath = iceberg_rest_classpath()
+    if classpath is None:
+        why = "the Iceberg REST catalog's jars are not in .peers/iceberg-rest: run `make iceberg-rest`"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(why)
+        pytest.skip(why)
+    with RestCatalogServer(classpath) as server:
         yield server
 
 

@@ -1,6 +1,7 @@
 """Real servers for integration tests: a throwaway single-node etcd (Debian's, installed on first
 use), PostgreSQL and MariaDB (Debian's, likewise), a Spark standalone cluster started from the pyspark package,
-an S3 endpoint (``moto_server``).
+an S3 endpoint (``moto_server``), Apache Iceberg's REST catalog server (the jars ``make iceberg-rest``
+downloads).
 
 Generic on purpose: any test folder may ``from tests.servers import EtcdServer, SparkStandalone``.
 """
@@ -462,4 +463,101 @@ class MariaDBServer(MariaDBProcess):
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+_ROOT = Path(__file__).resolve().parent.parent
+ICEBERG_REST_CLASSPATH = _ROOT / ".peers" / "iceberg-rest" / "classpath"
+
+
+def iceberg_rest_classpath() -> list[Path] | None:
+    """The jars of the Iceberg REST catalog server, in the order ``make iceberg-rest`` listed them
+    (``.peers/iceberg-rest/classpath``), or None when that has not run or a listed jar is gone."""
+    if not ICEBERG_REST_CLASSPATH.exists():
+        return None
+    jars = [_ROOT / line for line in ICEBERG_REST_CLASSPATH.read_text().split()]
+    return jars if jars and all(j.is_file() for j in jars) else None
+
+
+class RestCatalogServer:
+    """Apache Iceberg's REST catalog server (``org.apache.iceberg.rest.RESTCatalogServer``, the server
+    of the apache/iceberg-rest-fixture image, on the classpath ``make iceberg-rest`` downloads) on a
+    free port: a ``JdbcCatalog`` in a SQLite file behind it, configured as the image configures it
+    (``CATALOG_*`` environment variables become catalog properties: ``CATALOG_URI`` → ``uri``,
+    ``CATALOG_REST_PORT`` → ``rest.port``, ``CATALOG_CATALOG__IMPL`` → ``catalog-impl``), and a
+    local warehouse directory it creates tables in (its HadoopFileIO writes the metadata files there).
+    Jetty listens on every interface at the port (the server has no host setting); clients use
+    127.0.0.1. Context manager: on entry it is started and answering ``GET /v1/config``; on exit it
+    is stopped and its directory removed."""
+
+    MAIN_CLASS = "org.apache.iceberg.rest.RESTCatalogServer"
+
+    def __init__(self, classpath: list[Path], startup_timeout: float = 90.0) -> None:
+        self.classpath = classpath
+        self.startup_timeout = startup_timeout
+        self.port = free_port()
+        self.dir = Path(tempfile.mkdtemp(prefix="binlake-iceberg-rest-"))
+        self.warehouse_dir = self.dir / "warehouse"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._log = self.dir / "server.log"
+
+    @property
+    def uri(self) -> str:
+        """``http://127.0.0.1:<port>``: the catalog URI (``--catalog-uri``, pyiceberg's ``uri``)."""
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def warehouse(self) -> str:
+        """``file://<dir>``: the warehouse the server puts new tables under."""
+        return f"file://{self.warehouse_dir}"
+
+    def environment(self) -> dict[str, str]:
+        """The server process's environment: this one without ``CATALOG_*`` variables, plus ours."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CATALOG_")}
+        return {**env,
+                "CATALOG_CATALOG__IMPL": "org.apache.iceberg.jdbc.JdbcCatalog",
+                "CATALOG_URI": f"jdbc:sqlite:file:{self.dir / 'catalog.db'}",
+                "CATALOG_JDBC_USER": "user", "CATALOG_JDBC_PASSWORD": "password",
+                "CATALOG_WAREHOUSE": self.warehouse,
+                "CATALOG_REST_PORT": str(self.port)}
+
+    def log_tail(self, chars: int = 3000) -> str:
+        """The last ``chars`` characters of the server's log (stdout and stderr)."""
+        try:
+            return self._log.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    def __enter__(self) -> RestCatalogServer:
+        java = shutil.which("java")
+        if java is None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise ServerError("no java on PATH for the Iceberg REST catalog server (Java 17 expected)")
+        self.warehouse_dir.mkdir()
+        with open(self._log, "ab") as log:
+            self.proc = subprocess.Popen(
+                [java, "-Xmx512m", "-cp", os.pathsep.join(str(j) for j in self.classpath), self.MAIN_CLASS],
+                env=self.environment(), cwd=self.dir, stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + self.startup_timeout
+        last = ""
+        while True:
+            try:
+                with urllib.request.urlopen(f"{self.uri}/v1/config", timeout=2) as resp:
+                    if resp.status == 200 and "defaults" in json.loads(resp.read()):
+                        return self
+            except (OSError, ValueError) as e:   # URLError is an OSError
+                last = str(e)
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                exited = self.proc.poll()
+                tail = self.log_tail()
+                self.__exit__()
+                state = (f"exited with {exited}" if exited is not None
+                         else f"not answering after {self.startup_timeout}s")
+                raise ServerError(f"Iceberg REST catalog server on {self.uri} {state} ({last}):\n{tail}")
+            time.sleep(0.2)
+
+    def __exit__(self, *exc: object) -> None:
+        stop_group(self.proc, 10)
+        self.proc = None
         shutil.rmtree(self.dir, ignore_errors=True)

@@ -39,15 +39,20 @@ def warehouse_location(warehouse: str) -> str:
 
 
 def open_catalog(warehouse: str, catalog_uri: str | None = None, **properties: object) -> Catalog:
-    """The catalog named ``binlake``; local warehouses are created when missing.
+    """The catalog named ``binlake``; local warehouses are created when missing. A REST catalog
+    (``http(s)://``) gets ``warehouse`` as given: servers such as Polaris or Lakekeeper take a
+    warehouse name there, and the server, not binlake, owns the location.
 
     Extra ``properties`` go to pyiceberg (e.g. ``s3.endpoint``; without credentials among them,
     S3 access takes the usual AWS environment variables). Raises :class:`CatalogConfigError` with
     the URI (password redacted) when pyiceberg cannot open it.
     """
-    location = warehouse_location(warehouse)
-    if location.startswith("file://"):
-        _local_dir(location).mkdir(parents=True, exist_ok=True)
+    if catalog_uri and urlsplit(catalog_uri).scheme in ("http", "https"):
+        location = warehouse          # a REST catalog: the server resolves it (a location, or a name)
+    else:
+        location = warehouse_location(warehouse)
+        if location.startswith("file://"):
+            _local_dir(location).mkdir(parents=True, exist_ok=True)
     uri = catalog_uri or default_catalog_uri(location)
     try:
         return retry(lambda: load_catalog(CATALOG_NAME, uri=uri, warehouse=location,

@@ -24,7 +24,8 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import FileScanTask, Table
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Snapshot
-from pyiceberg.types import NestedField, StructType
+from pyiceberg.transforms import BucketTransform
+from pyiceberg.types import IcebergType, NestedField, StructType
 
 from sink import changelog as fmt
 from sink.errors import SinkError
@@ -145,9 +146,14 @@ def projection(tbl: Table, info: TableInfo, extra: tuple[str, ...], within: Sche
 # ---------------------------------------------------------------------------------------------
 # a table at T
 
+ANY_BUCKET = "*"   # a file not partitioned by a bucket of the first key column: any key may be in it
+
+
 @dataclass(frozen=True)
 class Source:
-    """Files of one Iceberg table to read with ``projection`` (metadata for the executors)."""
+    """Files of one Iceberg table to read with ``projection`` (metadata for the executors). A mirror's
+    files each have a *route*: ``"<N>:<b>"`` when the file holds only keys whose first column falls in
+    bucket ``b`` of ``N`` (the mirror's ``bucket(N, key)`` partitioning), else :data:`ANY_BUCKET`."""
 
     metadata: TableMetadata
     io_properties: dict[str, str]
@@ -155,6 +161,26 @@ class Source:
     tasks: tuple[FileScanTask, ...]
     low: int = 0          # changelog: rows with low < commit_ts ≤ high
     high: int = 0
+    routes: tuple[str, ...] = ()
+
+    def without_tasks(self) -> Source:
+        """The same source without its file list (what every file's task needs besides its file)."""
+        return Source(self.metadata, self.io_properties, self.projection, (), self.low, self.high)
+
+    def key_type(self) -> IcebergType | None:
+        """The Iceberg type of the first key column (what the bucket transform hashes)."""
+        first = self.projection.keys[0]
+        return next((f.field_type for f in self.projection.schema.fields if f.name == first), None)
+
+
+def _route(metadata: TableMetadata, task: FileScanTask, key_field_id: int | None) -> str:
+    spec = metadata.specs().get(task.file.spec_id)
+    if spec is None or key_field_id is None or len(spec.fields) != 1:
+        return ANY_BUCKET
+    f = spec.fields[0]
+    if f.source_id != key_field_id or not isinstance(f.transform, BucketTransform):
+        return ANY_BUCKET
+    return f"{f.transform.num_buckets}:{task.file.partition[0]}"
 
 
 @dataclass(frozen=True)
@@ -230,7 +256,9 @@ def table_at(catalog: Catalog, moves: list[lineage.Move], name: str, info: Table
             within = mirror.metadata.schema_by_id(snap.schema_id) if snap.schema_id is not None else None
             proj = projection(mirror, info, (ch.COMMIT_TS, ch.COMMIT_TIME), within)
             tasks = tuple(mirror.scan(snapshot_id=snap.snapshot_id).plan_files())
-            base, base_ts, low = Source(mirror.metadata, _io(mirror), proj, tasks), snap_ts, snap_ts
+            key_id = next((f.field_id for f in proj.schema.fields if f.name == proj.keys[0]), None)
+            routes = tuple(_route(mirror.metadata, t, key_id) for t in tasks)
+            base, base_ts, low = Source(mirror.metadata, _io(mirror), proj, tasks, routes=routes), snap_ts, snap_ts
     tail = None
     if log is not None and low < ts:
         proj = projection(log, info, (ch.OP, ch.COMMIT_TS, ch.SEQ, ch.COMMIT_TIME, ch.BEFORE))
