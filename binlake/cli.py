@@ -269,6 +269,12 @@ _DRAIN_FLAGS = [("--registry", "registry", str, "file://PATH or etcd://HOST:PORT
                 ("--tables", "tables", str, "only these tables: db.t,db2.t2 (the checkpoint does not move)")]
 
 
+def _spark_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--spark-master", dest="spark.master", help="default local[*]")
+    p.add_argument("--spark-conf", dest="spark_conf", type=_key_value, action="append", metavar="KEY=VALUE",
+                   help="a Spark setting, verbatim (repeatable; over [spark.conf])")
+
+
 def _drainer_flags(p: argparse.ArgumentParser, sinks: bool = True) -> None:
     p.add_argument("--config", help="drainer.toml (TiDB Binlog key names)")
     for flag, key, typ, text in _DRAIN_FLAGS:
@@ -363,9 +369,7 @@ def _restore_parser(sub: Any, sinks: bool = True) -> None:
                    help="mysql://USER:PASS@HOST:PORT, tidb://…, or iceberg://NAMESPACE")
     p.add_argument("--replace", action="store_true",
                    help="drop the databases (or the namespace's tables) the restore would create first")
-    p.add_argument("--spark-master", dest="spark.master", help="default local[*]")
-    p.add_argument("--spark-conf", dest="spark_conf", type=_key_value, action="append", metavar="KEY=VALUE",
-                   help="a Spark setting, verbatim (repeatable; over [spark.conf])")
+    _spark_flags(p)
     p.set_defaults(run=_run_restore)
 
 
@@ -379,9 +383,7 @@ def _check_parser(sub: Any, sinks: bool = True) -> None:
     _drainer_flags(p, sinks)
     p.add_argument("--ts", type=int, help="the to_ts of the run to check (default: the checkpoint)")
     p.add_argument("--report", help="the run report (default DATA_DIR/reports/run-TS.json)")
-    p.add_argument("--spark-master", dest="spark.master", help="default local[*]")
-    p.add_argument("--spark-conf", dest="spark_conf", type=_key_value, action="append", metavar="KEY=VALUE",
-                   help="a Spark setting, verbatim (repeatable; over [spark.conf])")
+    _spark_flags(p)
     p.set_defaults(run=_run_check)
 
 
@@ -403,9 +405,7 @@ def _maintain_parser(sub: Any, sinks: bool = True) -> None:
                    help="remove unreferenced files only when older than this (default 3d)")
     p.add_argument("--dry-run", action="store_true", help="print what each step would do and change nothing")
     p.add_argument("--report", help="write the report JSON here (default DATA_DIR/reports/maintain-<utc time>.json)")
-    p.add_argument("--spark-master", dest="spark.master", help="default local[*]")
-    p.add_argument("--spark-conf", dest="spark_conf", type=_key_value, action="append", metavar="KEY=VALUE",
-                   help="a Spark setting, verbatim (repeatable; over [spark.conf])")
+    _spark_flags(p)
     p.set_defaults(run=_run_maintain)
 
 
@@ -433,14 +433,22 @@ def _drainer_options(args: argparse.Namespace) -> DrainerConfig:
     return load_config(drainer_model(), args.config, overrides)
 
 
-def _run_drain(args: argparse.Namespace) -> int:
-    from binlake.drain import run_drain_command
+def _spark_command_options(args: argparse.Namespace) -> DrainerConfig:
+    """The drainer options of a command that starts Spark, with logging set up and, for a local
+    master, the local Spark's process settings."""
     from transform.spark import is_local
 
     options = _drainer_options(args)
     _setup_logging(options.log_level)
     if is_local(options.spark.master):
         local_spark()
+    return options
+
+
+def _run_drain(args: argparse.Namespace) -> int:
+    from binlake.drain import run_drain_command
+
+    options = _spark_command_options(args)
     if args.follow:
         from binlake.follow import run_follow
 
@@ -462,35 +470,23 @@ def _run_verify(args: argparse.Namespace) -> int:
 
 def _run_check(args: argparse.Namespace) -> int:
     from binlake.check import run_check_command
-    from transform.spark import is_local
 
-    options = _drainer_options(args)
-    _setup_logging(options.log_level)
-    if is_local(options.spark.master):
-        local_spark()
+    options = _spark_command_options(args)
     return run_check_command(options, args.ts, out=sys.stdout, report_file=args.report)
 
 
 def _run_restore(args: argparse.Namespace) -> int:
     from binlake.restore import run_restore_command
-    from transform.spark import is_local
 
-    options = _drainer_options(args)
-    _setup_logging(options.log_level)
-    if is_local(options.spark.master):
-        local_spark()
+    options = _spark_command_options(args)
     run_restore_command(options, args.ts, args.into, args.replace, out=sys.stdout)
     return 0
 
 
 def _run_maintain(args: argparse.Namespace) -> int:
     from binlake.maintain import run_maintain_command
-    from transform.spark import is_local
 
-    options = _drainer_options(args)
-    _setup_logging(options.log_level)
-    if is_local(options.spark.master):
-        local_spark()
+    options = _spark_command_options(args)
     run_maintain_command(options, args.retention, args.tag_retention, args.orphan_age, args.dry_run, args.report,
                          out=sys.stdout)
     return 0
