@@ -53,7 +53,7 @@ def run_restore_command(options: DrainerConfig, ts: int, into: str, replace: boo
     jobs = history.done_by(ts)
     plan = RestorePlan(ts, jobs, [RestoredTable(v.db, v.table) for v, _ in alive if v.table is not None], filt,
                        cluster_id, max((j.binlog.schema_version for j in jobs), default=0))
-    target = target_for(into, catalog)
+    target = target_for(into, catalog, options)
     t0 = time.perf_counter()
     print(f"binlake restore: the upstream at {ts} into {target.describe()}: {len(plan.tables)} table(s)",
           file=out, flush=True)

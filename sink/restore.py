@@ -12,7 +12,7 @@ import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import pyarrow as pa
@@ -88,8 +88,9 @@ class RestoreTarget(ABC):
 
     @classmethod
     @abstractmethod
-    def from_uri(cls, uri: str, lake: Catalog) -> RestoreTarget:
-        """The target ``uri`` names; ``lake`` is the catalog restored from."""
+    def from_uri(cls, uri: str, lake: Catalog, options: Any) -> RestoreTarget:
+        """The target ``uri`` names; ``lake`` is the catalog restored from, ``options`` the drainer
+        configuration (a target takes its sink's section from it)."""
 
     @abstractmethod
     def describe(self) -> str:
@@ -109,7 +110,7 @@ class RestoreTarget(ABC):
         """Release connections."""
 
 
-def target_for(uri: str, lake: Catalog) -> RestoreTarget:
+def target_for(uri: str, lake: Catalog, options: Any = None) -> RestoreTarget:
     """The target ``--into`` names (``mysql://…``, ``tidb://…``, ``iceberg://NAMESPACE``)."""
     scheme = urlsplit(uri).scheme
     path = TARGETS.get(scheme)
@@ -117,4 +118,4 @@ def target_for(uri: str, lake: Catalog) -> RestoreTarget:
         raise RestoreError(f"--into {scheme or uri!r}: a restore writes into {', '.join(s + '://' for s in TARGETS)}")
     module, _, cls = path.partition(":")
     target: type[RestoreTarget] = getattr(importlib.import_module(module), cls)
-    return target.from_uri(uri, lake)
+    return target.from_uri(uri, lake, options)

@@ -4,6 +4,9 @@ MySQL-protocol database.
 - Tables: every DDL job done by the ts is replayed as the MySQL sink applies it (``MySQLSink.apply_ddl``:
   the table filter, TiDB-only syntax removed, the upstream's charset), so each table has the columns,
   types, keys and indexes the MySQL sink would have given it, renames, truncates and drops included.
+  A job the target cannot take stops the restore naming it; ``[syncer] ignore-txn-commit-ts`` skips
+  jobs by their ``FinishedTS``, as a drain skips them by commit ts. The checkpoint row goes where
+  ``[syncer.to.checkpoint]`` says.
   The databases the jobs create must not exist in the target (``--replace`` drops them first): a
   replayed CREATE TABLE over an existing table would be ignored as "already done". Each restored
   table is then checked to have the columns the upstream had at the ts.
@@ -24,6 +27,7 @@ import pyarrow as pa
 from sink.mysql.checkpoint import Checkpoint, CheckpointTable
 from sink.mysql.config import MySQLSettings
 from sink.mysql.ddl import plan_ddl
+from sink.mysql.loader import ApplyError
 from sink.mysql.sink import MySQLOptions, MySQLSink
 from sink.mysql.statements import TargetTable, insert_statements, literal_sql_mode, quote
 from sink.mysql.target import MySQLTarget
@@ -78,8 +82,11 @@ class MySQLRestore(RestoreTarget):
         self.conn: Any = None
 
     @classmethod
-    def from_uri(cls, uri: str, lake: Catalog) -> MySQLRestore:
-        return cls(MySQLTarget.from_dsn(uri), urlsplit(uri).scheme == "tidb")
+    def from_uri(cls, uri: str, lake: Catalog, options: Any = None) -> MySQLRestore:
+        from sink.mysql.plugin import SPEC
+
+        settings = SPEC.settings(options) if options is not None else None
+        return cls(MySQLTarget.from_dsn(uri), urlsplit(uri).scheme == "tidb", settings)
 
     def describe(self) -> str:
         return f"{'tidb' if self.tidb else 'mysql'}://{self.target.describe()}"
@@ -115,9 +122,16 @@ class MySQLRestore(RestoreTarget):
         conn.commit()
         sink = MySQLSink(self.target, MySQLOptions(settings=self.settings, tidb=self.tidb,
                                                    table_filter=plan.table_filter))
+        skip = set(self.settings.ignore_txn_commit_ts)
         try:
             for job in plan.jobs:
-                sink.apply_ddl(ch.DDLJob(job.binlog.finished_ts, job))
+                if job.binlog.finished_ts in skip:
+                    continue
+                try:
+                    sink.apply_ddl(ch.DDLJob(job.binlog.finished_ts, job))
+                except ApplyError as e:
+                    raise RestoreError(f"replaying the upstream's DDL job {job.id} on {self.describe()}: {e} "
+                                       f"(its FinishedTS, which a restore counts it at)") from None
         finally:
             sink.close()
         tables = {i: TargetTable.of(t.db, t.info) for i, t in enumerate(plan.tables)}

@@ -180,6 +180,11 @@ def test_restore_into_an_iceberg_namespace(env: Env) -> None:
         restore(env, points["t1"], "iceberg://restored_t1")
     restore(env, points["t2"], "iceberg://restored_t1", replace=True)
     assert sorted(t[-1] for t in catalog.list_tables(("restored_t1", "test"))) == ["a", "k", "r2", "tr"]
+    # --tables: only those
+    only = env.options.model_copy(deep=True)
+    only.tables = [("test", "a")]
+    assert list(restore(env, points["t3"], "iceberg://only_a", options=only)) == ["test.a"]
+    assert catalog.list_tables(("only_a", "test")) == [("only_a", "test", "a")]
 
 
 def test_a_ts_outside_the_lake_is_refused_naming_its_range(env: Env, maria: MariaDBServer) -> None:
