@@ -83,13 +83,15 @@ def run_restore_command(options: DrainerConfig, ts: int, into: str, replace: boo
 
 
 def _lost_columns(history: SchemaHistory, t: TableAt) -> list[str]:
-    """A warning when the run holding ``t``'s changelog tail dropped some of its columns after the ts:
-    that run wrote its changelog rows in the table's shape at its end, so the lake lacks those
-    columns' values for the rows changed in the tail (they are restored at their default)."""
+    """A warning when the run holding ``t``'s changelog tail dropped some of its columns after the ts
+    and its changelog did not keep them (binlake before the changelog kept dropped columns wrote a
+    run's changelog in the table's shape at its end): the lake lacks those columns' values for the
+    rows changed in the tail (they are restored at their default)."""
     if t.tail is None or t.tail_run_end is None:
         return []
     end = history.last_table(t.info.id, t.tail_run_end)
-    lost = [c.name for c in t.info.columns if end is not None and end.column_by_id(c.id) is None]
+    lost = [c.name for c in t.info.columns
+            if end is not None and end.column_by_id(c.id) is None and c.name in t.unkept]
     if not lost:
         return []
     return [f"warning: column(s) {', '.join(lost)} were dropped by the run ending at {t.tail_run_end}, which "

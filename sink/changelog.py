@@ -16,8 +16,11 @@
 * The upstream identity a table or file records: :data:`TABLE_ID_KEY`, :data:`SCHEMA_VERSION_KEY`
   (Iceberg table properties, Parquet key-value metadata) and the table's progress, :data:`TO_TS_KEY`.
 * Names: ``<table>__changelog`` (:func:`changelog_name`), a dropped changelog
-  ``<table>__changelog_dropped_<ts>`` (:func:`dropped_changelog_name`), the tag of a table's snapshot
-  at the end of a run ``tidb-ts-<to_ts>`` (:func:`tag_name`).
+  ``<table>__changelog_dropped_<ts>`` (:func:`dropped_changelog_name`), a column the upstream dropped,
+  which the Iceberg changelog keeps (the rows written before the drop hold its values; the Parquet
+  files keep each schema version's own columns anyway) ``<column>_dropped_c<column id>``
+  (:func:`dropped_column_name`), the tag of a table's snapshot at the end of a run ``tidb-ts-<to_ts>``
+  (:func:`tag_name`).
 
 No Iceberg library is needed here: verifying a MySQL downstream imports none.
 """
@@ -63,6 +66,12 @@ def changelog_name(table: str) -> str:
 def dropped_changelog_name(table: str, drop_ts: int) -> str:
     """What the changelog of ``table`` is called once a DROP TABLE at ``drop_ts`` set it aside."""
     return f"{changelog_name(table)}{DROPPED_INFIX}{drop_ts}"
+
+
+def dropped_column_name(name: str, column_id: int | str) -> str:
+    """What the Iceberg changelog calls the column ``name`` (TiDB column id ``column_id``) once the
+    upstream dropped it: the field stays, so the changes written before the drop keep their values."""
+    return f"{name}{DROPPED_INFIX}c{column_id}"
 
 
 def tag_name(to_ts: int) -> str:

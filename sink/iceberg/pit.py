@@ -14,6 +14,7 @@ renamed or dropped after ``T`` is still found).
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -115,6 +116,19 @@ def _field_named(schemas: list[Schema], name: str) -> NestedField | None:
     return None
 
 
+_KEPT = re.compile(r".+" + re.escape(fmt.DROPPED_INFIX) + r"c(\d+)\Z")
+
+
+def kept_dropped(schema: Schema) -> dict[int, NestedField]:
+    """TiDB column id → the changelog field keeping that dropped column (``dropped_column_name``)."""
+    out = {}
+    for f in schema.fields:
+        m = _KEPT.match(f.name)
+        if m:
+            out[int(m.group(1))] = f
+    return out
+
+
 def projection(tbl: Table, info: TableInfo, extra: tuple[str, ...], within: Schema | None = None) -> Projection:
     """The columns of ``info`` (the table at ``T``) as fields of ``tbl`` named as at ``T``, plus the
     ``extra`` metadata columns the table has (``_tidb_rowid`` when ``info`` has one). Only fields of
@@ -123,11 +137,12 @@ def projection(tbl: Table, info: TableInfo, extra: tuple[str, ...], within: Sche
     schemas = [within] if within is not None else list(tbl.metadata.schemas)
     ids = {f.field_id for s in schemas for f in s.fields}
     by_id = _field_by_column(tbl) if tbl.properties.get(ks.PROP_TABLE_ID) else {}
+    kept = kept_dropped(tbl.schema()) if within is None else {}
     fields: list[NestedField] = []
     for col in info.columns:
         f = by_id.get(col.id)
         if f is None or f.field_id not in ids:
-            f = _field_named(schemas, col.name)
+            f = kept.get(col.id) or _field_named(schemas, col.name)
         if f is not None:
             fields.append(NestedField(f.field_id, col.name, f.field_type, required=False))
     names = ([ch.ROWID] if ks.has_rowid(info) else []) + list(extra)
@@ -197,6 +212,7 @@ class TableAt:
     notes: list[str] = field(default_factory=list)
     born: dict[str, int] = field(default_factory=dict)   # columns added after the table began → DDL position
     tail_run_end: int | None = None   # the to-ts of the run whose changelog files hold the tail's last rows
+    unkept: tuple[str, ...] = ()      # columns the changelog no longer has (dropped before it kept them)
 
 
 def _load(catalog: Catalog, name: str) -> Table | None:
@@ -267,5 +283,8 @@ def table_at(catalog: Catalog, moves: list[lineage.Move], name: str, info: Table
         if tasks:
             tail = Source(log.metadata, _io(log), proj, tasks, low, ts)
             ends = [m.run.to_ts for m in marked_snapshots(log) if m.run.to_ts >= ts]
-            return TableAt(name, info, ts, base, tail, base_ts, born=born, tail_run_end=min(ends, default=None))
+            current = {f.field_id for f in log.schema().fields}
+            unkept = tuple(f.name for f in proj.schema.fields if f.field_id not in current)
+            return TableAt(name, info, ts, base, tail, base_ts, born=born, tail_run_end=min(ends, default=None),
+                           unkept=unkept)
     return TableAt(name, info, ts, base, tail, base_ts, born=born)

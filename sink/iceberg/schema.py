@@ -212,6 +212,8 @@ def _prefixes(kind: str) -> list[tuple[str, ...]]:
 
 def evolve_remove(update: UpdateSchema, current: Schema, props: dict[str, str], new: TableInfo, kind: str) -> None:
     """First half of the evolution to ``new``: drops and renames (and, for the mirror, the new key).
+    The changelog keeps a dropped column of the same table id, renamed
+    (``sink.changelog.dropped_column_name``), and drops it from ``_tidb_before`` only.
 
     Run in its own schema update so that a name a drop or rename frees can be taken by an added
     column in :func:`evolve_add`.
@@ -232,6 +234,10 @@ def evolve_remove(update: UpdateSchema, current: Schema, props: dict[str, str], 
             update.set_identifier_fields(*keys)
     for cid, old_name in old_map.items():
         if cid not in new_map:
+            if kind == CHANGELOG and not cid.startswith("name:"):   # the changes before the drop keep it
+                update.rename_column(old_name, fmt.dropped_column_name(old_name, cid))
+                update.delete_column((ch.BEFORE, old_name))
+                continue
             for p in _prefixes(kind):
                 update.delete_column((*p, old_name))
     for cid, old_name in old_map.items():

@@ -35,6 +35,7 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.transforms import BucketTransform
 from pyiceberg.types import IcebergType
 
+from sink import changelog as fmt
 from sink.files import FILES_DDL as FILES_DDL
 from sink.files import FILES_SCHEMA as FILES_SCHEMA
 from sink.files import TABLE_FILES_DDL as TABLE_FILES_DDL
@@ -103,12 +104,19 @@ class SegmentMap:
     renamed: frozenset[int]
     retypes: tuple[ks.Retype, ...] = ()   # columns rewritten under a new id whose values are carried over
 
-    def rows(self, table_id: int, version: int, data: bytes) -> pa.Table:
+    def rows(self, table_id: int, version: int, data: bytes, keep_dropped: bool = False) -> pa.Table:
         """A record's rows with the final table's column names (renames by column id; a column a
-        DDL rewrote under a new id holds the old one's values converted when ``retypes`` name it)."""
-        rows = ch.read_segment(data)
-        if table_id in self.renamed:
-            rows = ks.rename_columns(rows, ks.column_map(self.tables[(table_id, version)]), self.final, self.retypes)
+        DDL rewrote under a new id holds the old one's values converted when ``retypes`` name it);
+        ``keep_dropped``: a column ``final`` dropped stays, under its dropped name (the changelog's)."""
+        raw = ch.read_segment(data)
+        if table_id not in self.renamed:
+            return raw
+        table = self.tables[(table_id, version)]
+        rows = ks.rename_columns(raw, ks.column_map(table), self.final, self.retypes)
+        if keep_dropped:
+            for col in table.columns:
+                if self.final.column_by_id(col.id) is None and col.name in raw.column_names:
+                    rows = rows.append_column(fmt.dropped_column_name(col.name, col.id), raw.column(col.name))
         return rows
 
 
@@ -132,7 +140,7 @@ class ChangelogJob(ChangelogFiles[DataFile]):
 
     def rows(self, table_id: int, version: int, data: bytes) -> pa.Table:
         """The record's rows after ``since``, in the table's final schema."""
-        rows = _after(self.segments.rows(table_id, version, data), self.since)
+        rows = _after(self.segments.rows(table_id, version, data, keep_dropped=True), self.since)
         return ks.conform(rows, self.writer.metadata.schema()) if rows.num_rows else rows
 
     def write(self, batch: int, rows: pa.Table) -> list[DataFile]:
