@@ -1,6 +1,8 @@
 """The rows of tables at an upstream ts, computed and loaded on Spark's executors (``binlake restore``).
 
-Two Spark jobs over metadata (``sink.iceberg.pit``); the driver never holds a row:
+Two stages of one Spark job over metadata (``sink.iceberg.pit``), on plain RDDs (the units are
+Python objects, and a first DataFrame query costs seconds of JVM warm-up a restore would pay each
+time); the driver never holds a row:
 
 1. one task per table with a changelog tail reads the tail's files, keeps the row changes in
    ``(base, ts]``, and reduces them in commit order to the net change per key
@@ -10,8 +12,9 @@ Two Spark jobs over metadata (``sink.iceberg.pit``); the driver never holds a ro
    :class:`~sink.restore.RowWriter`. Units are spread over the session's task slots. A file gets
    only the touched keys that can be in it: a mirror partitioned by ``bucket(N, first key)`` has
    its tail's keys cut by bucket in job 1 (``Source.routes``), so each key travels to the files of
-   its bucket, not to every file. What every unit of a table shares (its TableInfo, the base's
-   metadata) is broadcast once.
+   its bucket, not to every file. The surviving images are cut into ``2 × task slots`` parts by a
+   bucket of the first key, so they load in parallel too. What every unit of a table shares (its
+   TableInfo, the base's metadata) is broadcast once.
 
 Rows reach the writer as the table was at ``ts``: every column named as then, typed as the decoder
 types it (``transform.codec.model.arrow_type``), a column the lake never held filled with its
@@ -19,10 +22,10 @@ origin default, plus ``_tidb_rowid`` (a table without a primary key) and the com
 """
 from __future__ import annotations
 
-import pickle
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.expressions import AlwaysTrue
@@ -80,17 +83,28 @@ def shaped(rows: pa.Table, info: TableInfo, meta: Sequence[str], born: Mapping[s
 
 @dataclass(frozen=True)
 class TailUnit:
-    """Job 1's unit: one table's changelog tail, and the routes of its base files (``Source.routes``)
-    its touched keys are cut by."""
+    """Job 1's unit: one table's changelog tail, the routes of its base files (``Source.routes``) its
+    touched keys are cut by, and how many parts its surviving images are spread over."""
 
+    index: int
     info: TableInfo
     born: dict[str, int]
     tail: Source
     routes: frozenset[str]
     key_type: IcebergType | None
+    parts: int
 
 
-UPSERTS = "+"   # the route of a table's surviving tail images
+UPSERTS = "+"   # the routes of a table's surviving tail images: "+0" … "+<parts - 1>"
+
+
+def _buckets(column: pa.ChunkedArray | pa.Array, n: int, key_type: IcebergType | None) -> pa.Array:
+    """Iceberg's ``bucket(n)`` of each value (all 0 when ``n`` is 1 or the type has no bucket transform)."""
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if n <= 1 or key_type is None or not BucketTransform(n).can_transform(key_type):
+        return pa.array(np.zeros(len(arr), np.int32))
+    out: pa.Array = BucketTransform(n).pyarrow_transform(key_type)(arr)
+    return out
 
 
 def _split(keys: pa.Table, routes: frozenset[str], key_type: IcebergType | None) -> Iterator[tuple[str, pa.Table]]:
@@ -103,43 +117,36 @@ def _split(keys: pa.Table, routes: frozenset[str], key_type: IcebergType | None)
             continue
         n, _, b = route.partition(":")
         if int(n) not in by_n:
-            first = keys.column(0).combine_chunks()
-            by_n[int(n)] = BucketTransform(int(n)).pyarrow_transform(key_type)(first)
+            by_n[int(n)] = _buckets(keys.column(0), int(n), key_type)
         part = keys.filter(pc.equal(by_n[int(n)], int(b)))
         if part.num_rows:
             yield route, part
 
 
-def _tail(unit: TailUnit) -> Iterator[tuple[str, bytes | None, bytes | None]]:
+Net = tuple[bytes | None, bytes | None]   # (touched keys, surviving images), Arrow IPC
+
+
+def tail_pairs(unit: TailUnit) -> Iterator[tuple[tuple[int, str], Net]]:
+    """Job 1 (a ``flatMap``): one table's tail reduced to the net change per key, as
+    ((table, route), (touched keys, None)) per base-file route and ((table, "+j"), (None, images))
+    per part of the surviving images."""
     parts = [shaped(p, unit.info, _TAIL_META, unit.born) for p in (read(unit.tail, t) for t in unit.tail.tasks)
              if p.num_rows]
     if not parts:
         return
     rows = pa.concat_tables(parts, promote_options="default")
-    net = net_change(rows.sort_by(ch.ORDER), list(unit.tail.projection.keys))
+    keys = list(unit.tail.projection.keys)
+    net = net_change(rows.sort_by(ch.ORDER), keys)
+    if net.touched_keys.num_rows:
+        for route, touched in _split(net.touched_keys, unit.routes, unit.key_type):
+            yield (unit.index, route), (ch.write_segment(touched), None)
     upserts = net.upserts.select([c for c in net.upserts.column_names if c not in (ch.OP, ch.SEQ, ch.BEFORE)])
     if upserts.num_rows:
-        yield UPSERTS, None, ch.write_segment(upserts)
-    if net.touched_keys.num_rows:
-        for route, keys in _split(net.touched_keys, unit.routes, unit.key_type):
-            yield route, ch.write_segment(keys), None
-
-
-def tails(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body of job 1: ``t int, unit binary`` → ``t int, route string, touched binary,
-    upserts binary`` (a row per base-file route with touched keys, one with the surviving images)."""
-    out: dict[str, list[object]] = {"t": [], "route": [], "touched": [], "upserts": []}
-    for rb in batches:
-        for index, blob in zip(rb.column(0).to_pylist(), rb.column(1).to_pylist()):
-            for route, touched, upserts in _tail(pickle.loads(blob)):
-                for k, v in (("t", index), ("route", route), ("touched", touched), ("upserts", upserts)):
-                    out[k].append(v)
-    if out["t"]:
-        yield pa.RecordBatch.from_pydict(out, schema=TAILS_SCHEMA)
-
-
-TAILS_SCHEMA = pa.schema([("t", pa.int32()), ("route", pa.string()), ("touched", pa.binary()),
-                          ("upserts", pa.binary())])
+        part = _buckets(upserts.column(keys[0]), unit.parts, unit.key_type)
+        for j in range(unit.parts):
+            piece = upserts.filter(pc.equal(part, j))
+            if piece.num_rows:
+                yield (unit.index, f"{UPSERTS}{j}"), (None, ch.write_segment(piece))
 
 
 @dataclass(frozen=True)
@@ -152,12 +159,12 @@ class TableShape:
     base: Source | None
 
 
-def _load_rows(shape: TableShape, route: str, task: bytes | None, touched: bytes | None, upserts: bytes | None
-               ) -> pa.Table | None:
-    if route == UPSERTS:
+def _load_rows(shape: TableShape, route: str, task: FileScanTask | None, net: Net | None) -> pa.Table | None:
+    touched, upserts = net or (None, None)
+    if route.startswith(UPSERTS):
         return shaped(ch.read_segment(upserts), shape.info, _KEEP, shape.born) if upserts else None
     assert shape.base is not None and task is not None
-    rows = shaped(read(shape.base, pickle.loads(task)), shape.info, _KEEP, shape.born)
+    rows = shaped(read(shape.base, task), shape.info, _KEEP, shape.born)
     if touched and rows.num_rows:
         keys = ch.read_segment(touched)
         keys = keys.cast(pa.schema([rows.schema.field(k) for k in keys.column_names]))
@@ -165,71 +172,66 @@ def _load_rows(shape: TableShape, route: str, task: bytes | None, touched: bytes
     return rows
 
 
-def make_loader(writer: RowWriter, shapes: Broadcast[dict[int, TableShape]]
-                ) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """``mapInArrow`` body of job 2 over ``t int, route string, task binary, touched binary, upserts
-    binary``: each unit's rows written with ``writer``; out ``t int, rows long, result binary``."""
+Unit = tuple[tuple[int, str], tuple[FileScanTask | None, Net | None]]
 
-    def load(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        session = writer.open()
+
+def make_loader(writer: RowWriter, shapes: Broadcast[dict[int, TableShape]]
+                ) -> Callable[[Iterable[Unit]], Iterator[tuple[dict[int, int], bytes]]]:
+    """Job 2 (a ``mapPartitions``): each unit's rows written with ``writer`` (a session opened once
+    the partition has rows); yields (rows per table, what the session returned)."""
+
+    def load(units: Iterable[Unit]) -> Iterator[tuple[dict[int, int], bytes]]:
+        session = None
         counts: dict[int, int] = {}
-        for rb in batches:
-            cols = rb.to_pydict()
-            for index, route, task, touched, upserts in zip(cols["t"], cols["route"], cols["task"], cols["touched"],
-                                                            cols["upserts"]):
-                rows = _load_rows(shapes.value[index], route, task, touched, upserts)
-                if rows is not None and rows.num_rows:
-                    session.write(index, rows)
-                    counts[index] = counts.get(index, 0) + rows.num_rows
-        result = session.close()
-        yield pa.RecordBatch.from_pydict({"t": list(counts) or [-1], "rows": list(counts.values()) or [0],
-                                          "result": [result] + [b""] * (max(len(counts), 1) - 1)},
-                                         schema=LOADED_SCHEMA)
+        for (index, route), (task, net) in units:
+            rows = _load_rows(shapes.value[index], route, task, net)
+            if rows is not None and rows.num_rows:
+                session = session or writer.open()
+                session.write(index, rows)
+                counts[index] = counts.get(index, 0) + rows.num_rows
+        if session is not None:
+            yield counts, session.close()
 
     return load
-
-
-LOADED_SCHEMA = pa.schema([("t", pa.int32()), ("rows", pa.int64()), ("result", pa.binary())])
 
 
 def load_tables(spark: SparkSession, tables: Sequence[TableAt], writer: RowWriter
                 ) -> tuple[dict[int, int], list[bytes]]:
     """Every table's rows at its ts written with ``writer`` (module doc): rows per table index, and what
-    each task's writer session returned."""
-    slots = max(1, spark.sparkContext.defaultParallelism)
-    tail_units: list[tuple[int, bytes]] = []
-    units: list[tuple[int, str, bytes | None]] = []
+    each task's writer session returned. Plain RDDs: the units are Python objects end to end."""
+    sc = spark.sparkContext
+    slots = max(1, sc.defaultParallelism)
+    tails: list[TailUnit] = []
+    units: list[tuple[tuple[int, str], FileScanTask | None]] = []
     for i, t in enumerate(tables):
         if t.base is not None:
-            units += [(i, route, pickle.dumps(task)) for task, route in zip(t.base.tasks, t.base.routes)]
+            units += [((i, route), task) for task, route in zip(t.base.tasks, t.base.routes)]
         if t.tail is not None:
-            routes = frozenset(t.base.routes) if t.base is not None else frozenset()
-            key_type = t.base.key_type() if t.base is not None else None
-            tail_units.append((i, pickle.dumps(TailUnit(t.info, t.born, t.tail, routes, key_type))))
-            units.append((i, UPSERTS, None))
+            source = t.base if t.base is not None else t.tail
+            parts = slots * 2
+            tails.append(TailUnit(i, t.info, t.born, t.tail, frozenset(t.base.routes) if t.base else frozenset(),
+                                  source.key_type(), parts))
+            units += [((i, f"{UPSERTS}{j}"), None) for j in range(parts)]
     if not units:
         return {}, []
-    shapes = spark.sparkContext.broadcast(
-        {i: TableShape(t.info, t.born, t.base.without_tasks() if t.base is not None else None)
-         for i, t in enumerate(tables)})
-    frame = spark.createDataFrame(units, "t int, route string, task binary")
-    if tail_units:
-        nets = (spark.createDataFrame(tail_units, "t int, unit binary")
-                .repartition(min(len(tail_units), slots * 2), "t")
-                .mapInArrow(tails, "t int, route string, touched binary, upserts binary"))
-        frame = frame.join(nets, ["t", "route"], "left")
-    else:
-        frame = frame.selectExpr("*", "CAST(NULL AS binary) AS touched", "CAST(NULL AS binary) AS upserts")
+    shapes = sc.broadcast({i: TableShape(t.info, t.born, t.base.without_tasks() if t.base is not None else None)
+                           for i, t in enumerate(tables)})
+    n = min(len(units), slots * 2)
     try:
-        loaded = frame.repartition(min(len(units), slots * 2)).mapInArrow(
-            make_loader(writer, shapes), "t int, rows long, result binary").collect()
+        frame = sc.parallelize(units, n)
+        if tails:
+            nets = sc.parallelize(tails, min(len(tails), slots * 2)).flatMap(tail_pairs)
+            joined = frame.leftOuterJoin(nets, numPartitions=n)
+        else:
+            joined = frame.mapValues(lambda task: (task, None))
+        loaded = joined.mapPartitions(make_loader(writer, shapes)).collect()
     finally:
         shapes.destroy()
     counts: dict[int, int] = {}
     results: list[bytes] = []
-    for row in loaded:
-        if row["t"] >= 0:
-            counts[row["t"]] = counts.get(row["t"], 0) + row["rows"]
-        if row["result"]:
-            results.append(row["result"])
+    for part_counts, result in loaded:
+        for index, rows in part_counts.items():
+            counts[index] = counts.get(index, 0) + rows
+        if result:
+            results.append(result)
     return counts, results
