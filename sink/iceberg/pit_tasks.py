@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyiceberg.expressions import AlwaysTrue
+from pyiceberg.expressions import AlwaysTrue, And, BooleanExpression, GreaterThan, LessThanOrEqual
 from pyiceberg.io import load_file_io
 from pyiceberg.io.pyarrow import ArrowScan
 from pyiceberg.table import FileScanTask
@@ -50,13 +50,14 @@ _TAIL_META = (ch.ROWID, ch.OP, ch.COMMIT_TS, ch.SEQ, ch.COMMIT_TIME, ch.BEFORE)
 
 
 def read(source: Source, task: FileScanTask) -> pa.Table:
-    """One file's rows under ``source``'s projection (the changelog's: only those in ``(low, high]``)."""
+    """One file's rows under ``source``'s projection (the changelog's: only those in ``(low, high]``,
+    filtered as the file is read)."""
     io = load_file_io(source.io_properties, source.metadata.location)
-    rows = ArrowScan(source.metadata, io, source.projection.schema, AlwaysTrue()).to_table([task])
-    if source.high and rows.num_rows:
-        ts = rows.column(ch.COMMIT_TS)
-        rows = rows.filter(pc.and_(pc.greater(ts, source.low), pc.less_equal(ts, source.high)))
-    return rows
+    row_filter: BooleanExpression = AlwaysTrue()
+    if source.high:
+        row_filter = And(GreaterThan(term=ch.COMMIT_TS, value=source.low),
+                         LessThanOrEqual(term=ch.COMMIT_TS, value=source.high))
+    return ArrowScan(source.metadata, io, source.projection.schema, row_filter).to_table([task])
 
 
 def shaped(rows: pa.Table, info: TableInfo, meta: Sequence[str], born: Mapping[str, int]) -> pa.Table:
