@@ -7,6 +7,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from pyiceberg.catalog import Catalog, load_catalog
+from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+from pyiceberg.table import Table
 
 from schemas.errors import retry
 from sink.errors import CatalogConfigError
@@ -76,3 +78,13 @@ def _without(message: str, uri: str) -> str:
     """``message`` with any copy of the URI's password removed (drivers may echo their DSN)."""
     password = urlsplit(uri).password
     return message.replace(password, "***") if password else message
+
+
+def table_or_none(catalog: Catalog, name: str | tuple[str, ...]) -> Table | None:
+    """The table ``name`` (``"db.table"``, split at the first dot, or an identifier tuple); None when
+    it or its namespace does not exist."""
+    ident = name if isinstance(name, tuple) else tuple(name.partition(".")[::2])
+    try:
+        return catalog.load_table(ident)
+    except (NoSuchTableError, NoSuchNamespaceError):
+        return None

@@ -32,7 +32,7 @@ from typing import Any
 import pyarrow as pa
 from pyarrow.fs import FileSelector, FileSystem, FileType
 from pyiceberg.catalog import Catalog
-from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
+from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.io import load_file_io
 from pyiceberg.io.pyarrow import ArrowScan, PyArrowFileIO
@@ -56,6 +56,7 @@ from sink.changelog import CHANGELOG_SUFFIX, DROPPED_INFIX, TAG_PREFIX
 from sink.errors import SinkError
 from sink.iceberg import schema as ks
 from sink.iceberg import tasks
+from sink.iceberg.catalog import table_or_none
 from sink.iceberg.lineage import META_NAMESPACE, MIRROR_DROPPED_INFIX
 from sink.iceberg.pyiceberg_adapter import one_worker
 from transform import changes as ch
@@ -502,14 +503,14 @@ def maintain(catalog: Catalog, spark: Callable[[], SparkSession], options: Maint
     names = binlake_tables(catalog, tables)
     locations = _locations(catalog)
     for ident in names:
-        tbl = _load(catalog, ident)
+        tbl = table_or_none(catalog, ident)
         if tbl is None:
             continue   # dropped by a drain since the listing
         result = TableMaintenance(".".join(ident))
         tbl = expire_snapshots(tbl, options, now_ms, result)
         tbl = compact(tbl, spark, options, result)
         root = _fs_path(tbl.location())
-        neighbours = [_load(catalog, other) for other, where in locations.items()
+        neighbours = [table_or_none(catalog, other) for other, where in locations.items()
                       if other != ident and _overlaps(where, root)]
         remove_orphans(tbl, [t for t in neighbours if t is not None], options, now_ms, result)
         report.tables.append(result)
@@ -518,19 +519,12 @@ def maintain(catalog: Catalog, spark: Callable[[], SparkSession], options: Maint
     return report
 
 
-def _load(catalog: Catalog, ident: tuple[str, ...]) -> Table | None:
-    try:
-        return catalog.load_table(ident)
-    except NoSuchTableError:
-        return None
-
-
 def _locations(catalog: Catalog) -> dict[tuple[str, ...], str]:
     """The location (filesystem path) of every table of the catalog's namespaces (binlake's are one level)."""
     out: dict[tuple[str, ...], str] = {}
     for ns in catalog.list_namespaces():
         for ident in catalog.list_tables(ns):
-            tbl = _load(catalog, ident)
+            tbl = table_or_none(catalog, ident)
             if tbl is not None:
                 out[tuple(ident)] = _fs_path(tbl.location())
     return out

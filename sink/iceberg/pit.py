@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from pyiceberg.catalog import Catalog
-from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+from pyiceberg.exceptions import NoSuchNamespaceError
 from pyiceberg.expressions import And, GreaterThan, LessThanOrEqual
 from pyiceberg.schema import Schema
 from pyiceberg.table import FileScanTask, Table
@@ -32,6 +32,7 @@ from sink import changelog as fmt
 from sink.errors import SinkError
 from sink.iceberg import lineage
 from sink.iceberg import schema as ks
+from sink.iceberg.catalog import table_or_none
 from sink.iceberg.checkpoint import MetaNamespace
 from sink.iceberg.verify import marked_snapshots
 from transform import changes as ch
@@ -215,14 +216,6 @@ class TableAt:
     unkept: tuple[str, ...] = ()      # columns the changelog no longer has (dropped before it kept them)
 
 
-def _load(catalog: Catalog, name: str) -> Table | None:
-    db, _, tbl = name.partition(".")
-    try:
-        return catalog.load_table((db, tbl))
-    except (NoSuchTableError, NoSuchNamespaceError):
-        return None
-
-
 def changelog_of(mirror: str) -> str:
     """The changelog beside the Iceberg table ``mirror`` (``<t>__dropped_<ts>`` →
     ``<t>__changelog_dropped_<ts>``)."""
@@ -260,8 +253,8 @@ def table_at(catalog: Catalog, moves: list[lineage.Move], name: str, info: Table
     DDL that created the table id alive at ``ts`` (0 when the lake's history has none), ``born`` the
     columns added since (``TableAt.born``)."""
     held, _ = lineage.name_at(moves, name, ts)
-    mirror = _load(catalog, held)
-    log = _load(catalog, changelog_of(held))
+    mirror = table_or_none(catalog, held)
+    log = table_or_none(catalog, changelog_of(held))
     born = dict(born or {})
     if mirror is None and log is None:
         return TableAt(name, info, ts, notes=["no Iceberg table holds it: restored empty"], born=born)

@@ -49,15 +49,15 @@ _KEEP = (ch.ROWID, ch.COMMIT_TS, ch.COMMIT_TIME)
 _TAIL_META = (ch.ROWID, ch.OP, ch.COMMIT_TS, ch.SEQ, ch.COMMIT_TIME, ch.BEFORE)
 
 
-def read(source: Source, task: FileScanTask) -> pa.Table:
-    """One file's rows under ``source``'s projection (the changelog's: only those in ``(low, high]``,
-    filtered as the file is read)."""
+def read(source: Source, tasks: Sequence[FileScanTask]) -> pa.Table:
+    """The rows of ``tasks``' files under ``source``'s projection (the changelog's: only those in
+    ``(low, high]``, filtered as the files are read; pyiceberg reads several files at once)."""
     io = load_file_io(source.io_properties, source.metadata.location)
     row_filter: BooleanExpression = AlwaysTrue()
     if source.high:
         row_filter = And(GreaterThan(term=ch.COMMIT_TS, value=source.low),
                          LessThanOrEqual(term=ch.COMMIT_TS, value=source.high))
-    return ArrowScan(source.metadata, io, source.projection.schema, row_filter).to_table([task])
+    return ArrowScan(source.metadata, io, source.projection.schema, row_filter).to_table(tasks)
 
 
 def shaped(rows: pa.Table, info: TableInfo, meta: Sequence[str], born: Mapping[str, int]) -> pa.Table:
@@ -131,11 +131,10 @@ def tail_pairs(unit: TailUnit) -> Iterator[tuple[tuple[int, str], Net]]:
     """Job 1 (a ``flatMap``): one table's tail reduced to the net change per key, as
     ((table, route), (touched keys, None)) per base-file route and ((table, "+j"), (None, images))
     per part of the surviving images."""
-    parts = [shaped(p, unit.info, _TAIL_META, unit.born) for p in (read(unit.tail, t) for t in unit.tail.tasks)
-             if p.num_rows]
-    if not parts:
+    rows = read(unit.tail, unit.tail.tasks)
+    if not rows.num_rows:
         return
-    rows = pa.concat_tables(parts, promote_options="default")
+    rows = shaped(rows, unit.info, _TAIL_META, unit.born)
     keys = list(unit.tail.projection.keys)
     net = net_change(rows.sort_by(ch.ORDER), keys)
     if net.touched_keys.num_rows:
@@ -165,7 +164,7 @@ def _load_rows(shape: TableShape, route: str, task: FileScanTask | None, net: Ne
     if route.startswith(UPSERTS):
         return shaped(ch.read_segment(upserts), shape.info, _KEEP, shape.born) if upserts else None
     assert shape.base is not None and task is not None
-    rows = shaped(read(shape.base, task), shape.info, _KEEP, shape.born)
+    rows = shaped(read(shape.base, [task]), shape.info, _KEEP, shape.born)
     if touched and rows.num_rows:
         keys = ch.read_segment(touched)
         keys = keys.cast(pa.schema([rows.schema.field(k) for k in keys.column_names]))

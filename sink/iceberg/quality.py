@@ -46,7 +46,7 @@ from great_expectations.core.expectation_validation_result import (
 from great_expectations.data_context.types.base import ProgressBarsConfig
 from great_expectations.expectations.row_conditions import Column as RowColumn
 from pyiceberg.catalog import Catalog
-from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+from pyiceberg.exceptions import NoSuchNamespaceError
 from pyiceberg.manifest import ManifestContent, ManifestEntryStatus
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
@@ -72,6 +72,7 @@ from pyspark.sql import types as st
 from sink.changelog import BATCH_ID_MARKER, DROPPED_INFIX, changelog_name
 from sink.errors import SinkError
 from sink.iceberg import schema as ks
+from sink.iceberg.catalog import table_or_none
 from sink.iceberg.verify import choose_snapshot, marked_snapshots
 from transform import changes as ch
 from transform.codec import mysqltypes as mt
@@ -434,13 +435,6 @@ class Run:
             raise QualityError(f"the run report lacks from_ts/to_ts or is malformed: {e}") from e
 
 
-def _load(catalog: Catalog, ident: tuple[str, str]) -> Table | None:
-    try:
-        return catalog.load_table(ident)
-    except (NoSuchTableError, NoSuchNamespaceError):
-        return None
-
-
 def _changelogs(catalog: Catalog, db: str, name: str, run: Run) -> list[Table]:
     """``<name>__changelog`` and the changelogs of ``name`` dropped within the run."""
     try:
@@ -475,7 +469,7 @@ class Checker:
         check = TableCheck(name)
         db, _, tname = name.partition(".")
         rows = {op: int((entry.get("rows") or {}).get(op, 0)) for op in OPS}
-        mirror = _load(self.catalog, (db, tname))
+        mirror = table_or_none(self.catalog, (db, tname))
         logs = _changelogs(self.catalog, db, tname, self.run)
         info = self._info(check, mirror or (logs[-1] if logs else None))
         plain, temporal = not_null_columns(info) if info is not None else ([], [])

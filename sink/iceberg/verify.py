@@ -32,7 +32,7 @@ from typing import Any
 
 from pyiceberg import types as it
 from pyiceberg.catalog import Catalog
-from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+from pyiceberg.exceptions import NoSuchNamespaceError
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot, ancestors_of
@@ -48,6 +48,7 @@ from sink.compare import (
     compare_tables,
 )
 from sink.iceberg import lineage
+from sink.iceberg.catalog import table_or_none
 from sink.verify_report import TableResult, VerifyReport
 from transform.changes import COMMIT_TIME, COMMIT_TS, ROWID
 from transform.codec.values import json_value
@@ -260,11 +261,8 @@ def _upstream_columns(rows: Sequence[Row]) -> list[str]:
 
 
 def _load(catalog: Catalog, name: str | tuple[str, ...]) -> Table | None:
-    ident = name if isinstance(name, tuple) else tuple(name.partition(".")[::2])
     try:
-        return catalog.load_table(ident)
-    except (NoSuchTableError, NoSuchNamespaceError):
-        return None
+        return table_or_none(catalog, name)
     except Exception as e:  # pyiceberg/SQLAlchemy/IO errors
         raise VerifyError(f"cannot load the mirror table {name}: {e}") from e
 

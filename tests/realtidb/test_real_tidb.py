@@ -345,3 +345,43 @@ def test_modify_column_rewriting_the_column_keeps_the_mirrors_rows(real: RealClu
     u = {r["id"]: r for r in catalog.load_table("rt_mod.u").scan().to_arrow().to_pylist()}
     assert [(u[i]["aa"], u[i]["f"]) for i in (1, 2, 3)] == [
         ("10", "0.1"), (None, "1000000000000000000000"), ("new", "2.5")]
+
+
+def test_restore_from_the_lake_of_a_real_tidb_at_two_points(real: RealCluster, maria: MariaDBServer) -> None:
+    """``binlake restore`` over a real TiDB's DDL history (TableInfos, FinishedTS, TRUNCATE's new table
+    id) into MariaDB: at a ts inside a run (a mirror base plus a changelog tail) and at a run's end,
+    each equal to TiDB read at that ts."""
+    import io
+
+    from binlake.restore import run_restore_command
+
+    run(real, "rt_restore", [
+        "CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(10), n INT)",
+        "CREATE TABLE k (x INT, y VARCHAR(5))",
+        "CREATE TABLE tr (id INT PRIMARY KEY, z INT)",
+        "INSERT INTO a VALUES (1, 'a', 1), (2, 'b', 2), (3, 'c', 3)",
+        "INSERT INTO k VALUES (1, 'x'), (1, 'x'), (2, 'y')",
+        "INSERT INTO tr VALUES (1, 1), (2, 2)",
+    ])
+    options = real.options("restore", ["rt_restore"])
+    real.drain(options)
+    real.tidb.execute("UPDATE a SET v = 'bb' WHERE id = 2", "DELETE FROM a WHERE id = 1",
+                      "ALTER TABLE a ADD COLUMN w INT DEFAULT 7", "INSERT INTO a (id, v, n, w) VALUES (4, 'd', 4, 40)",
+                      "UPDATE a SET id = 30 WHERE id = 3", "DELETE FROM k WHERE x = 2",
+                      "UPDATE tr SET z = 20 WHERE id = 2", database="rt_restore")
+    t1 = real.settle()
+    real.tidb.execute("UPDATE a SET n = 44 WHERE id = 4", "ALTER TABLE a DROP COLUMN n", "RENAME TABLE k TO k2",
+                      "INSERT INTO k2 VALUES (5, 'z')", "TRUNCATE TABLE tr", "INSERT INTO tr VALUES (9, 9)",
+                      database="rt_restore")
+    t2 = int(real.drain(options)["to_ts"])
+    for ts, tables in ((t1, [("a",), ("k",), ("tr",)]), (t2, [("a",), ("k2",), ("tr",)])):
+        maria.reset("rt_restore")
+        out = io.StringIO()
+        run_restore_command(options, ts, maria.dsn, out=out)
+        assert sorted(maria.query("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = "
+                                  "'rt_restore'")) == tables, out.getvalue()
+        real.verify(options, ts, against=maria.dsn)
+    maria.reset("rt_restore")
+    run_restore_command(options, t1, maria.dsn, out=io.StringIO())
+    assert maria.query("SELECT id, v, n, w FROM rt_restore.a ORDER BY id") == [
+        (2, "bb", 2, 7), (4, "d", 4, 40), (30, "c", 3, 7)]
