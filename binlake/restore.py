@@ -69,12 +69,10 @@ def run_restore_command(options: DrainerConfig, ts: int, into: str, replace: boo
         target.close()
     restored = {t.name: counts.get(i, 0) for i, t in enumerate(where)}
     for t in where:
-        t.notes.extend(_lost_columns(history, t))
-    for t in where:
         base = f"mirror at {t.base_ts}" if t.base is not None else "empty"
         tail = f" + changelog ({t.tail.low}, {ts}]" if t.tail is not None else ""
         print(f"  {t.name:<40} {restored[t.name]:>10} rows  ({base}{tail})", file=out)
-        for note in t.notes:
+        for note in [*t.notes, *_lost_columns(history, t)]:
             print(f"    {note}", file=out)
     for note in notes:
         print(f"  {note}", file=out)
