@@ -94,6 +94,10 @@ class Projection:
     schema: Schema
     keys: tuple[str, ...]
 
+    def key_field(self) -> NestedField | None:
+        """The field of the first key column (what a mirror's bucket partitioning hashes)."""
+        return next((f for f in self.schema.fields if f.name == self.keys[0]), None)
+
 
 def _field_by_column(tbl: Table) -> dict[int, NestedField]:
     """TiDB column id → the Iceberg field holding it now (``binlake.columns``)."""
@@ -185,8 +189,8 @@ class Source:
 
     def key_type(self) -> IcebergType | None:
         """The Iceberg type of the first key column (what the bucket transform hashes)."""
-        first = self.projection.keys[0]
-        return next((f.field_type for f in self.projection.schema.fields if f.name == first), None)
+        key = self.projection.key_field()
+        return key.field_type if key is not None else None
 
 
 def _route(metadata: TableMetadata, task: FileScanTask, key_field_id: int | None) -> str:
@@ -265,8 +269,8 @@ def table_at(catalog: Catalog, moves: list[lineage.Move], name: str, info: Table
             within = mirror.metadata.schema_by_id(snap.schema_id) if snap.schema_id is not None else None
             proj = projection(mirror, info, (ch.COMMIT_TS, ch.COMMIT_TIME), within)
             tasks = tuple(mirror.scan(snapshot_id=snap.snapshot_id).plan_files())
-            key_id = next((f.field_id for f in proj.schema.fields if f.name == proj.keys[0]), None)
-            routes = tuple(_route(mirror.metadata, t, key_id) for t in tasks)
+            key = proj.key_field()
+            routes = tuple(_route(mirror.metadata, t, key.field_id if key else None) for t in tasks)
             base, base_ts, low = Source(mirror.metadata, _io(mirror), proj, tasks, routes=routes), snap_ts, snap_ts
     tail = None
     if log is not None and low < ts:
