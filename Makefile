@@ -11,11 +11,15 @@ APT_PACKAGES := etcd-server etcd-client mariadb-server mariadb-client postgresql
 # present when every package above is installed (PostgreSQL's server binaries live off PATH)
 HAVE_SYSTEM_DEPS := command -v etcd && command -v mariadbd && ls /usr/lib/postgresql/*/bin/postgres
 PYTEST_ARGS ?=
-# Real TiDB components for the test suite, built with Go from the Go module proxy (tests/peers/go.mod
-# pins the tidb that TiDB Binlog v8.3.0 uses) into a git-ignored folder; a built binary is kept.
+# Real TiDB components for the test suite, built with Go from the Go module proxy into a git-ignored
+# folder; a built binary is kept. A tidb-server per TiDB line that writes binlogs (tests/realtidb/versions.py):
+# tests/peers/go.mod pins the tidb TiDB Binlog v7.1-v8.3 use (and builds pdetcd, pdts, pumpbench);
+# tests/peers/tidb-<line>/go.mod each pin one more (tidb's own go.mod with the parser module required
+# at its served version instead of tidb's ./parser replace; go.sum from the public go.sum that pins it).
 PEERS := .peers
 GO_ENV := GOTOOLCHAIN=go1.21.13 CGO_ENABLED=0 GOFLAGS='-mod=mod -buildvcs=false'
-PEER_BINS := $(PEERS)/tidb-server $(PEERS)/pdetcd $(PEERS)/pdts $(PEERS)/pumpbench
+TIDB_LINES := v6.4 v7.0 v7.5 v8.3
+PEER_BINS := $(TIDB_LINES:%=$(PEERS)/tidb-server-%) $(PEERS)/pdetcd $(PEERS)/pdts $(PEERS)/pumpbench
 
 # Apache Iceberg's REST catalog server (org.apache.iceberg.rest.RESTCatalogServer, the main class of the
 # apache/iceberg-rest-fixture image) for tests/sink/test_rest_catalog.py, run by the Java 17 the Makefile
@@ -89,11 +93,21 @@ system-deps:
 			--no-install-recommends $(APT_PACKAGES) || { $(HAVE_SYSTEM_DEPS); } >/dev/null 2>&1; }; \
 	fi
 
-# tidb-server (the first build takes 15-25 min on 2 cores, then seconds), the PD + etcd test peer, PD's
-# Go client (pdts) and TiDB's pump client as a load (pumpbench, bench/pump_write_go.py).
-$(PEERS)/tidb-server: tests/peers/go.mod
-	cd tests/peers && $(GO_ENV) go build -o ../../$@ github.com/pingcap/tidb/tidb-server
+# tidb-server of one TiDB line: $(1) line, $(2) its build module's folder, $(3) main package, $(4) the
+# package holding TiDBReleaseVersion, $(5) the release it reports (SELECT VERSION()).
+define TIDB_SERVER
+$(PEERS)/tidb-server-$(1): $(2)/go.mod $(2)/go.sum
+	cd $(2) && $(GO_ENV) go build -ldflags '-s -w -X $(4).TiDBReleaseVersion=$(5)' -o $(CURDIR)/$$@ $(3)
+endef
+TIDB := github.com/pingcap/tidb
+$(eval $(call TIDB_SERVER,v6.4,tests/peers/tidb-v6.4,$(TIDB)/tidb-server,$(TIDB)/parser/mysql,v6.4.0-alpha))
+$(eval $(call TIDB_SERVER,v7.0,tests/peers,$(TIDB)/tidb-server,$(TIDB)/parser/mysql,v7.0.0-alpha))
+$(eval $(call TIDB_SERVER,v7.5,tests/peers/tidb-v7.5,$(TIDB)/cmd/tidb-server,$(TIDB)/pkg/parser/mysql,v7.5.0))
+$(eval $(call TIDB_SERVER,v8.3,tests/peers/tidb-v8.3,$(TIDB)/cmd/tidb-server,$(TIDB)/pkg/parser/mysql,v8.3.0-alpha))
 
+# The PD + etcd test peer, PD's Go client (pdts) and TiDB's pump client as a load (pumpbench,
+# bench/pump_write_go.py). A cold tidb-server build takes 15-25 min on 2 cores, each further line less
+# (the Go build cache keeps what they share); docs/real-tidb.md has the figures.
 $(PEERS)/%: tests/peers/%/main.go tests/peers/go.mod
 	cd tests/peers && $(GO_ENV) go build -o ../../$@ ./$*
 

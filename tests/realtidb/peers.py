@@ -1,6 +1,7 @@
-"""Real TiDB peers for tests: the Go binaries `make peers` builds into ``.peers/`` (tidb-server from
-TiDB's Go module, ``pdetcd`` the PD + etcd stand-in, ``pdts`` PD's own Go client), built on first use
-when a test runs without the Makefile, and started on loopback with free ports."""
+"""Real TiDB peers for tests: the Go binaries `make peers` builds into ``.peers/`` (a tidb-server per
+TiDB line from TiDB's Go module, ``tests/realtidb/versions.py``; ``pdetcd`` the PD + etcd stand-in,
+``pdts`` PD's own Go client), built on first use when a test runs without the Makefile, and started
+on loopback with free ports."""
 from __future__ import annotations
 
 import os
@@ -16,6 +17,7 @@ import pymysql
 
 from ingest.registry import load_registry
 from ingest.registry.base import PUMP
+from tests.realtidb.versions import NEWEST, TiDBBuild
 from upstream.local import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,7 +105,8 @@ report-status = true
 
 @dataclass
 class TiDBServer:
-    """A real ``tidb-server`` on unistore with binlog on, writing to the pumps registered in ``pd``'s etcd.
+    """A real ``tidb-server`` of ``build`` on unistore with binlog on, writing to the pumps registered
+    in ``pd``'s etcd.
 
     TiDB refuses to start while no pump is registered, so start the pumps first.
     """
@@ -111,6 +114,7 @@ class TiDBServer:
     root: Path
     pd_url: str
     binlog_socket: str = ""
+    build: TiDBBuild = NEWEST
     port: int = field(default_factory=free_port)
     status_port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
@@ -140,7 +144,7 @@ class TiDBServer:
         # finds PD and etcd
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
-                [str(peer("tidb-server")), "-config", str(config), "-store", "unistore", "-path", host_port,
+                [str(peer(self.build.binary)), "-config", str(config), "-store", "unistore", "-path", host_port,
                  "-host", "127.0.0.1", "-P", str(self.port), "-status-host", "127.0.0.1",
                  "-status", str(self.status_port), "-socket", "", "-log-file", str(self.log)],
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=self.root,
