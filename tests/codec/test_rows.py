@@ -25,7 +25,7 @@ from transform.codec.errors import (
     VarintOverflowError,
 )
 from transform.codec.model import TableInfo
-from transform.codec.rows import decode_row, encode_row, iter_mutation
+from transform.codec.rows import decode_row, encode_row, iter_mutation, without_double_writes
 from transform.codec.values import InvalidTime
 
 UTC = dt.UTC
@@ -113,6 +113,35 @@ def test_sequence_interleaving_and_empty_sequence() -> None:
     assert list(iter_mutation(m)) == [("insert", b"i0"), ("insert", b"i1"), ("update", b"u0"), ("delete", b"d0")]
     m.sequence.extend([binlog_pb2.Insert, binlog_pb2.DeleteRow, binlog_pb2.Update, binlog_pb2.Insert])
     assert list(iter_mutation(m)) == [("insert", b"i0"), ("delete", b"d0"), ("update", b"u0"), ("insert", b"i1")]
+
+
+def test_partition_reorganization_copies_are_left_out() -> None:
+    """While TiDB moves rows between partitions it writes each change twice (to the partition the row
+    is in and to the one it moves to), and both land in the logical table's mutation; the copies go,
+    what a transaction itself did stays (an insert, delete and insert again of one key)."""
+    t = table(1, "t", [col(1, "id", mt.TYPE_LONG, flag=PK), col(2, "v", mt.TYPE_LONG)], pk_is_handle=True)
+    a, b, c = {"id": 7, "v": 1}, {"id": 7, "v": 2}, {"id": 8, "v": 3}
+    ins, ins_b, other = (encode_row(t, "insert", None, r) for r in (a, b, c))
+    upd = encode_row(t, "update", a, b)
+    dele, dele_b = encode_row(t, "delete", a, None), encode_row(t, "delete", b, None)
+
+    def logical(*changes: tuple[str, bytes]) -> list[tuple[str, bytes]]:
+        return without_double_writes(t, list(changes))
+
+    ins_, upd_, del_ = "insert", "update", "delete"
+    assert logical((ins_, ins), (ins_, ins), (ins_, other)) == [(ins_, ins), (ins_, other)]
+    assert logical((del_, dele), (del_, dele)) == [(del_, dele)]
+    assert logical((upd_, upd), (upd_, upd)) == [(upd_, upd)]
+    assert logical((upd_, upd), (del_, dele)) == [(upd_, upd)]                           # delete-only state
+    assert logical((upd_, upd), (del_, dele), (ins_, ins_b)) == [(upd_, upd)]           # the copy moves partitions
+    assert logical((upd_, upd), (del_, dele), (ins_, other)) == [(upd_, upd), (ins_, other)]
+    assert logical((del_, dele), (ins_, ins_b), (upd_, upd)) == [(del_, dele), (ins_, ins_b)]
+    assert logical((del_, dele), (ins_, ins_b), (del_, dele), (ins_, ins_b)) == [(del_, dele), (ins_, ins_b)]
+    # what a transaction does itself is kept: the same row deleted, inserted as it was, updated, deleted again
+    kept = [(ins_, ins), (del_, dele), (ins_, ins), (upd_, upd), (del_, dele_b), (ins_, ins_b), (del_, dele_b)]
+    assert logical(*kept) == kept
+    again = [(del_, dele), (ins_, ins), (del_, dele)]
+    assert logical(*again) == again
 
 
 @pytest.mark.parametrize("seq", [

@@ -461,7 +461,8 @@ def iter_mutation(mutation: Mutation) -> Iterator[tuple[str, bytes]]:
     Follows ``sequence`` (Insert=0, Update=1, DeleteRow=4), taking the next unread row of the
     matching list each time; an empty ``sequence`` means TiDB's older order: all inserts, then
     updates, then deletes. A sequence that names an obsolete type, runs past a list, or leaves
-    rows unread raises :class:`RowLayoutError`.
+    rows unread raises :class:`RowLayoutError`. The copies TiDB writes while it moves rows between
+    partitions are still there (:func:`without_double_writes` leaves them out).
     """
     lists = {"inserted_rows": mutation.inserted_rows, "updated_rows": mutation.updated_rows,
              "deleted_rows": mutation.deleted_rows}
@@ -484,3 +485,52 @@ def iter_mutation(mutation: Mutation) -> Iterator[tuple[str, bytes]]:
     for name, rows in lists.items():
         if pos[name] != len(rows):
             raise RowLayoutError(f"sequence leaves {len(rows) - pos[name]} of {name} unread")
+
+
+def without_double_writes(table: TableInfo, changes: Sequence[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
+    """``changes`` (one mutation of ``table``, in order) without the copies TiDB writes while it
+    moves the table's rows between partitions (REORGANIZE PARTITION, PARTITION BY, REMOVE
+    PARTITIONING).
+
+    TiDB then writes each row change to the partition the row is in and again to the one it is
+    being moved to (``partitionedTable`` Add/Update/RemoveRecord), and every physical write adds to
+    the binlog mutation, which names only the logical table: an insert comes twice, a delete twice,
+    an update twice or as an update plus a delete of the old image (plus an insert of the new), a
+    row moving partitions as delete + insert followed by the same again or by an update. A copy
+    follows the change it copies at once and is a change no transaction can make (a second insert of
+    a row it holds, a delete or update from an image the row no longer has). Most are known by
+    their bytes (delete and update images hold every column, the handle too; an update is the old
+    image then the new); an insert after an update, and a change after a partition move, are decoded
+    to be compared.
+    """
+    kept: list[tuple[str, bytes]] = []
+    moved: tuple[RowChange, RowChange] | None = None   # the last two kept: delete, insert (decoded)
+    updated: bytes | None = None            # the last kept is this update ...
+    copied = False                          # ... and its old image's delete came as a copy
+    for kind, data in changes:
+        if kept and kept[-1] == (kind, data):
+            continue
+        if kind == DELETE:
+            if updated is not None and len(data) < len(updated) and updated.startswith(data):
+                copied = True
+                continue
+            if moved is not None and data == kept[-2][1] and moved[1].after != moved[0].before:
+                continue
+        elif kind == INSERT:
+            if updated is not None and copied and _same_row(decode_row(table, UPDATE, updated),
+                                                            decode_row(table, INSERT, data)):
+                continue
+        elif kind == UPDATE and moved is not None and data.startswith(kept[-2][1]):
+            if _same_row(decode_row(table, UPDATE, data), moved[1]):
+                continue
+        moved = None
+        if kind == INSERT and kept and kept[-1][0] == DELETE:
+            moved = (decode_row(table, DELETE, kept[-1][1]), decode_row(table, INSERT, data))
+        updated, copied = (data, False) if kind == UPDATE else (None, False)
+        kept.append((kind, data))
+    return kept
+
+
+def _same_row(a: RowChange, b: RowChange) -> bool:
+    """True when two changes leave the same row (handle and after-image)."""
+    return a.handle == b.handle and a.after == b.after
