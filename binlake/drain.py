@@ -153,6 +153,7 @@ def _drain(options: DrainerConfig, from_ts: int | None, to_ts: int | None, dry_r
         history = SchemaHistory.fetch(options.upstream.status_url)
         stages["history"] = time.perf_counter() - t0
 
+        from transform.ddl import refuse_for_lake
         from transform.drain import run_drain
         from transform.spark import settings_in_force, spark_session
 
@@ -166,6 +167,8 @@ def _drain(options: DrainerConfig, from_ts: int | None, to_ts: int | None, dry_r
         stages.update(result.stages)
         t0 = time.perf_counter()
         try:
+            if not caps.replays_ddl:   # DDL that changed rows without binlogs stops the run before it writes
+                refuse_for_lake(result.batch.ddl, options.table_filter(), history, options.syncer.db_type)
             tables = sink.write(result.batch)
         finally:
             result.release()

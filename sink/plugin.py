@@ -32,6 +32,7 @@ class Capabilities:
     maintenance: bool = False           # ``binlake maintain`` / ``binlake check`` work on what it writes
     verify: bool = False                # ``binlake verify`` can compare what it holds with the upstream
     recovery_without_upstream: bool = False   # :meth:`SinkSpec.recover` can run while the upstream is down
+    replays_ddl: bool = False           # runs each DDL statement downstream (else it rebuilds tables from rows)
 
 
 @dataclass(frozen=True)

@@ -185,6 +185,9 @@ class RunBatch:
     stale_rows: int = 0   # row changes written to a table id that had ended before they committed: dropped
     frame: DataFrame | None = None
     ddl: list[DDLJob] = field(default_factory=list)   # every DDL job of the range, in commit order
+    # job id → the commit ts of the first transaction that needed the job's schema, where it commits
+    # before the job's DDL binlog (``transform.ddl.needed_before``)
+    ddl_needed: dict[int, int] = field(default_factory=dict)
     per_transaction: bool = False
     spark: SparkSession | None = None   # the session the run was computed on (a sink's own frames go there)
 

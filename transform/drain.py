@@ -40,6 +40,7 @@ from pyspark.sql import functions as F
 from ingest import binlog as bl
 from transform import changes as ch
 from transform.codec.model import Job
+from transform.ddl import needed_before
 from transform.errors import DrainError
 from transform.filters import TableFilter
 from transform.history import (
@@ -258,9 +259,13 @@ def _assemble(batch: ch.RunBatch, decoded: pa.Table, history: SchemaHistory, tab
     events: dict[int, list[ch.DDLEvent]] = defaultdict(list)
     versions: dict[int, int] = defaultdict(int)
     records: list[OutRecord] = decoded.to_pylist()  # rows of OUT_SCHEMA (``data`` left out)
+    written: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for rec in records:
         if rec["kind"] == "stale":
             batch.stale_rows += rec["rows"]
+            continue
+        if rec["kind"] == "written":
+            written[rec["table_id"]].append((rec["schema_version"], rec["commit_ts"]))
             continue
         if rec["kind"] == "ddl":
             job = history.job(rec["job_id"])
@@ -290,6 +295,7 @@ def _assemble(batch: ch.RunBatch, decoded: pa.Table, history: SchemaHistory, tab
             versions[rec["table_id"]] = max(versions[rec["table_id"]], rec["schema_version"])
             batch.nulled_values += rec["nulled"]
     batch.ddl.sort(key=lambda d: d.commit_ts)
+    batch.ddl_needed = needed_before(batch.ddl, written, history)
     for tid in sorted(set(segs) | set(events)):
         last = history.version_at(tid, versions[tid])
         named = last if last is not None and last.table is not None else _last_named(history, tid, versions[tid])

@@ -29,13 +29,13 @@ from transform import changes as ch
 from transform.codec import mysqltypes as mt
 from transform.codec.batch import BEFORE_COLUMN, HANDLE_COLUMN, INVALID_TIMES_KEY, OP_COLUMN, decode_batch
 from transform.codec.model import TableInfo
-from transform.codec.rows import DELETE, INSERT, UPDATE, iter_mutation
+from transform.codec.rows import DELETE, INSERT, UPDATE, iter_mutation, without_double_writes
 from transform.errors import DrainError
 from transform.filters import TableFilter
 from transform.history import CommitOrder, SchemaHistory
 
 OUT_SCHEMA = pa.schema([
-    pa.field("kind", pa.string(), nullable=False),        # "rows", "ddl" or "stale"
+    pa.field("kind", pa.string(), nullable=False),        # "rows", "ddl", "stale" or "written"
     pa.field("table_id", pa.int64(), nullable=False),
     pa.field("schema_version", pa.int64(), nullable=False),
     pa.field("commit_ts", pa.int64(), nullable=False),    # ddl: the DDL's commit ts
@@ -86,7 +86,22 @@ class StaleRecord(TypedDict):
     data: None
 
 
-OutRecord = RowsRecord | DDLRecord | StaleRecord  # one row of OUT_SCHEMA, told apart by ``kind``
+class WrittenRecord(TypedDict):
+    """An ``OUT_SCHEMA`` record saying which schema version transactions on a table were written
+    under (the prewrite's own, before ``version_in_force``): where TiDB published a DDL's schema
+    before its DDL binlog, the first transaction written under it tells (``transform.early``)."""
+
+    kind: Literal["written"]
+    table_id: int
+    schema_version: int     # the prewrite's schema version
+    commit_ts: int          # the first commit written under it
+    job_id: int             # 0
+    rows: int               # 0
+    nulled: int             # 0
+    data: None
+
+
+OutRecord = RowsRecord | DDLRecord | StaleRecord | WrittenRecord  # one row of OUT_SCHEMA, told apart by ``kind``
 
 _FLUSH_ROWS = 16384   # rows decoded together; their blobs leave the task as one Arrow batch (a few MB)
 _OLD_ORDER = {DELETE: 0, UPDATE: 1, INSERT: 2}
@@ -106,6 +121,7 @@ class DecodeContext:
 
 @dataclass
 class _Group:
+    table: TableInfo
     kinds: list[str] = field(default_factory=list)
     payloads: list[bytes] = field(default_factory=list)
     commit: list[int] = field(default_factory=list)
@@ -113,10 +129,14 @@ class _Group:
     seq: list[int] = field(default_factory=list)
 
 
-def _mutation_rows(m: binlog_pb2.TableMutation) -> list[tuple[str, bytes]]:
+def _mutation_rows(m: binlog_pb2.TableMutation, table: TableInfo | None = None) -> list[tuple[str, bytes]]:
+    """The mutation's row changes in transaction order; with ``table``, without the copies TiDB
+    writes while it moves rows between partitions (``without_double_writes``)."""
     rows = list(iter_mutation(m))
     if not len(m.sequence):
         rows.sort(key=lambda r: _OLD_ORDER[r[0]])
+    elif table is not None and len(rows) > 1:
+        rows = without_double_writes(table, rows)
     return rows
 
 
@@ -153,6 +173,7 @@ class _Decoder:
         self.allowed: dict[tuple[int, int], bool] = {}
         self.ended: dict[tuple[int, int], bool] = {}
         self.stale: dict[tuple[int, int], list[int]] = {}   # (table id, ending version) → [first commit, rows]
+        self.written: dict[tuple[int, int], int] = {}       # (table id, prewrite's version) → first commit
         self.pending = 0
         self.seen: set[int] = set()   # start_ts decoded by this task: a transaction stored twice comes once
         # (table id, prewrite schema version) → the commit positions of newer definitions and their versions
@@ -200,6 +221,8 @@ class _Decoder:
             version = self._version(m.table_id, pv.schema_version, commit_ts)
             if not self._allowed(m.table_id, version, commit_ts):
                 continue
+            written = (m.table_id, pv.schema_version)
+            self.written[written] = min(commit_ts, self.written.get(written, commit_ts))
             key = (m.table_id, version)
             ended = self.ended.get(key)
             if ended is None:
@@ -211,8 +234,8 @@ class _Decoder:
                 continue
             g = self.groups.get((m.table_id, version))
             if g is None:
-                g = self.groups[(m.table_id, version)] = _Group()
-            for kind, row in _mutation_rows(m):
+                g = self.groups[(m.table_id, version)] = _Group(self.ctx.history.table_at(m.table_id, version))
+            for kind, row in _mutation_rows(m, g.table):
                 g.kinds.append(kind)
                 g.payloads.append(row)
                 g.commit.append(commit_ts)
@@ -223,13 +246,17 @@ class _Decoder:
         if self.pending >= _FLUSH_ROWS:
             yield from self.flush()
 
-    def flush(self) -> Iterator[RowsRecord | StaleRecord]:
+    def flush(self) -> Iterator[RowsRecord | StaleRecord | WrittenRecord]:
         for (table_id, version), (first, count) in self.stale.items():
             yield {"kind": "stale", "table_id": table_id, "schema_version": version, "commit_ts": first,
                    "job_id": 0, "rows": count, "nulled": 0, "data": None}
         self.stale.clear()
+        for (table_id, version), first in self.written.items():
+            yield {"kind": "written", "table_id": table_id, "schema_version": version, "commit_ts": first,
+                   "job_id": 0, "rows": 0, "nulled": 0, "data": None}
+        self.written.clear()
         for (table_id, version), g in self.groups.items():
-            table = self.ctx.history.table_at(table_id, version)
+            table = g.table
             decoded = decode_batch(table, g.kinds, g.payloads)
             commit = np.asarray(g.commit, np.int64)
             seg = segment_table(table, decoded, commit, np.asarray(g.start, np.int64), np.asarray(g.seq, np.int32))

@@ -71,7 +71,7 @@ class MySQLSpec(SinkSpec[MySQLSettings]):
     section = "syncer"
     config = MySQLSettings
     capabilities = Capabilities(per_transaction=True, table_subsets=False, verify=True,
-                                recovery_without_upstream=True)
+                                recovery_without_upstream=True, replays_ddl=True)
     against_schemes = ("mysql",)
     flags = (
         Flag("--to-dsn", "syncer.to.dsn", "the MySQL/TiDB downstream of --sink mysql|tidb (over [syncer.to])",

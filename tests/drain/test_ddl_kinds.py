@@ -1,0 +1,54 @@
+"""Which DDL jobs the lake sinks refuse (``transform.ddl``): rows changed without binlogs on a table
+the drainer replicates stop the run with a message naming the job and what to do."""
+from __future__ import annotations
+
+import pytest
+
+from transform.changes import DDLJob
+from transform.codec.model import HistoryInfo, Job, TableInfo
+from transform.ddl import UnreplicableDDLError, lake_refusal, refuse_for_lake
+from transform.filters import TableFilter
+from transform.history import SchemaHistory
+
+
+def _table(tid: int, name: str) -> TableInfo:
+    return TableInfo.from_json({"id": tid, "name": {"O": name, "L": name}, "cols": []})
+
+
+def _job(jid: int, tp: int, table: str, version: int, query: str, info: TableInfo | None = None,
+         **extra: object) -> Job:
+    return Job(id=jid, type=tp, schema_id=1, table_id=info.id if info else 0, schema_name="d", table_name=table,
+               state=6, query=query, binlog=HistoryInfo(schema_version=version, table_info=info, finished_ts=version),
+               extra=dict(extra))
+
+
+PT, NT = _table(10, "pt"), _table(20, "nt")
+HISTORY = SchemaHistory([_job(1, 3, "pt", 1, "CREATE TABLE pt …", PT), _job(2, 3, "nt", 2, "CREATE TABLE nt …", NT)])
+
+
+def test_each_kind_that_changes_rows_without_binlogs_is_refused_naming_the_job() -> None:
+    for tp, did in ((20, "deleted the partition's rows"), (23, "deleted the partition's rows"),
+                    (42, "swapped the partition's rows"), (25, "brought the dropped table back"),
+                    (71, "gave the table a new table id"), (72, "gave the table a new table id")):
+        message = lake_refusal(_job(7, tp, "pt", 3, "ALTER TABLE pt  …"), 1234, "iceberg")
+        assert message is not None and did in message, message
+        assert message.startswith("DDL job 7 (") and "committed at ts 1234): `ALTER TABLE pt …`" in message
+        assert "To go on:" in message and "[[syncer.ignore-table]]" in message
+    for tp in (3, 5, 11, 19, 61, 64, 57, 68):   # CREATE, ADD COLUMN, TRUNCATE TABLE, ADD/REORGANIZE PARTITION, …
+        assert lake_refusal(_job(7, tp, "pt", 3, "…"), 1, "iceberg") is None
+
+
+def test_the_filter_decides_and_exchange_partition_concerns_both_tables() -> None:
+    truncate = DDLJob(50, _job(3, 23, "pt", 3, "ALTER TABLE pt TRUNCATE PARTITION p0", PT))
+    refuse_for_lake([truncate], TableFilter(ignore_tables=(("d", "pt"),)), HISTORY, "parquet")
+    with pytest.raises(UnreplicableDDLError, match="the parquet sink cannot know which rows d.pt holds"):
+        refuse_for_lake([truncate], TableFilter(), HISTORY, "parquet")
+    # the job names the plain table; its third argument is the partitioned table's id
+    exchange = DDLJob(60, _job(4, 42, "nt", 4, "ALTER TABLE pt EXCHANGE PARTITION p0 WITH TABLE nt", NT,
+                               raw_args=[11, 1, PT.id, "p0", True]))
+    with pytest.raises(UnreplicableDDLError, match="DDL job 4"):
+        refuse_for_lake([exchange], TableFilter(do_tables=(("d", "pt"),)), HISTORY, "iceberg")
+    refuse_for_lake([exchange], TableFilter(do_tables=(("d", "other"),)), HISTORY, "iceberg")
+    flashback = DDLJob(70, _job(5, 62, "", 5, "FLASHBACK CLUSTER TO TIMESTAMP '2024-01-01 00:00:00'"))
+    with pytest.raises(UnreplicableDDLError, match="set every table back"):
+        refuse_for_lake([flashback], TableFilter(do_dbs=("x",)), HISTORY, "iceberg")
