@@ -17,6 +17,8 @@ import pymysql
 from sink.mysql.statements import quote
 from sink.mysql.target import MySQLTargetError
 
+DDL_AHEAD_KEY = "binlake-ddl-ahead"
+
 
 class CheckpointFormatError(MySQLTargetError):
     """The checkpoint row exists but is not TiDB Binlog's JSON."""
@@ -32,11 +34,16 @@ class Checkpoint:
     consistent: bool
     ts_map: dict[str, int] = field(default_factory=dict)
     schema_version: int = 0
+    ddl_ahead: tuple[int, ...] = ()   # DDL jobs applied before their DDL binlog, which is after commitTS
 
     def to_json(self) -> str:
-        """The ``checkPoint`` column text (TiDB Binlog's key names)."""
-        return json.dumps({"consistent": self.consistent, "commitTS": self.commit_ts, "ts-map": self.ts_map,
-                           "schema-version": self.schema_version})
+        """The ``checkPoint`` column text (TiDB Binlog's key names; binlake's ``binlake-ddl-ahead``
+        only while it lists a job: TiDB Binlog ignores a key it does not know)."""
+        doc: dict[str, Any] = {"consistent": self.consistent, "commitTS": self.commit_ts, "ts-map": self.ts_map,
+                               "schema-version": self.schema_version}
+        if self.ddl_ahead:
+            doc[DDL_AHEAD_KEY] = list(self.ddl_ahead)
+        return json.dumps(doc)
 
     @classmethod
     def parse(cls, text: str) -> Checkpoint:
@@ -50,7 +57,8 @@ class Checkpoint:
             if not isinstance(ts, int) or isinstance(ts, bool) or not isinstance(consistent, bool):
                 raise TypeError("commitTS must be a number and consistent a boolean")
             version = obj.get("schema-version", 0)
-            return cls(ts, consistent, dict(obj.get("ts-map") or {}), int(version or 0))
+            ahead = tuple(int(j) for j in obj.get(DDL_AHEAD_KEY) or ())
+            return cls(ts, consistent, dict(obj.get("ts-map") or {}), int(version or 0), ahead)
         except (ValueError, TypeError) as e:
             raise CheckpointFormatError(f"checkpoint row is not TiDB Binlog's JSON ({e}): {text[:200]!r}") from None
 

@@ -19,6 +19,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from transform import ddl as ddl_kinds
 from transform.codec.model import Job
 from transform.filters import TableFilter
 from transform.history import CREATE_SCHEMA, CREATE_TABLE, CREATE_TABLES, DROP_SCHEMA
@@ -83,6 +84,17 @@ _CHARSET = re.compile(r"\b(CHARSET|CHARACTER\s+SET|COLLATE)\b", re.I)
 _CREATE_TABLE = re.compile(r"\s*CREATE\s+(TEMPORARY\s+)?TABLE\b", re.I)
 _PARTITION_BY = re.compile(r"\bPARTITION\s+BY\b", re.I)
 _LIKE = re.compile(r"\s*\(?\s*LIKE\b", re.I)
+_CREATED = re.compile(r"\s*CREATE\s+(?:TEMPORARY\s+)?TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?"
+                      r"(?:(?:`(?:[^`]|``)*`|\w+)\s*\.\s*)?(`(?:[^`]|``)*`|\w+)", re.I)
+
+
+def _created_table(statement: str) -> str | None:
+    """The table name a CREATE TABLE statement creates (unquoted), None for another statement."""
+    m = _CREATED.match(statement)
+    if m is None:
+        return None
+    name = m.group(1)
+    return name[1:-1].replace("``", "`") if name.startswith("`") else name
 
 
 def _options_span(masked: str) -> tuple[int, int] | None:
@@ -127,27 +139,83 @@ def with_charset(query: str, charset: str, collate: str) -> str:
     return restore(masked[:at] + clause + sep + masked[at:])
 
 
-def plan_ddl(job: Job, table_filter: TableFilter, tidb: bool) -> DDLStatement:
+def split_statements(query: str) -> list[str]:
+    """The statements of ``query`` (``;``-separated outside comments and quoted text), without
+    empty ones: a CREATE TABLES job's query is its CREATE TABLE statements joined."""
+    masked, restore = _mask(query)
+    return [s for s in (restore(piece).strip() for piece in masked.split(";")) if s]
+
+
+def _create_tables(job: Job, query: str, table_filter: TableFilter, tidb: bool) -> DDLStatement:
+    """A CREATE TABLES batch as its CREATE TABLE statements (each with the upstream's charset for
+    MySQL), the filtered-out tables left out."""
+    db = job.schema_name
+    infos = {t.name.lower(): t for t in job.binlog.multiple_table_infos}
+    kept = []
+    for each in split_statements(query):
+        name = _created_table(each)
+        if name is not None and not table_filter.allows(db, name):
+            continue
+        info = infos.get(name.lower()) if name else None
+        kept.append(with_charset(each, info.charset, info.collate) if info is not None and not tidb else each)
+    if not kept:
+        return DDLStatement(db, query, skip=f"every table of the batch in {db} is filtered out")
+    return DDLStatement(db, ";\n".join(kept), create_db=db)
+
+
+def _refusal(job: Job, tidb: bool, commit_ts: int) -> str:
+    """Why the downstream cannot take ``job`` and what to do ("" when it can)."""
+    fix = (f"The run stopped at it; the checkpoint is the last transaction before it. To go on: load the "
+           f"tables it concerns into the downstream from a snapshot of the upstream at ts {commit_ts} "
+           f"(Dumpling and Lightning), then add {commit_ts} to [syncer] ignore-txn-commit-ts and run again")
+    if job.type == ddl_kinds.EXCHANGE_PARTITION:
+        return (f"{ddl_kinds.describe(job, commit_ts)}: a transaction that began before the exchange and commits "
+                f"after it writes the partition's rows into the table they are exchanged into, while its binlog "
+                f"names the table it wrote, so no downstream can replay the exchange exactly. {fix}")
+    if job.type == ddl_kinds.FLASHBACK_CLUSTER or (not tidb and job.type in ddl_kinds.RECOVERS):
+        return (f"{ddl_kinds.describe(job, commit_ts)}: it {ddl_kinds.ROWS_WITHOUT_BINLOG[job.type]} without "
+                f"writing them to the binlog, and the {'TiDB' if tidb else 'MySQL'} downstream cannot do the "
+                f"same. {fix}")
+    return ""
+
+
+def plan_ddl(job: Job, table_filter: TableFilter, tidb: bool, commit_ts: int = 0) -> DDLStatement:
     """The statement for ``job`` on the downstream, or why it is skipped (filtered out, a failed
-    job, CREATE TABLES batches as TiDB Binlog skips them for MySQL)."""
+    job, a job that changes nothing downstream: TiDB Binlog skips placement, resource group,
+    attribute, lock and cache jobs; TTL jobs for MySQL). A CREATE TABLES batch (TiDB 8's
+    ``tidb_enable_fast_create_table``) is its CREATE TABLE statements, each rewritten as one.
+    Raises :class:`UnreplicableDDLError` for a job whose rows the downstream cannot get (RECOVER or
+    FLASHBACK of a table or database into MySQL, FLASHBACK CLUSTER and EXCHANGE PARTITION into
+    anything)."""
     db = job.schema_name
     query = job.query if tidb else for_mysql(job.query)
-    schema_level = job.type in (CREATE_SCHEMA, DROP_SCHEMA)
+    schema_level = job.type in (CREATE_SCHEMA, DROP_SCHEMA, ddl_kinds.RECOVER_SCHEMA)
     if job.binlog.schema_version == 0:
         return DDLStatement(None, query, skip="failed DDL job (schema version 0)")
+    if ddl_kinds.no_effect(job):
+        return DDLStatement(None, query, skip=f"{ddl_kinds.name(job)} changes no table (TiDB Binlog skips it)")
+    if not tidb and job.type in ddl_kinds.TTL:
+        return DDLStatement(None, query, skip="TTL is TiDB's (the rows TiDB's TTL jobs delete come as row changes)")
+    if job.type == ddl_kinds.FLASHBACK_CLUSTER:
+        raise ddl_kinds.UnreplicableDDLError(_refusal(job, tidb, commit_ts))
     if job.type == CREATE_TABLES:
-        return DDLStatement(None, query, skip="CREATE TABLES batch (TiDB Binlog skips it for MySQL)")
+        return _create_tables(job, query, table_filter, tidb)
     if not query:
         return DDLStatement(None, query, skip="the job has no query")
+    refused = _refusal(job, tidb, commit_ts)
     if schema_level:
         if not table_filter.allows_schema(db):
             return DDLStatement(None, query, skip=f"database {db} is filtered out")
+        if refused:
+            raise ddl_kinds.UnreplicableDDLError(refused)
         if job.type == CREATE_SCHEMA and not tidb:
             info = job.binlog.db_info or {}
             query = with_charset(query, str(info.get("charset") or "utf8mb4"), str(info.get("collate") or ""))
         return DDLStatement(None, query)
     if not table_filter.allows(db, job.table_name):
         return DDLStatement(db, query, skip=f"{db}.{job.table_name} is filtered out")
+    if refused:
+        raise ddl_kinds.UnreplicableDDLError(refused)
     table = job.binlog.table_info
     if job.type == CREATE_TABLE and table is not None and not tidb:
         query = with_charset(query, table.charset, table.collate)

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
 import pymysql
 
 from schemas import secondary_binlog_pb2 as sb
@@ -29,13 +30,15 @@ from sink.base import Sink, TableReport
 from sink.errors import SinkError
 from sink.mysql.checkpoint import Checkpoint, CheckpointTable
 from sink.mysql.config import MySQLSettings
-from sink.mysql.ddl import IGNORED_ERRORS, plan_ddl
+from sink.mysql.ddl import IGNORED_ERRORS, plan_ddl, split_statements
+from sink.mysql.early import Reshape
 from sink.mysql.loader import ApplyError, Loader
 from sink.mysql.progress import Position, UnkeyedProgress, not_applied
 from sink.mysql.relay import RelayLog, decode_dml, encode_ddl, encode_dml, python_rows
 from sink.mysql.statements import DML, TargetTable, literal_sql_mode, number_unkeyed, quote, row_changes
 from sink.mysql.target import MySQLTarget
 from transform import changes as ch
+from transform.codec.model import TableInfo
 from transform.filters import TableFilter
 from transform.ordered import PerBundle, ordered_transactions
 
@@ -145,41 +148,93 @@ class MySQLSink(Sink):
         if run.to_ts <= floor:
             return []   # the downstream is past this range already
         version = self.loaded.schema_version if self.loaded else 0
-        cps.save(Checkpoint(floor, False, schema_version=version))
+        ahead = set(self.loaded.ddl_ahead) if self.loaded else set()   # applied before their DDL binlog
+        cps.save(Checkpoint(floor, False, schema_version=version, ddl_ahead=tuple(sorted(ahead))))
         relay = self._relay()
         if relay is not None:
             relay.reset()   # this run re-reads everything after the checkpoint from the pumps
         targets = {(tid, s.schema_version): TargetTable.of(s.db or tc.db, s.table)
                    for tid, tc in run.tables.items() for s in tc.segments}
+        early = sorted((ts, job_id) for job_id, ts in run.ddl_needed.items() if job_id not in ahead)
+        by_job = {d.job.id: d for d in run.ddl}
+        # table id → (version, TableInfo, db) of a DDL applied ahead: older rows take its shape
+        shapes: dict[int, tuple[int, TableInfo, str]] = {}
+        reshapes: dict[tuple[int, int], Reshape] = {}
         reports: dict[str, TableReport] = {}
         loader = self._loader(safe, relay)
         saved_at = time.monotonic()
 
-        dmls_of = PerBundle(lambda tid, version, rows: list(row_changes(targets[(tid, version)], rows)))
-        relay_rows_of = PerBundle(lambda tid, version, rows: python_rows(targets[(tid, version)], rows))
+        def shaped(tid: int, version: int) -> Reshape | None:
+            shape = shapes.get(tid)
+            if shape is None or version >= shape[0]:
+                return None
+            if (tid, version) not in reshapes:
+                old = next(s for s in run.tables[tid].segments if s.schema_version == version)
+                reshapes[(tid, version)] = Reshape.of(shape[2], old.table, shape[1])
+            return reshapes[(tid, version)]
+
+        def target_of(tid: int, version: int) -> TargetTable:
+            r = shaped(tid, version)
+            return targets[(tid, version)] if r is None else r.target
+
+        def dml_rows(tid: int, version: int, rows: pa.Table) -> tuple[TargetTable, pa.Table]:
+            r = shaped(tid, version)
+            return (targets[(tid, version)], rows) if r is None else (r.target, r.rows(rows))
+
+        # per bundle, the rows as written and as reshaped (a bundle may hold rows of both)
+        dmls_of, shaped_dmls_of = (PerBundle(lambda tid, v, rows: list(row_changes(*dml_rows(tid, v, rows))))
+                                   for _ in range(2))
+        relay_rows_of, shaped_relay_rows_of = (PerBundle(lambda tid, v, rows: python_rows(*dml_rows(tid, v, rows)))
+                                               for _ in range(2))
 
         def save(applied: int) -> None:
             nonlocal saved_at
-            cps.save(Checkpoint(applied, False, schema_version=version))
+            cps.save(Checkpoint(applied, False, schema_version=version, ddl_ahead=tuple(sorted(ahead))))
             saved_at = time.monotonic()
             if relay is not None:
                 relay.purge(applied)
 
+        def take_shape(ddl: ch.DDLJob) -> None:
+            info = ddl.job.binlog.table_info
+            if info is not None:
+                for tid in {ddl.job.table_id, info.id}:
+                    shapes[tid] = (ddl.job.binlog.schema_version, info, ddl.job.schema_name)
+
+        for job_id in ahead:
+            if job_id in by_job:
+                take_shape(by_job[job_id])
         try:
             for txn in ordered_transactions(run):
                 if txn.commit_ts <= floor or txn.commit_ts in self.options.settings.ignore_txn_commit_ts:
                     continue
                 if txn.ddl is not None:
                     loader.flush()
-                    self._apply_ddl(txn.ddl, reports, relay)
+                    if txn.ddl.job.id in ahead:   # applied before the transactions written under it
+                        ahead.discard(txn.ddl.job.id)
+                        for tid in [t for t, s in shapes.items() if s[0] == txn.ddl.job.binlog.schema_version]:
+                            del shapes[tid]
+                    else:
+                        self._apply_ddl(txn.ddl, reports, relay)
                     version = max(version, txn.ddl.job.binlog.schema_version)
                     loader.end_txn(txn.commit_ts)
                     save(txn.commit_ts)
                     continue
+                while early and early[0][0] <= txn.commit_ts:
+                    ddl = by_job[early.pop(0)[1]]
+                    loader.flush()
+                    log.info("DDL job %d applied before its DDL binlog (%d): the transaction committed at %d was "
+                             "written under its schema", ddl.job.id, ddl.commit_ts, txn.commit_ts)
+                    if self._apply_ddl(ddl, reports, relay):
+                        ahead.add(ddl.job.id)
+                        take_shape(ddl)
+                        version = max(version, ddl.job.binlog.schema_version)
+                        save(max(loader.dispatched_ts, floor))
+                parts = [(p, shaped(p.table_id, p.schema_version) is not None) for p in txn.tables]
                 if relay is not None:
-                    relay.append(encode_dml(txn.commit_ts, [(targets[(p.table_id, p.schema_version)],
-                                                             relay_rows_of(p)) for p in txn.tables]))
-                for dml in self._fresh(d for p in txn.tables for d in dmls_of(p)):
+                    relay.append(encode_dml(txn.commit_ts, [
+                        (target_of(p.table_id, p.schema_version), (shaped_relay_rows_of if s else relay_rows_of)(p))
+                        for p, s in parts]))
+                for dml in self._fresh(d for p, s in parts for d in (shaped_dmls_of if s else dmls_of)(p)):
                     name = f"{dml.table.db}.{dml.table.name}"
                     rows = (reports.get(name) or reports.setdefault(name, TableReport(table=name))).rows
                     loader.add(dml)
@@ -245,7 +300,7 @@ class MySQLSink(Sink):
 
     def _apply_ddl(self, ddl: ch.DDLJob, reports: dict[str, TableReport], relay: RelayLog | None) -> bool:
         job = ddl.job
-        stmt = plan_ddl(job, self.options.table_filter, self.options.tidb)
+        stmt = plan_ddl(job, self.options.table_filter, self.options.tidb, ddl.commit_ts)
         name = f"{job.schema_name}.{job.table_name}" if job.table_name else job.schema_name
         if stmt.skip:
             log.info("DDL at %d skipped (%s): %s", ddl.commit_ts, stmt.skip, job.query)
@@ -262,20 +317,25 @@ class MySQLSink(Sink):
         OperationalError; an error saying it is already applied counts as done."""
 
         def attempt() -> None:
+            # in autocommit mode: a DDL commits anyway, and MariaDB's EXCHANGE PARTITION waits forever
+            # on a row lock of its own when the session's autocommit is off
+            self.conn.commit()
+            self.conn.autocommit(True)
             try:
                 with self.conn.cursor() as cur:
                     if create_db:
                         cur.execute(f"CREATE DATABASE IF NOT EXISTS {quote(create_db)} CHARACTER SET utf8mb4")
                     if use:
                         cur.execute(f"USE {quote(use)}")
-                    cur.execute(sql)
-                self.conn.commit()
+                    for statement in split_statements(sql):   # a CREATE TABLES batch is several
+                        cur.execute(statement)
             except pymysql.Error as e:
-                self.conn.rollback()
                 code = e.args[0] if e.args and isinstance(e.args[0], int) else None
                 if code not in IGNORED_ERRORS:
                     raise
                 log.info("DDL at %d already applied (%s): %s", commit_ts, e, sql)
+            finally:
+                self.conn.autocommit(False)
 
         try:
             retry(attempt, attempts=self.options.ddl_retries, wait=1.0, on=pymysql.OperationalError)

@@ -15,7 +15,7 @@ import pytest
 
 from schemas import secondary_binlog_pb2 as sb
 from sink.mysql.checkpoint import Checkpoint, CheckpointFormatError
-from sink.mysql.ddl import for_mysql, plan_ddl, with_charset
+from sink.mysql.ddl import for_mysql, plan_ddl, split_statements, with_charset
 from sink.mysql.loader import Causality
 from sink.mysql.progress import UnkeyedProgress, not_applied
 from sink.mysql.relay import RelayLog, RelayLogError, decode_dml, encode_ddl, encode_dml, python_rows
@@ -26,7 +26,8 @@ from tests.codec.tables import PK, col, table
 from transform import changes as ch
 from transform import ordered
 from transform.codec import mysqltypes as mt
-from transform.codec.model import HistoryInfo, Job
+from transform.codec.model import HistoryInfo, Job, TableInfo
+from transform.ddl import UnreplicableDDLError
 from transform.filters import TableFilter
 
 
@@ -392,3 +393,44 @@ def test_the_loader_builds_the_next_batch_while_one_applies_and_never_lets_a_con
     finally:
         hold.set()
         loader.close()
+
+
+def _job(tp: int, query: str, table: str = "t", **binlog: Any) -> Job:
+    return Job(id=9, type=tp, schema_id=1, table_id=7, schema_name="d", table_name=table, query=query,
+               binlog=HistoryInfo(schema_version=5, **binlog))
+
+
+def test_a_create_tables_batch_is_each_of_its_statements() -> None:
+    """TiDB 8's merged CREATE TABLES job: every statement runs, each with the upstream's charset, the
+    filtered-out ones left out; a ``;`` inside a literal or comment does not split."""
+    query = ("CREATE TABLE a (s VARCHAR(3) DEFAULT ';'); CREATE TABLE `b` (i INT) /* ; */; "
+             "CREATE TABLE IF NOT EXISTS d.c (i INT);")
+    assert split_statements(query) == ["CREATE TABLE a (s VARCHAR(3) DEFAULT ';')", "CREATE TABLE `b` (i INT) /* ; */",
+                                       "CREATE TABLE IF NOT EXISTS d.c (i INT)"]
+    infos = tuple(TableInfo.from_json({"id": i, "name": {"O": n, "L": n}, "charset": "utf8mb4",
+                                       "collate": "utf8mb4_bin", "cols": []})
+                  for i, n in ((1, "a"), (2, "b"), (3, "c")))
+    job = _job(60, query, table="", multiple_table_infos=infos)
+    stmt = plan_ddl(job, TableFilter(ignore_tables=(("d", "b"),)), False)
+    assert split_statements(stmt.sql) == [
+        "CREATE TABLE a (s VARCHAR(3) DEFAULT ';') DEFAULT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
+        "CREATE TABLE IF NOT EXISTS d.c (i INT) DEFAULT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"]
+    assert (stmt.use, stmt.create_db, stmt.skip) == ("d", "d", "")
+    assert plan_ddl(job, TableFilter(ignore_schemas=("d",)), True).skip
+
+
+def test_ddl_that_changes_nothing_downstream_is_skipped_and_recovered_rows_are_refused() -> None:
+    assert "TiDB Binlog skips it" in plan_ddl(_job(57, "ALTER TABLE t CACHE"), TableFilter(), True).skip
+    assert "TiDB Binlog skips it" in plan_ddl(_job(68, "CREATE RESOURCE GROUP g RU_PER_SEC=1", ""),
+                                              TableFilter(), False).skip
+    ttl = _job(67, "ALTER TABLE t REMOVE TTL")
+    assert plan_ddl(ttl, TableFilter(), False).skip and not plan_ddl(ttl, TableFilter(), True).skip
+    recover = _job(25, "RECOVER TABLE t")
+    assert plan_ddl(recover, TableFilter(), True).sql == "RECOVER TABLE t"
+    with pytest.raises(UnreplicableDDLError, match=r"DDL job 9 \(recover table, committed at ts 77\): "
+                                                   r"`RECOVER TABLE t`.*MySQL downstream cannot"):
+        plan_ddl(recover, TableFilter(), False, 77)
+    with pytest.raises(UnreplicableDDLError, match="flashback cluster"):
+        plan_ddl(_job(62, "FLASHBACK CLUSTER TO TIMESTAMP '2024-01-01 00:00:00'", ""), TableFilter(), True, 78)
+    partition = plan_ddl(_job(23, "ALTER TABLE t TRUNCATE PARTITION p0"), TableFilter(), False)
+    assert partition.sql == "ALTER TABLE t TRUNCATE PARTITION p0" and not partition.skip
