@@ -112,7 +112,11 @@ def _stage_changelog(log: Table, plan: pl.TablePlan, info: TableInfo, since: int
     except REFUSED as e:
         staged.error = e
         return staged
-    staged.job = tasks.ChangelogJob(segment_map(plan.group, info), since,
+    segments = segment_map(plan.group, info)
+    shapes = [t for (tid, _), t in segments.tables.items() if tid in segments.renamed]
+    with staged.tx.update_schema() as update:
+        ks.add_kept_columns(update, staged.tx.table_metadata.schema(), info, shapes)
+    staged.job = tasks.ChangelogJob(segments, since,
                                     tasks.FileWriter(staged.tx.table_metadata, dict(log.io.properties)), staged.name)
     return staged
 

@@ -246,6 +246,19 @@ def evolve_remove(update: UpdateSchema, current: Schema, props: dict[str, str], 
                 update.rename_column((*p, old_name), new_map[cid])
 
 
+def add_kept_columns(update: UpdateSchema, current: Schema, final: TableInfo, tables: Iterable[TableInfo]) -> None:
+    """The changelog's fields for the columns of ``tables`` (the shapes its rows were written in, of
+    ``final``'s table id) that ``final`` no longer has, under their dropped names
+    (``sink.changelog.dropped_column_name``): the changes written before a DROP COLUMN, or before a
+    MODIFY that rewrote the column under a new id, keep their values also when the changelog was
+    created after it (in the same run)."""
+    kept = {fmt.dropped_column_name(c.name, c.id): c for table in tables for c in table.columns
+            if final.column_by_id(c.id) is None}
+    for name, col in kept.items():
+        if _field(current, name) is None:
+            update.add_column(name, iceberg_type(arrow_type(col)))
+
+
 def evolve_add(update: UpdateSchema, current: Schema, props: dict[str, str], new: TableInfo, kind: str,
                ddl: str) -> None:
     """Second half (``current`` is the schema after :func:`evolve_remove`): added columns and type
