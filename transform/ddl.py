@@ -59,6 +59,7 @@ NEW_TABLE_ID: dict[int, str] = {
     ALTER_PARTITIONING: "gave the table a new table id, keeping its rows",
     REMOVE_PARTITIONING: "gave the table a new table id, keeping its rows",
 }
+PARTITION_DROPS = frozenset({DROP_PARTITION, TRUNCATE_PARTITION})
 RECOVERS = frozenset({RECOVER_TABLE, RECOVER_SCHEMA})   # RECOVER/FLASHBACK TABLE, FLASHBACK DATABASE
 TTL = frozenset({65, 67})
 # jobs TiDB Binlog's drainer skips for every downstream: nothing a consumer holds changes
@@ -148,15 +149,39 @@ def needed_before(ddl: Sequence[DDLJob], written: Mapping[int, Sequence[tuple[in
     transaction."""
     out: dict[int, int] = {}
     for d in ddl:
-        job = d.job
-        info = job.binlog.table_info
-        tables = {job.table_id} | ({info.id} if info is not None else set())
-        threshold = job.binlog.schema_version
-        if job.type in (DROP_PARTITION, TRUNCATE_PARTITION):
-            started = job.real_start_ts or job.start_ts
-            threshold = 1 + max((k.binlog.schema_version for k in history.jobs.values()
-                                 if k.id != job.id and 0 < k.binlog.finished_ts < started), default=0)
-        firsts = [first for tid in tables for version, first in written.get(tid, ()) if version >= threshold]
+        threshold = _began(d.job, history) if d.job.type in PARTITION_DROPS else d.job.binlog.schema_version
+        firsts = [first for tid in _table_ids(d.job) for version, first in written.get(tid, ()) if version >= threshold]
         if firsts and min(firsts) < d.commit_ts:
-            out[job.id] = min(firsts)
+            out[d.job.id] = min(firsts)
     return out
+
+
+def written_late(ddl: Sequence[DDLJob], written_last: Mapping[int, Sequence[tuple[int, int]]],
+                 history: SchemaHistory) -> dict[int, int]:
+    """Job id → the commit ts of a transaction written before a DROP or TRUNCATE PARTITION began
+    that committed after its DDL binlog (``written_last``: table id → (schema version written
+    under, the last commit written under it)). TiDB lets such a transaction commit; the rows it
+    wrote into the partition went with it, the others stayed, and the binlog does not say which
+    partition a row was in: a consumer replaying statements cannot be exact."""
+    out: dict[int, int] = {}
+    for d in ddl:
+        if d.job.type not in PARTITION_DROPS:
+            continue
+        began = _began(d.job, history)
+        lasts = [last for tid in _table_ids(d.job) for version, last in written_last.get(tid, ()) if version < began]
+        if lasts and max(lasts) > d.commit_ts:
+            out[d.job.id] = max(lasts)
+    return out
+
+
+def _table_ids(job: Job) -> set[int]:
+    info = job.binlog.table_info
+    return {job.table_id} | ({info.id} if info is not None else set())
+
+
+def _began(job: Job, history: SchemaHistory) -> int:
+    """The first schema version ``job`` can have published: one above every job done before it
+    started (``real_start_ts``; exact while no other DDL runs at the same time)."""
+    started = job.real_start_ts or job.start_ts
+    return 1 + max((k.binlog.schema_version for k in history.jobs.values()
+                    if k.id != job.id and 0 < k.binlog.finished_ts < started), default=0)

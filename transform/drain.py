@@ -40,7 +40,7 @@ from pyspark.sql import functions as F
 from ingest import binlog as bl
 from transform import changes as ch
 from transform.codec.model import Job
-from transform.ddl import needed_before
+from transform.ddl import needed_before, written_late
 from transform.errors import DrainError
 from transform.filters import TableFilter
 from transform.history import (
@@ -234,13 +234,16 @@ def _row_changes(meta: pa.Table) -> int:
 
 
 def _metadata(decoded: DataFrame) -> pa.Table:
-    """The decoded records without their rows (``OUT_SCHEMA`` without ``data``), the rows and stale
-    records of one table and schema version summed into one (its first commit_ts, its row and
-    nulled-value counts)."""
+    """The decoded records without their rows (``OUT_SCHEMA`` without ``data``), the records of one
+    kind, table and schema version summed into one (its first commit_ts, the last for
+    ``written_last``, its row and nulled-value counts)."""
     kind = F.col("kind")
     counted = (decoded.where(kind != "ddl").groupBy("kind", "table_id", "schema_version")
-               .agg(F.min("commit_ts").alias("commit_ts"), F.lit(0).cast("long").alias("job_id"),
-                    F.sum("rows").alias("rows"), F.sum("nulled").alias("nulled")))
+               .agg(F.min("commit_ts").alias("first"), F.max("commit_ts").alias("last"),
+                    F.lit(0).cast("long").alias("job_id"), F.sum("rows").alias("rows"),
+                    F.sum("nulled").alias("nulled"))
+               .withColumn("commit_ts", F.when(kind == "written_last", F.col("last")).otherwise(F.col("first")))
+               .drop("first", "last"))
     meta: pa.Table = decoded.where(kind == "ddl").drop("data").unionByName(counted).toArrow()
     return meta
 
@@ -259,13 +262,14 @@ def _assemble(batch: ch.RunBatch, decoded: pa.Table, history: SchemaHistory, tab
     events: dict[int, list[ch.DDLEvent]] = defaultdict(list)
     versions: dict[int, int] = defaultdict(int)
     records: list[OutRecord] = decoded.to_pylist()  # rows of OUT_SCHEMA (``data`` left out)
-    written: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    written: dict[str, dict[int, list[tuple[int, int]]]] = {"written": defaultdict(list),
+                                                            "written_last": defaultdict(list)}
     for rec in records:
         if rec["kind"] == "stale":
             batch.stale_rows += rec["rows"]
             continue
-        if rec["kind"] == "written":
-            written[rec["table_id"]].append((rec["schema_version"], rec["commit_ts"]))
+        if rec["kind"] in written:
+            written[rec["kind"]][rec["table_id"]].append((rec["schema_version"], rec["commit_ts"]))
             continue
         if rec["kind"] == "ddl":
             job = history.job(rec["job_id"])
@@ -295,7 +299,8 @@ def _assemble(batch: ch.RunBatch, decoded: pa.Table, history: SchemaHistory, tab
             versions[rec["table_id"]] = max(versions[rec["table_id"]], rec["schema_version"])
             batch.nulled_values += rec["nulled"]
     batch.ddl.sort(key=lambda d: d.commit_ts)
-    batch.ddl_needed = needed_before(batch.ddl, written, history)
+    batch.ddl_needed = needed_before(batch.ddl, written["written"], history)
+    batch.ddl_late = written_late(batch.ddl, written["written_last"], history)
     for tid in sorted(set(segs) | set(events)):
         last = history.version_at(tid, versions[tid])
         named = last if last is not None and last.table is not None else _last_named(history, tid, versions[tid])

@@ -35,7 +35,7 @@ from transform.filters import TableFilter
 from transform.history import CommitOrder, SchemaHistory
 
 OUT_SCHEMA = pa.schema([
-    pa.field("kind", pa.string(), nullable=False),        # "rows", "ddl", "stale" or "written"
+    pa.field("kind", pa.string(), nullable=False),        # "rows", "ddl", "stale", "written", "written_last"
     pa.field("table_id", pa.int64(), nullable=False),
     pa.field("schema_version", pa.int64(), nullable=False),
     pa.field("commit_ts", pa.int64(), nullable=False),    # ddl: the DDL's commit ts
@@ -91,10 +91,10 @@ class WrittenRecord(TypedDict):
     under (the prewrite's own, before ``version_in_force``): where TiDB published a DDL's schema
     before its DDL binlog, the first transaction written under it tells (``transform.early``)."""
 
-    kind: Literal["written"]
+    kind: Literal["written", "written_last"]
     table_id: int
     schema_version: int     # the prewrite's schema version
-    commit_ts: int          # the first commit written under it
+    commit_ts: int          # the first commit written under it ("written_last": the last)
     job_id: int             # 0
     rows: int               # 0
     nulled: int             # 0
@@ -173,7 +173,7 @@ class _Decoder:
         self.allowed: dict[tuple[int, int], bool] = {}
         self.ended: dict[tuple[int, int], bool] = {}
         self.stale: dict[tuple[int, int], list[int]] = {}   # (table id, ending version) → [first commit, rows]
-        self.written: dict[tuple[int, int], int] = {}       # (table id, prewrite's version) → first commit
+        self.written: dict[tuple[int, int], list[int]] = {}  # (table id, prewrite's version) → [first, last commit]
         self.pending = 0
         self.seen: set[int] = set()   # start_ts decoded by this task: a transaction stored twice comes once
         # (table id, prewrite schema version) → the commit positions of newer definitions and their versions
@@ -221,8 +221,8 @@ class _Decoder:
             version = self._version(m.table_id, pv.schema_version, commit_ts)
             if not self._allowed(m.table_id, version, commit_ts):
                 continue
-            written = (m.table_id, pv.schema_version)
-            self.written[written] = min(commit_ts, self.written.get(written, commit_ts))
+            span = self.written.setdefault((m.table_id, pv.schema_version), [commit_ts, commit_ts])
+            span[0], span[1] = min(span[0], commit_ts), max(span[1], commit_ts)
             key = (m.table_id, version)
             ended = self.ended.get(key)
             if ended is None:
@@ -251,8 +251,10 @@ class _Decoder:
             yield {"kind": "stale", "table_id": table_id, "schema_version": version, "commit_ts": first,
                    "job_id": 0, "rows": count, "nulled": 0, "data": None}
         self.stale.clear()
-        for (table_id, version), first in self.written.items():
+        for (table_id, version), (first, last) in self.written.items():
             yield {"kind": "written", "table_id": table_id, "schema_version": version, "commit_ts": first,
+                   "job_id": 0, "rows": 0, "nulled": 0, "data": None}
+            yield {"kind": "written_last", "table_id": table_id, "schema_version": version, "commit_ts": last,
                    "job_id": 0, "rows": 0, "nulled": 0, "data": None}
         self.written.clear()
         for (table_id, version), g in self.groups.items():

@@ -38,7 +38,9 @@ from sink.mysql.relay import RelayLog, decode_dml, encode_ddl, encode_dml, pytho
 from sink.mysql.statements import DML, TargetTable, literal_sql_mode, number_unkeyed, quote, row_changes
 from sink.mysql.target import MySQLTarget
 from transform import changes as ch
+from transform import ddl as ddl_kinds
 from transform.codec.model import TableInfo
+from transform.ddl import UnreplicableDDLError
 from transform.filters import TableFilter
 from transform.ordered import PerBundle, ordered_transactions
 
@@ -110,9 +112,12 @@ class MySQLSink(Sink):
         parallel multi-row REPLACE/DELETE … IN wait on each other and deadlock (retried, but slow).
         TiDB keeps its own default (READ COMMITTED needs its pessimistic mode), and so does a server
         that writes a statement-based binary log (InnoDB refuses READ COMMITTED there). Its session
-        runs without ``NO_BACKSLASH_ESCAPES``, as the statements' literals expect."""
+        runs without ``NO_BACKSLASH_ESCAPES``, as the statements' literals expect, and without foreign
+        key checks: TiDB enforced them, its binlog carries the rows a cascade changed, and a cascade
+        downstream would act again, on rows the parallel workers may not have ordered as TiDB did."""
         conn = self.target.connect()
         with conn.cursor() as cur:
+            cur.execute("SET SESSION foreign_key_checks = 0")
             if self.options.tidb:
                 cur.execute("SELECT @@SESSION.sql_mode")
                 sql_mode, read_committed = cur.fetchone()[0], False
@@ -209,6 +214,7 @@ class MySQLSink(Sink):
                     continue
                 if txn.ddl is not None:
                     loader.flush()
+                    _refuse_late(run, txn.ddl)
                     if txn.ddl.job.id in ahead:   # applied before the transactions written under it
                         ahead.discard(txn.ddl.job.id)
                         for tid in [t for t, s in shapes.items() if s[0] == txn.ddl.job.binlog.schema_version]:
@@ -222,6 +228,7 @@ class MySQLSink(Sink):
                 while early and early[0][0] <= txn.commit_ts:
                     ddl = by_job[early.pop(0)[1]]
                     loader.flush()
+                    _refuse_late(run, ddl)
                     log.info("DDL job %d applied before its DDL binlog (%d): the transaction committed at %d was "
                              "written under its schema", ddl.job.id, ddl.commit_ts, txn.commit_ts)
                     if self._apply_ddl(ddl, reports, relay):
@@ -365,3 +372,16 @@ class MySQLSink(Sink):
         except (pymysql.Error, OSError):  # already closed or broken
             pass
 
+
+def _refuse_late(run: ch.RunBatch, ddl: ch.DDLJob) -> None:
+    """Raise :class:`UnreplicableDDLError` for a partition drop that a transaction begun before it
+    committed after (``RunBatch.ddl_late``)."""
+    late = run.ddl_late.get(ddl.job.id)
+    if late is not None:
+        raise UnreplicableDDLError(
+            f"{ddl_kinds.describe(ddl.job, ddl.commit_ts)}: the transaction committed at {late} began before it "
+            f"and committed after it; TiDB dropped the rows it wrote into the partition and kept the others, and "
+            f"the binlog does not say which partition a row was in. The run stopped at the job; the checkpoint "
+            f"is the last transaction before it. To go on: load the downstream from a snapshot of the upstream "
+            f"taken after ts {late} (Dumpling and Lightning) and start the drainer from that snapshot's ts "
+            f"(initial-commit-ts, with the checkpoint row removed)")
