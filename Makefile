@@ -107,7 +107,7 @@ $(eval $(call TIDB_SERVER,v8.3,tests/peers/tidb-v8.3,$(TIDB)/cmd/tidb-server,$(T
 
 # The PD + etcd test peer, PD's Go client (pdts) and TiDB's pump client as a load (pumpbench,
 # bench/pump_write_go.py). A cold tidb-server build takes 15-25 min on 2 cores, each further line less
-# (the Go build cache keeps what they share); docs/real-tidb.md has the figures.
+# (the Go build cache keeps what they share); the README has the figures.
 $(PEERS)/%: tests/peers/%/main.go tests/peers/go.mod
 	cd tests/peers && $(GO_ENV) go build -o ../../$@ ./$*
 

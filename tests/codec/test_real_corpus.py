@@ -1,9 +1,10 @@
-"""Decoder regression over binlogs a real TiDB sent (``corpus/tidb-v7.0``, recorded by
-``python -m tests.realtidb.record_corpus``): every row mutation is decoded by binlake's codec with the
-schema the Drainer's history gives it, replayed in commit order, and each table's final state must
-equal what TiDB itself returned over its MySQL port. No servers; a second or two."""
+"""Decoder regression over binlogs real TiDBs sent (``corpus/tidb-<line>``, one per tidb-server build,
+recorded by ``python -m tests.realtidb.record_corpus --build LINE``): every row mutation is decoded by
+binlake's codec with the schema the Drainer's history gives it, replayed in commit order, and each
+table's final state must equal what TiDB itself returned over its MySQL port. No servers; seconds."""
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,7 +24,8 @@ from transform.codec.rows import DELETE, INSERT, decode_row, iter_mutation
 from transform.codec.values import missing_value
 from transform.history import CommitOrder, SchemaHistory, replaced_columns
 
-CORPUS = Path(__file__).parent / "corpus" / "tidb-v7.0"
+CORPORA = sorted(p for p in (Path(__file__).parent / "corpus").iterdir() if (p / corpus.META).exists())
+CORPUS = next(p for p in CORPORA if p.name == "tidb-v7.0")   # the one the corruption tests change
 
 # Tables that differ because of a known binlake gap (strict: the mark must go once the gap is closed).
 @dataclass(frozen=True)
@@ -190,21 +192,33 @@ def expected_tables(directory: Path) -> dict[str, Any]:
     return doc
 
 
-@pytest.fixture(scope="module")
-def replayed() -> Replayed:
-    """The corpus, replayed once for every table's test."""
-    return replay(CORPUS)
+@functools.cache
+def replayed(directory: Path) -> Replayed:
+    """A corpus, replayed once for every table's test."""
+    return replay(directory)
 
 
 def _cases() -> Iterator[Any]:
-    for name in sorted(expected_tables(CORPUS)):
-        yield pytest.param(name, id=name)
+    for directory in CORPORA:
+        for name in sorted(expected_tables(directory)):
+            yield pytest.param(directory, name, id=f"{directory.name}-{name}")
 
 
-def test_corpus_is_what_tidb_sent() -> None:
+every_corpus = pytest.mark.parametrize("directory", CORPORA, ids=[p.name for p in CORPORA])
+
+
+def test_there_is_a_corpus_per_build() -> None:
+    """Each tidb-server build the real-TiDB tier runs has its recorded corpus."""
+    from tests.realtidb.versions import BUILDS
+
+    assert {p.name for p in CORPORA} >= {f"tidb-{b.line}" for b in BUILDS}
+
+
+@every_corpus
+def test_corpus_is_what_tidb_sent(directory: Path) -> None:
     """The corpus holds prewrites, commits, a rollback with commit_ts 0 and fakes, with a DDL history."""
-    binlogs = load_binlogs(CORPUS)
-    meta = json.loads((CORPUS / corpus.META).read_text())
+    binlogs = load_binlogs(directory)
+    meta = json.loads((directory / corpus.META).read_text())
     assert len(binlogs) == meta["binlogs"]
     kinds = {bl.PREWRITE: 0, bl.COMMIT: 0, bl.ROLLBACK: 0}
     for b in binlogs:
@@ -215,11 +229,11 @@ def test_corpus_is_what_tidb_sent() -> None:
     assert len(committed(binlogs)) == kinds[bl.COMMIT]
 
 
-def dml_mutations() -> Iterator[tuple[Txn, binlog_pb2.TableMutation, Any, Any]]:
+def dml_mutations(directory: Path) -> Iterator[tuple[Txn, binlog_pb2.TableMutation, Any, Any]]:
     """Every table mutation of the corpus's committed DML transactions, with the table version it was
     written under and the one in force at its commit (``SchemaHistory.version_in_force``)."""
-    history = SchemaHistory.from_json(json.loads((CORPUS / corpus.DDL_HISTORY).read_bytes()))
-    txns = committed(load_binlogs(CORPUS))
+    history = SchemaHistory.from_json(json.loads((directory / corpus.DDL_HISTORY).read_bytes()))
+    txns = committed(load_binlogs(directory))
     order = commit_order(txns)
     for t in txns:
         if t.prewrite.ddl_job_id:
@@ -232,23 +246,24 @@ def dml_mutations() -> Iterator[tuple[Txn, binlog_pb2.TableMutation, Any, Any]]:
             yield t, m, written, in_force
 
 
-def test_corpus_has_dml_committed_after_a_newer_ddl() -> None:
+@every_corpus
+def test_corpus_has_dml_committed_after_a_newer_ddl(directory: Path) -> None:
     """The corpus holds transactions written under an older schema version that committed after a
     DDL on their table (the race of writers and ADD/DROP COLUMN): they are decoded with the newer table."""
-    late = [(written, in_force) for _, _, written, in_force in dml_mutations()
+    late = [(written, in_force) for _, _, written, in_force in dml_mutations(directory)
             if in_force.schema_version != written.schema_version]
     assert late, "no DML of the corpus committed after a newer DDL on its table"
     assert any(w.table is not None and i.table is not None and len(i.table.columns) < len(w.table.columns)
                for w, i in late), "none of them committed after a DROP COLUMN"
 
 
-@pytest.mark.parametrize("name", list(_cases()))
-def test_table_matches_tidb(replayed: Replayed, name: str) -> None:
+@pytest.mark.parametrize(("directory", "name"), list(_cases()))
+def test_table_matches_tidb(directory: Path, name: str) -> None:
     """A table replayed from the decoded binlogs holds exactly the rows TiDB returned, and no column
     for a virtual generated one."""
-    full = expected_tables(CORPUS)[name]
+    full = expected_tables(directory)[name]
     spec = stored_columns(full)
-    table, rows = final_tables(replayed).get(name, (None, {}))
+    table, rows = final_tables(replayed(directory)).get(name, (None, {}))
     virtual = {c["name"].lower() for c in full["columns"]} - {c["name"].lower() for c in spec["columns"]}
     held = [c.name for c in table.columns if c.name.lower() in virtual] if table is not None else []
     assert not held, f"{name}: the lake's table holds the virtual generated column(s) {held}"
@@ -257,11 +272,12 @@ def test_table_matches_tidb(replayed: Replayed, name: str) -> None:
     assert not diffs, "\n".join(diffs[:10])
 
 
-def test_batch_decoder_agrees_with_decode_row() -> None:
+@every_corpus
+def test_batch_decoder_agrees_with_decode_row(directory: Path) -> None:
     """The Drainer's vectorised decoder gives every row of the corpus the image ``decode_row`` gives
     (BIT is an int64 in Arrow: its bit pattern is compared)."""
     diffs = []
-    for t, m, _, version in dml_mutations():
+    for t, m, _, version in dml_mutations(directory):
         assert version.table is not None
         table = version.table
         rows = list(iter_mutation(m))

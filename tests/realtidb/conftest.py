@@ -2,7 +2,9 @@
 that registered in ``pdetcd`` (etcd + PD's GetMembers/Tso on one address, as PD serves them), drained
 by binlake into Iceberg, Parquet and MariaDB, checked by ``binlake verify`` against TiDB's MySQL port.
 
-TiDB's own SQL is the upstream; nothing goes through the emulator."""
+TiDB's own SQL is the upstream; nothing goes through the emulator. A test taking the ``real`` cluster
+runs once per tidb-server build of ``tests/realtidb/versions.py``: on every build when it is marked
+``every_tidb``, else on the ``full`` ones."""
 from __future__ import annotations
 
 import io
@@ -13,14 +15,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pymysql
 import pytest
 
 from binlake.drain import run_drain_command, run_verify_command
 from binlake.drain_config import DrainerConfig, SparkSection, UpstreamSection
 from sink.iceberg.plugin import IcebergSettings
+from sink.iceberg.plugin import catalog_for as open_iceberg_catalog
+from sink.parquet.files import read_changelog
 from sink.parquet.plugin import ParquetSettings
 from tests.realtidb.peers import PDEtcd, TiDBServer, remove, scratch_dir
+from tests.realtidb.versions import BUILDS, TiDBBuild
+from tests.servers import MariaDBServer
 from tests.upstream.binlogs import wait_watermarks
 from upstream.local import PumpProcess
 
@@ -130,14 +137,23 @@ def start_pumps(root: Path, pd: PDEtcd, tidb: TiDBServer, count: int = 2) -> lis
     return pumps
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """``tidb_build``: every build for a test marked ``every_tidb``, the ``full`` ones for the others."""
+    if "tidb_build" in metafunc.fixturenames:
+        every = metafunc.definition.get_closest_marker("every_tidb") is not None
+        builds = [b for b in BUILDS if every or b.full]
+        metafunc.parametrize("tidb_build", builds, ids=[b.line for b in builds], scope="module")
+
+
 @pytest.fixture(scope="module")
-def real() -> Iterator[RealCluster]:
-    """One real cluster per test module (tidb-server starts in seconds; its build is `make peers`)."""
-    root = scratch_dir("binlake-rt-")
+def real(tidb_build: TiDBBuild) -> Iterator[RealCluster]:
+    """One real cluster per test module and tidb-server build (tidb-server starts in seconds; its
+    build is `make peers`)."""
+    root = scratch_dir(f"binlake-rt-{tidb_build.line}-")
     pumps: list[PumpProcess] = []
     try:
         with PDEtcd(root / "pd") as pd:
-            tidb = TiDBServer(root / "tidb", pd.url)
+            tidb = TiDBServer(root / "tidb", pd.url, build=tidb_build)
             try:
                 pumps = start_pumps(root, pd, tidb)
                 with tidb:
@@ -147,3 +163,67 @@ def real() -> Iterator[RealCluster]:
                     p.kill()
     finally:
         remove(root)
+
+
+def parquet_matches_iceberg(iceberg: DrainerConfig, parquet: DrainerConfig) -> int:
+    """Every row change of the Iceberg changelogs is in the Parquet sink's changelog of the same table
+    name with the same values (where Parquet's projection holds one), and nothing else is: a table
+    name's Parquet changelog holds every incarnation of the name (Iceberg keeps a dropped one as
+    ``<name>__changelog_dropped_<ts>``).
+    Returns the number of table names compared."""
+    catalog = open_iceberg_catalog(iceberg)
+    by_name: dict[tuple[str, str], list[pa.Table]] = {}
+    for namespace in catalog.list_namespaces():
+        for ident in catalog.list_tables(namespace):
+            db, name = ident[0], ident[-1]
+            base, marker, _ = name.partition("__changelog")
+            if marker:
+                by_name.setdefault((db, base), []).append(catalog.load_table(ident).scan().to_arrow())
+    for (db, name), parts in by_name.items():
+        rows = read_changelog(parquet.parquet.dir, db, name).to_pylist()
+        pq = {(r["_tidb_commit_ts"], r["_tidb_seq"]): r for r in rows}
+        seen = 0
+        for part in parts:
+            for row in part.to_pylist():
+                key = (row["_tidb_commit_ts"], row["_tidb_seq"])
+                assert key in pq, f"{db}.{name}: change {key} is in Iceberg, not in Parquet"
+                other = pq[key]
+                # Parquet projects older schema versions onto the newest by name: a renamed column's
+                # older values read as null there; Iceberg keeps a column a DDL rewrote under a new id
+                # as <column>_dropped_c<id> in the changes written before (the column itself null)
+                rewritten = {c for c in row if any(k.startswith(f"{c}_dropped_c") for k in row)}
+                same = {c: row[c] for c in row if other.get(c) is not None and c != "_tidb_before"
+                        and not (c in rewritten and row[c] is None)}
+                assert same == {c: other[c] for c in same}, f"{db}.{name}: change {key} differs"
+                seen += 1
+        assert seen == len(pq), f"{db}.{name}: Parquet holds {len(pq) - seen} changes Iceberg does not"
+    return len(by_name)
+
+
+def drain_everywhere(real: RealCluster, maria: MariaDBServer, name: str, databases: list[str]) -> int:
+    """Drain ``databases`` into Iceberg, Parquet and MariaDB, each from the start; verify Iceberg and
+    MariaDB against TiDB and Parquet against Iceberg. Returns the Iceberg run's to_ts."""
+    iceberg = real.options(name, databases)
+    report = real.drain(iceberg)
+    assert report["cluster_id"] == real.pd.cluster_id
+    to_ts = int(report["to_ts"])
+    real.verify(iceberg, to_ts)
+
+    # nothing is written while the tests drain, so a later range holds the same changes
+    parquet = real.options(f"{name}-pq", databases, sink="parquet")
+    assert int(real.drain(parquet)["to_ts"]) >= to_ts
+    assert parquet_matches_iceberg(iceberg, parquet) > 0
+
+    maria.reset(*databases)
+    mysql = real.options(f"{name}-my", databases, sink="mysql")
+    mysql.syncer.to.dsn = maria.dsn
+    mysql.syncer.worker_count = 4
+    real.drain(mysql)
+    real.verify(mysql, against=maria.dsn)
+    return to_ts
+
+
+@pytest.fixture
+def maria(mariadb_server: MariaDBServer) -> MariaDBServer:
+    """The session's MariaDB (each drain resets the databases it replicates)."""
+    return mariadb_server

@@ -1,7 +1,8 @@
 """Record a corpus of real TiDB binlogs for the codec's regression test (``tests/codec/test_real_corpus.py``).
 
-``python -m tests.realtidb.record_corpus [OUT_DIR]`` (default ``tests/codec/corpus/tidb-v7.0``) starts
-pdetcd, one binlake pump and a real tidb-server (``make peers``), runs a fixed workload that covers
+``python -m tests.realtidb.record_corpus [--build LINE] [OUT_DIR]`` (default build: the newest of
+``tests/realtidb/versions.py``; default OUT_DIR ``tests/codec/corpus/tidb-<LINE>``) starts pdetcd, one
+binlake pump and a real tidb-server of that build (``make peers``), runs a fixed workload that covers
 TiDB's column types, key layouts and DDL, waits until the pump's watermark passes TiDB's current ts,
 and writes what TiDB produced: every binlog the pump stored (raw bytes as TiDB sent them, plus the
 pump's own fake binlogs), TiDB's ``/ddl/history`` verbatim, and every table's final contents read
@@ -27,10 +28,11 @@ from ingest import binlog as bl
 from ingest.pump.storage.vlog import LogFile
 from tests.codec import corpus
 from tests.realtidb.peers import ROOT, PDEtcd, TiDBServer, remove, scratch_dir
+from tests.realtidb.versions import BY_LINE, NEWEST, TiDBBuild
 from tests.upstream.binlogs import wait_watermarks
 from upstream.local import PumpProcess
 
-DEFAULT_OUT = ROOT / "tests" / "codec" / "corpus" / "tidb-v7.0"
+CORPORA = ROOT / "tests" / "codec" / "corpus"
 DBS = ("corpus", "corpus_b")
 
 # One statement per item; a list is one transaction on one connection. "TZ8:" runs the statement
@@ -402,13 +404,14 @@ def _text(v: object) -> str:
     return v.decode("utf-8") if isinstance(v, (bytes, bytearray)) else str(v)
 
 
-def record(out: Path) -> dict[str, Any]:
-    """Start the peers, run the workload, write the corpus files into ``out``; return meta.json's content."""
+def record(out: Path, build: TiDBBuild = NEWEST) -> dict[str, Any]:
+    """Start the peers (tidb-server of ``build``), run the workload, write the corpus files into
+    ``out``; return meta.json's content."""
     root = scratch_dir("binlake-corpus-")
     pump: PumpProcess | None = None
     try:
         with PDEtcd(root / "pd") as pd:
-            tidb = TiDBServer(root / "tidb", pd.url)
+            tidb = TiDBServer(root / "tidb", pd.url, build=build)
             # fake binlogs after 1 s idle: the corpus ends with a few
             pump = PumpProcess(data_dir=root / "pump-1", pd_url=pd.url, registry=f"etcd://{pd.addr}",
                                node_id="pump-1",
@@ -457,6 +460,7 @@ def record(out: Path) -> dict[str, Any]:
         "recorded": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "version": str(server[0]),
         "tidb_version": str(version[0]),
+        "build": {"line": build.line, "source": build.source},
         "cluster_id": pd.cluster_id,
         "to_ts": to_ts,
         "stored_to_ts": fakes_to,
@@ -466,7 +470,7 @@ def record(out: Path) -> dict[str, Any]:
         "conflicts_lost": rollbacks,
         "race": race,
         "databases": list(DBS),
-        "recorder": "python -m tests.realtidb.record_corpus",
+        "recorder": f"python -m tests.realtidb.record_corpus --build {build.line}",
     }
     (out / corpus.META).write_text(json.dumps(meta, indent=1) + "\n")
     return meta
@@ -475,9 +479,10 @@ def record(out: Path) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line: record into OUT_DIR and print meta.json."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    p.add_argument("out", nargs="?", default=str(DEFAULT_OUT), help=f"output directory (default {DEFAULT_OUT})")
+    p.add_argument("--build", choices=sorted(BY_LINE), default=NEWEST.line, help="the tidb-server build")
+    p.add_argument("out", nargs="?", help=f"output directory (default {CORPORA}/tidb-<build>)")
     args = p.parse_args(argv)
-    meta = record(Path(args.out))
+    meta = record(Path(args.out or CORPORA / f"tidb-{args.build}"), BY_LINE[args.build])
     json.dump(meta, sys.stdout, indent=1)
     print()
     return 0

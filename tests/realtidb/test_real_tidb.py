@@ -1,5 +1,6 @@
 """A real tidb-server writes to binlake pumps; binlake drains into Iceberg, Parquet and MariaDB, and
-``binlake verify`` compares each with TiDB read over its MySQL port at the drained ts."""
+``binlake verify`` compares each with TiDB read over its MySQL port at the drained ts. Every test runs
+on the full builds (``tests/realtidb/versions.py``); those marked ``every_tidb`` on every build."""
 from __future__ import annotations
 
 import json
@@ -10,13 +11,11 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from binlake.drain_config import DrainerConfig
 from ingest import binlog as bl
 from ingest.scan_client import ScanClient
 from schemas import binlog_pb2
 from sink.iceberg.plugin import catalog_for as open_iceberg_catalog
-from sink.parquet.files import read_changelog
-from tests.realtidb.conftest import RealCluster
+from tests.realtidb.conftest import RealCluster, drain_everywhere
 from tests.servers import MariaDBServer
 from transform.history import SchemaHistory
 
@@ -97,67 +96,7 @@ def run(real: RealCluster, db: str, statements: list[str]) -> None:
 
 
 
-def parquet_matches_iceberg(iceberg: DrainerConfig, parquet: DrainerConfig) -> int:
-    """Every row change of the Iceberg changelogs is in the Parquet sink's changelog of the same table
-    name with the same values (where Parquet's projection holds one), and nothing else is: a table
-    name's Parquet changelog holds every incarnation of the name (Iceberg keeps a dropped one as
-    ``<name>__changelog_dropped_<ts>``).
-    Returns the number of table names compared."""
-    catalog = open_iceberg_catalog(iceberg)
-    by_name: dict[tuple[str, str], list[pa.Table]] = {}
-    for namespace in catalog.list_namespaces():
-        for ident in catalog.list_tables(namespace):
-            db, name = ident[0], ident[-1]
-            base, marker, _ = name.partition("__changelog")
-            if marker:
-                by_name.setdefault((db, base), []).append(catalog.load_table(ident).scan().to_arrow())
-    for (db, name), parts in by_name.items():
-        rows = read_changelog(parquet.parquet.dir, db, name).to_pylist()
-        pq = {(r["_tidb_commit_ts"], r["_tidb_seq"]): r for r in rows}
-        seen = 0
-        for part in parts:
-            for row in part.to_pylist():
-                key = (row["_tidb_commit_ts"], row["_tidb_seq"])
-                assert key in pq, f"{db}.{name}: change {key} is in Iceberg, not in Parquet"
-                other = pq[key]
-                # Parquet projects older schema versions onto the newest by name: a renamed column's
-                # older values read as null there
-                same = {c: row[c] for c in row if other.get(c) is not None and c != "_tidb_before"}
-                assert same == {c: other[c] for c in same}, f"{db}.{name}: change {key} differs"
-                seen += 1
-        assert seen == len(pq), f"{db}.{name}: Parquet holds {len(pq) - seen} changes Iceberg does not"
-    return len(by_name)
-
-
-def drain_everywhere(real: RealCluster, maria: MariaDBServer, name: str, databases: list[str]) -> int:
-    """Drain ``databases`` into Iceberg, Parquet and MariaDB, each from the start; verify Iceberg and
-    MariaDB against TiDB and Parquet against Iceberg. Returns the Iceberg run's to_ts."""
-    iceberg = real.options(name, databases)
-    report = real.drain(iceberg)
-    assert report["cluster_id"] == real.pd.cluster_id
-    to_ts = int(report["to_ts"])
-    real.verify(iceberg, to_ts)
-
-    # nothing is written while the tests drain, so a later range holds the same changes
-    parquet = real.options(f"{name}-pq", databases, sink="parquet")
-    assert int(real.drain(parquet)["to_ts"]) >= to_ts
-    assert parquet_matches_iceberg(iceberg, parquet) > 0
-
-    maria.reset(*databases)
-    mysql = real.options(f"{name}-my", databases, sink="mysql")
-    mysql.syncer.to.dsn = maria.dsn
-    mysql.syncer.worker_count = 4
-    real.drain(mysql)
-    real.verify(mysql, against=maria.dsn)
-    return to_ts
-
-
-@pytest.fixture
-def maria(mariadb_server: MariaDBServer) -> MariaDBServer:
-    """The session's MariaDB (each drain resets the databases it replicates)."""
-    return mariadb_server
-
-
+@pytest.mark.every_tidb
 def test_pumps_and_drains_learn_the_cluster_id_from_pd(real: RealCluster) -> None:
     """No ``--cluster-id`` anywhere: PD (like pdetcd) refuses a TSO request for cluster 0."""
     for pump in real.pumps:
@@ -170,6 +109,7 @@ def test_pumps_and_drains_learn_the_cluster_id_from_pd(real: RealCluster) -> Non
     assert "1 table(s) compared, no differences" in real.verify(options, int(report["to_ts"]))
 
 
+@pytest.mark.every_tidb
 def test_every_type_key_layout_partition_and_generated_column(real: RealCluster, maria: MariaDBServer) -> None:
     run(real, "rt_types", [TYPES, *(f"INSERT INTO types VALUES {row}" for row in TYPE_ROWS),
                            "UPDATE types SET j = JSON_SET(j, '$.e', 2.5e-7) WHERE id = 2",
@@ -190,6 +130,7 @@ def test_every_type_key_layout_partition_and_generated_column(real: RealCluster,
     drain_everywhere(real, maria, "types", ["rt_types"])
 
 
+@pytest.mark.every_tidb
 def test_ddl_history_renames_truncates_and_drops(real: RealCluster, maria: MariaDBServer) -> None:
     run(real, "rt_ddl", [
         "CREATE TABLE w (id INT PRIMARY KEY, a INT, b VARCHAR(10), gone INT)",

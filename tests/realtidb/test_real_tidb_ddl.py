@@ -1,0 +1,262 @@
+"""The DDL a binlog consumer meets from TiDB 6.4 to 8.3, each run by a real tidb-server under
+concurrent writes, on every build that has it (``tests/realtidb/versions.py``).
+
+A DDL is either replicated exactly into Iceberg, Parquet and MariaDB (``binlake verify`` against TiDB
+at the drained ts; ``binlake restore`` into MariaDB at the ts just before and just after each DDL,
+verified against TiDB at that ts), or the run stops with an error that names the job and says what
+the user can do. The lake (Iceberg, Parquet) refuses DDL that changes rows without writing them to
+the binlog (DROP/TRUNCATE PARTITION) and the two that give a table a new id (PARTITION BY, REMOVE
+PARTITIONING); the MySQL sink replays those exactly (a partition drop before the first transaction
+written during it). Every sink refuses EXCHANGE PARTITION (a transaction begun before it and
+committed after it writes into the other table, and its binlog does not say so) and RECOVER/FLASHBACK
+TABLE, whose rows come back without binlogs (a TiDB downstream takes those)."""
+from __future__ import annotations
+
+import io
+import random
+import threading
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from typing import Any
+
+import pymysql
+import pytest
+
+from binlake.restore import run_restore_command
+from tests.realtidb.conftest import RealCluster, drain_everywhere
+from tests.realtidb.versions import TiDBBuild
+from tests.servers import MariaDBServer
+from transform.ddl import UnreplicableDDLError
+
+RANGE_3 = ("CREATE TABLE t (id INT PRIMARY KEY, v INT) PARTITION BY RANGE (id) (PARTITION p0 VALUES LESS THAN (100),"
+           " PARTITION p1 VALUES LESS THAN (200), PARTITION p2 VALUES LESS THAN (MAXVALUE))")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One DDL kind: ``setup`` runs first, then writers write ``table`` (ids below ``keys``) while
+    ``ddl`` runs statement by statement; ``since`` is the first TiDB line that has it."""
+
+    kind: str
+    setup: tuple[str, ...]
+    ddl: tuple[str, ...]
+    table: str = "t"
+    keys: int = 300
+    since: str = "v6.4"
+    db_settings: tuple[str, ...] = ()       # statements run before the DDL on the DDL's connection
+    concurrent_ddl: bool = False           # the DDL statements run at once, each on a connection of its own
+
+    @property
+    def db(self) -> str:
+        return f"rd_{self.kind}"
+
+
+# replicated exactly into every sink
+EXACT = (
+    Case("reorganize", (RANGE_3,), (
+        "ALTER TABLE t REORGANIZE PARTITION p1, p2 INTO (PARTITION p1 VALUES LESS THAN (150),"
+        " PARTITION p2 VALUES LESS THAN (MAXVALUE))",
+        "ALTER TABLE t REORGANIZE PARTITION p0, p1 INTO (PARTITION p0 VALUES LESS THAN (150))"), since="v7.0"),
+    Case("add_partition", ("CREATE TABLE t (id INT PRIMARY KEY, v INT) PARTITION BY RANGE (id) "
+                           "(PARTITION p0 VALUES LESS THAN (100), PARTITION p1 VALUES LESS THAN (200))",),
+         ("ALTER TABLE t ADD PARTITION (PARTITION p2 VALUES LESS THAN (300))",)),
+    Case("multi_schema", ("CREATE TABLE t (id INT PRIMARY KEY, v INT, d INT DEFAULT 4, e INT, s VARCHAR(10),"
+                          " r INT, KEY kd (d))",
+                          "INSERT INTO t VALUES (1000, 1, 2, 3, '44', 5), (1001, 6, 7, 8, '-9', 10)"),
+         ("ALTER TABLE t ADD COLUMN c INT DEFAULT 5, DROP COLUMN d, MODIFY COLUMN e BIGINT,"
+          " RENAME COLUMN r TO r2, ADD INDEX iv (v)",
+          "ALTER TABLE t MODIFY COLUMN s VARCHAR(40), ADD COLUMN c2 VARCHAR(8) DEFAULT 'x', DROP INDEX iv")),
+    Case("cache", ("CREATE TABLE t (id INT PRIMARY KEY, v INT)",),
+         ("ALTER TABLE t CACHE", "ALTER TABLE t NOCACHE")),
+    Case("placement", ("CREATE TABLE t (id INT PRIMARY KEY, v INT)",),
+         ("CREATE PLACEMENT POLICY rd_pp FOLLOWERS = 2", "ALTER TABLE t PLACEMENT POLICY = rd_pp",
+          "CREATE TABLE t2 (id INT PRIMARY KEY) PLACEMENT POLICY = rd_pp", "INSERT INTO t2 VALUES (1)",
+          "ALTER PLACEMENT POLICY rd_pp FOLLOWERS = 3", "ALTER TABLE t PLACEMENT POLICY = DEFAULT",
+          "ALTER TABLE t2 PLACEMENT POLICY = DEFAULT", "DROP PLACEMENT POLICY rd_pp")),
+    Case("foreign_keys", ("CREATE TABLE p (id INT PRIMARY KEY, v INT)",
+                          "CREATE TABLE t (id INT PRIMARY KEY, v INT, pid INT, KEY kp (pid))",
+                          "INSERT INTO p VALUES (1, 1), (2, 2), (3, 3)"),
+         ("ALTER TABLE t ADD CONSTRAINT fk_p FOREIGN KEY (pid) REFERENCES p (id) ON DELETE CASCADE",
+          "DELETE FROM p WHERE id = 2", "ALTER TABLE t DROP FOREIGN KEY fk_p"), since="v7.0"),
+    Case("ttl", ("CREATE TABLE t (id INT PRIMARY KEY, v INT, at DATETIME DEFAULT '2000-01-01 00:00:00')"
+                 " TTL = at + INTERVAL 10 YEAR TTL_ENABLE = 'OFF'",),
+         ("ALTER TABLE t TTL = at + INTERVAL 20 YEAR", "ALTER TABLE t TTL_JOB_INTERVAL = '2h'",
+          "ALTER TABLE t REMOVE TTL"), since="v7.0"),
+    Case("resource_group", ("CREATE TABLE t (id INT PRIMARY KEY, v INT)",),
+         ("CREATE RESOURCE GROUP rd_rg RU_PER_SEC = 1000", "ALTER RESOURCE GROUP rd_rg RU_PER_SEC = 2000",
+          "DROP RESOURCE GROUP rd_rg"), since="v7.0"),
+    Case("create_tables", ("CREATE TABLE t (id INT PRIMARY KEY, v INT)",),
+         tuple(f"CREATE TABLE c{i} (id INT PRIMARY KEY, v VARCHAR(10) DEFAULT 'c{i}')" for i in range(6)),
+         since="v8.0", db_settings=("SET GLOBAL tidb_enable_fast_create_table = ON",), concurrent_ddl=True),
+)
+
+# refused by the lake (the run names the job), replayed exactly by the MySQL sink
+LAKE_REFUSED = (
+    Case("drop_partition", (RANGE_3,), ("ALTER TABLE t DROP PARTITION p1",)),
+    Case("truncate_partition", (RANGE_3,), ("ALTER TABLE t TRUNCATE PARTITION p0",)),
+    Case("partition_by", ("CREATE TABLE t (id INT PRIMARY KEY, v INT)",),
+         ("ALTER TABLE t PARTITION BY HASH (id) PARTITIONS 3",), since="v7.1"),
+    Case("remove_partitioning", (RANGE_3,), ("ALTER TABLE t REMOVE PARTITIONING",), since="v7.1"),
+)
+
+# refused by every sink (but RECOVER/FLASHBACK TABLE by a TiDB downstream): the rows come back without
+# binlogs, or move to the other table of an exchange where the binlog does not say so
+REFUSED = (
+    Case("exchange_partition", (RANGE_3, "CREATE TABLE nt (id INT PRIMARY KEY, v INT)",
+                                "INSERT INTO nt VALUES (150, -1), (160, -2)"),
+         ("ALTER TABLE t EXCHANGE PARTITION p1 WITH TABLE nt",),
+         db_settings=("SET GLOBAL tidb_enable_exchange_partition = ON",)),
+    Case("recover_table", ("CREATE TABLE t (id INT PRIMARY KEY, v INT)",), ("DROP TABLE t", "RECOVER TABLE t")),
+    Case("flashback_table", ("CREATE TABLE t (id INT PRIMARY KEY, v INT)",),
+         ("DROP TABLE t", "FLASHBACK TABLE t TO t_back")),
+)
+
+
+def reached(build: TiDBBuild, cases: tuple[Case, ...]) -> list[Case]:
+    """The cases ``build`` has."""
+    return [c for c in cases if build.reaches(c.since)]
+
+
+@dataclass
+class Marks:
+    """TiDB's ts before the first DDL and after each DDL statement of the cases run (one list)."""
+
+    ts: list[int] = field(default_factory=list)
+
+
+def _writer(real: RealCluster, case: Case) -> Callable[[Any, int, int], None]:
+    rngs: dict[int, random.Random] = {}
+
+    def transaction(cur: Any, w: int, i: int) -> None:
+        rng = rngs.setdefault(w, random.Random(f"{case.kind}{w}"))
+        key = rng.randrange(case.keys)
+        cur.execute("BEGIN")
+        cur.execute(f"INSERT INTO {case.table} (id, v) VALUES ({key}, {i}) ON DUPLICATE KEY UPDATE v = v + 1")
+        if case.kind == "foreign_keys":
+            cur.execute(f"UPDATE t SET pid = {rng.choice([1, 2, 3, None]) or 'NULL'} WHERE id = {key}")
+        cur.execute(f"DELETE FROM {case.table} WHERE id = {rng.randrange(case.keys)}")
+        cur.execute("COMMIT")
+
+    return transaction
+
+
+def run_cases(real: RealCluster, cases: list[Case]) -> tuple[Marks, dict[str, int]]:
+    """Set up each case's database, then write every case's table while the cases' DDL runs one
+    statement at a time; returns the ts marks and the transactions each case's writers committed."""
+    for case in cases:
+        real.tidb.execute(f"CREATE DATABASE {case.db}")
+        real.tidb.execute(*case.setup, database=case.db)
+    marks = Marks()
+    committed: dict[str, int] = {}
+    with ExitStack() as stack:
+        writes = {c.kind: stack.enter_context(real.writing(c.db, _writer(real, c), writers=2)) for c in cases}
+        marks.ts.append(real.tidb.current_ts())
+        for case in cases:
+            _run_ddl(real, case)
+            marks.ts.append(real.tidb.current_ts())
+        stack.close()
+        for kind, w in writes.items():
+            committed[kind] = w.committed
+            assert w.committed > 0, f"{kind}: no transaction committed: {w.errors[-3:]}"
+    return marks, committed
+
+
+def _run_ddl(real: RealCluster, case: Case) -> None:
+    conn = real.tidb.connect(case.db)
+    try:
+        with conn.cursor() as cur:
+            for statement in case.db_settings:
+                cur.execute(statement)
+    finally:
+        conn.close()
+    if not case.concurrent_ddl:
+        real.tidb.execute(*case.ddl, database=case.db)
+        return
+    errors: list[BaseException] = []
+
+    def one(statement: str) -> None:
+        try:
+            real.tidb.execute(statement, database=case.db)
+        except pymysql.err.MySQLError as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=one, args=(s,)) for s in case.ddl]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(120)
+    assert not errors, errors
+
+
+@pytest.mark.every_tidb
+def test_ddl_replicated_exactly_into_every_sink(real: RealCluster, maria: MariaDBServer,
+                                                tidb_build: TiDBBuild) -> None:
+    cases = reached(tidb_build, EXACT)
+    marks, _ = run_cases(real, cases)
+    dbs = [c.db for c in cases]
+    to_ts = drain_everywhere(real, maria, f"exact-{tidb_build.line}", dbs)
+    assert to_ts > marks.ts[-1]
+    options = real.options(f"exact-{tidb_build.line}", dbs)
+    for ts in marks.ts:
+        maria.reset(*dbs)
+        out = io.StringIO()
+        run_restore_command(options, ts, maria.dsn, out=out)
+        real.verify(options, ts, against=maria.dsn)
+
+
+def _refused(real: RealCluster, name: str, db: str, sink: str, job_query: str) -> str:
+    options = real.options(name, [db], sink=sink)
+    with pytest.raises(UnreplicableDDLError) as refused:
+        real.drain(options)
+    message = str(refused.value)
+    assert f"`{job_query}`" in message and "To go on:" in message, message
+    return message
+
+
+@pytest.mark.every_tidb
+def test_ddl_that_moves_rows_is_refused_by_the_lake_and_replayed_into_mariadb(
+        real: RealCluster, maria: MariaDBServer, tidb_build: TiDBBuild) -> None:
+    cases = reached(tidb_build, LAKE_REFUSED)
+    run_cases(real, cases)
+    for case in cases:
+        for sink in ("iceberg", "parquet"):
+            message = _refused(real, f"{case.kind}-{sink}-{tidb_build.line}", case.db, sink, case.ddl[-1])
+            assert f"the {sink} sink" in message, message
+    # a partition drop that a transaction begun before it committed after is refused (TiDB kept that
+    # transaction's rows outside the partition only); which run meets one depends on the timing
+    for case in cases:
+        maria.reset(case.db)
+        mysql = real.options(f"{case.kind}-my-{tidb_build.line}", [case.db], sink="mysql")
+        mysql.syncer.to.dsn = maria.dsn
+        mysql.syncer.worker_count = 4
+        try:
+            real.drain(mysql)
+        except UnreplicableDDLError as e:
+            assert case.kind in ("drop_partition", "truncate_partition"), e
+            assert f"`{case.ddl[-1]}`" in str(e) and "began before it and committed after it" in str(e), e
+            continue
+        real.verify(mysql, against=maria.dsn)
+
+
+@pytest.mark.every_tidb
+def test_ddl_whose_rows_no_binlog_tells_is_refused_by_every_sink(real: RealCluster, maria: MariaDBServer,
+                                                                  tidb_build: TiDBBuild) -> None:
+    cases = reached(tidb_build, REFUSED)
+    run_cases(real, cases)
+    for case in cases:
+        for sink in ("iceberg", "parquet"):
+            _refused(real, f"{case.kind}-{sink}-{tidb_build.line}", case.db, sink, case.ddl[-1])
+        maria.reset(case.db)
+        mysql = real.options(f"{case.kind}-my-{tidb_build.line}", [case.db], sink="mysql")
+        mysql.syncer.to.dsn = maria.dsn
+        message = _refused_mysql(real, mysql, case.ddl[-1])
+        assert "downstream cannot" in message or "no downstream can" in message, message
+
+
+def _refused_mysql(real: RealCluster, options: Any, job_query: str) -> str:
+    with pytest.raises(UnreplicableDDLError) as refused:
+        real.drain(options)
+    message = str(refused.value)
+    assert f"`{job_query}`" in message, message
+    return message
