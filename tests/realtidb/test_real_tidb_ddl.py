@@ -85,7 +85,8 @@ EXACT = (
           "ALTER TABLE t REMOVE TTL"), since="v7.0"),
     Case("resource_group", ("CREATE TABLE t (id INT PRIMARY KEY, v INT)",),
          ("CREATE RESOURCE GROUP rd_rg RU_PER_SEC = 1000", "ALTER RESOURCE GROUP rd_rg RU_PER_SEC = 2000",
-          "DROP RESOURCE GROUP rd_rg"), since="v7.0"),
+          "DROP RESOURCE GROUP rd_rg"), since="v7.0",
+         db_settings=("SET GLOBAL tidb_enable_resource_control = ON",)),   # off by default before 7.5
     Case("create_tables", ("CREATE TABLE t (id INT PRIMARY KEY, v INT)",),
          tuple(f"CREATE TABLE c{i} (id INT PRIMARY KEY, v VARCHAR(10) DEFAULT 'c{i}')" for i in range(6)),
          since="v8.0", db_settings=("SET GLOBAL tidb_enable_fast_create_table = ON",), concurrent_ddl=True),
