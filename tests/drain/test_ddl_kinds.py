@@ -6,7 +6,7 @@ import pytest
 
 from transform.changes import DDLJob
 from transform.codec.model import HistoryInfo, Job, TableInfo
-from transform.ddl import UnreplicableDDLError, lake_refusal, refuse_for_lake
+from transform.ddl import UnreplicableDDLError, lake_refusal, needed_before, refuse_for_lake, written_late
 from transform.filters import TableFilter
 from transform.history import SchemaHistory
 
@@ -52,3 +52,21 @@ def test_the_filter_decides_and_exchange_partition_concerns_both_tables() -> Non
     flashback = DDLJob(70, _job(5, 62, "", 5, "FLASHBACK CLUSTER TO TIMESTAMP '2024-01-01 00:00:00'"))
     with pytest.raises(UnreplicableDDLError, match="set every table back"):
         refuse_for_lake([flashback], TableFilter(do_dbs=("x",)), HISTORY, "iceberg")
+
+
+def test_a_job_needed_before_its_binlog_and_a_partition_drop_written_across() -> None:
+    """A transaction written under a job's version before the job's DDL binlog needs the job first; a
+    partition drop is needed by one written during it (above every version done before it began);
+    one written before it began and committed after its binlog makes it unreplayable."""
+    multi = _job(7, 61, "pt", 5, "ALTER TABLE pt ADD COLUMN c INT, DROP COLUMN d", PT)
+    drop = Job(id=8, type=20, schema_id=1, table_id=PT.id, schema_name="d", table_name="pt", state=6,
+               query="ALTER TABLE pt DROP PARTITION p1", real_start_ts=300,
+               binlog=HistoryInfo(schema_version=9, table_info=PT, finished_ts=400))
+    history = SchemaHistory([*HISTORY.jobs.values(), multi, drop])
+    ddl = [DDLJob(100, multi), DDLJob(500, drop)]
+    written = {PT.id: [(4, 10), (5, 90), (6, 120), (7, 450)]}
+    # job 7 done at FinishedTS 5 < 300: the drop began above version 5
+    assert needed_before(ddl, written, history) == {7: 90, 8: 120}
+    assert needed_before(ddl, {PT.id: [(4, 10), (5, 110)]}, history) == {}
+    assert written_late(ddl, {PT.id: [(5, 499), (6, 700)]}, history) == {}
+    assert written_late(ddl, {PT.id: [(5, 501), (6, 700)]}, history) == {8: 501}

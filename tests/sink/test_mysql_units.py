@@ -16,6 +16,7 @@ import pytest
 from schemas import secondary_binlog_pb2 as sb
 from sink.mysql.checkpoint import Checkpoint, CheckpointFormatError
 from sink.mysql.ddl import for_mysql, plan_ddl, split_statements, with_charset
+from sink.mysql.early import Reshape
 from sink.mysql.loader import Causality
 from sink.mysql.progress import UnkeyedProgress, not_applied
 from sink.mysql.relay import RelayLog, RelayLogError, decode_dml, encode_ddl, encode_dml, python_rows
@@ -434,3 +435,23 @@ def test_ddl_that_changes_nothing_downstream_is_skipped_and_recovered_rows_are_r
         plan_ddl(_job(62, "FLASHBACK CLUSTER TO TIMESTAMP '2024-01-01 00:00:00'", ""), TableFilter(), True, 78)
     partition = plan_ddl(_job(23, "ALTER TABLE t TRUNCATE PARTITION p0"), TableFilter(), False)
     assert partition.sql == "ALTER TABLE t TRUNCATE PARTITION p0" and not partition.skip
+
+
+def test_rows_of_an_older_shape_go_to_the_table_a_ddl_applied_ahead_made() -> None:
+    """By column id: a renamed column under its new name, a dropped one left out (the before-image's
+    too), a column MODIFY rewrote under a new id by its name; a column the DDL added is not written."""
+    old = table(1, "t", [col(1, "id", mt.TYPE_LONG, flag=PK), col(2, "r", mt.TYPE_LONG), col(3, "d", mt.TYPE_LONG),
+                         col(4, "s", mt.TYPE_VARCHAR)], pk_is_handle=True)
+    new = table(1, "t", [col(1, "id", mt.TYPE_LONG, flag=PK), col(2, "r2", mt.TYPE_LONG),
+                         col(7, "s", mt.TYPE_LONG), col(8, "c", mt.TYPE_LONG)], pk_is_handle=True)
+    shape = Reshape.of("db", old, new)
+    assert shape.target.columns == ("id", "r2", "s") and shape.target.keys == (("PRIMARY", (0,)),)
+    before = pa.array([None, {"id": 1, "r": 5, "d": 6, "s": "7"}],
+                      pa.struct([("id", pa.int32()), ("r", pa.int32()), ("d", pa.int32()), ("s", pa.string())]))
+    rows = pa.table({ch.OP: ["I", "U"], ch.COMMIT_TS: [1, 2], "id": [1, 1], "r": [2, 3], "d": [4, 4], "s": ["5", "6"],
+                     ch.BEFORE: before})
+    out = shape.rows(rows)
+    assert out.column_names == [ch.OP, ch.COMMIT_TS, "id", "r2", "s", ch.BEFORE]
+    assert out.column(ch.BEFORE).to_pylist() == [None, {"id": 1, "r2": 5, "s": "7"}]
+    dmls = list(row_changes(shape.target, out))
+    assert dmls[1].sets == "`id` = 1, `r2` = 3, `s` = '6'"
