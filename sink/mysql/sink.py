@@ -72,6 +72,7 @@ class MySQLSink(Sink):
         self.unkeyed_applied: dict[str, Position] = {}
         self.safe_mode_reason = ""
         self.relay: RelayLog | None = None
+        self.ddl_ahead: tuple[int, ...] = ()   # jobs applied before their DDL binlog, which is still to come
 
     def load_checkpoint(self, cluster_id: int) -> None:
         """Open this cluster's checkpoint row (creating the table, except in a dry run, which reads a
@@ -84,6 +85,7 @@ class MySQLSink(Sink):
             return
         self.table.ensure()
         self.loaded = self.table.load()
+        self.ddl_ahead = self.loaded.ddl_ahead if self.loaded else ()
         self.progress.ensure(self.conn)
         self.unkeyed_applied = self.progress.load(self.conn)
 
@@ -154,6 +156,7 @@ class MySQLSink(Sink):
             return []   # the downstream is past this range already
         version = self.loaded.schema_version if self.loaded else 0
         ahead = set(self.loaded.ddl_ahead) if self.loaded else set()   # applied before their DDL binlog
+        self.ddl_ahead = tuple(sorted(ahead))
         cps.save(Checkpoint(floor, False, schema_version=version, ddl_ahead=tuple(sorted(ahead))))
         relay = self._relay()
         if relay is not None:
@@ -255,6 +258,7 @@ class MySQLSink(Sink):
         finally:
             loader.close()
         save(max(loader.dispatched_ts, floor))
+        self.ddl_ahead = tuple(sorted(ahead))
         return [reports[k] for k in sorted(reports)]
 
     def recover(self) -> tuple[int, int] | None:
@@ -291,8 +295,9 @@ class MySQLSink(Sink):
             loader.flush()
         finally:
             loader.close()
-        cps.save(Checkpoint(last, True, schema_version=self.loaded.schema_version))
-        self.loaded = Checkpoint(last, True, schema_version=self.loaded.schema_version)
+        self.loaded = Checkpoint(last, True, schema_version=self.loaded.schema_version,
+                                 ddl_ahead=self.loaded.ddl_ahead)
+        cps.save(self.loaded)
         return applied, last
 
     def _fresh(self, dmls: Iterable[DML]) -> list[DML]:
@@ -354,8 +359,8 @@ class MySQLSink(Sink):
         """The run's range is applied: ``consistent = true`` at ``run.to_ts``."""
         version = max((d.job.binlog.schema_version for d in run.ddl),
                       default=self.loaded.schema_version if self.loaded else 0)
-        self._checkpoints().save(Checkpoint(run.to_ts, True, schema_version=version))
-        self.loaded = Checkpoint(run.to_ts, True, schema_version=version)
+        self.loaded = Checkpoint(run.to_ts, True, schema_version=version, ddl_ahead=self.ddl_ahead)
+        self._checkpoints().save(self.loaded)
         if self.relay is not None:
             self.relay.purge(run.to_ts)
 

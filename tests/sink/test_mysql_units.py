@@ -140,6 +140,8 @@ def test_checkpoint_json_is_tidb_binlogs_and_bad_rows_are_named() -> None:
     cp = Checkpoint(42, False, schema_version=3)
     assert json.loads(cp.to_json()) == {"consistent": False, "commitTS": 42, "ts-map": {}, "schema-version": 3}
     assert Checkpoint.parse('{"commitTS": 7, "consistent": true}') == Checkpoint(7, True)
+    ahead = Checkpoint(9, True, schema_version=4, ddl_ahead=(31, 35))   # jobs applied before their DDL binlog
+    assert json.loads(ahead.to_json())["binlake-ddl-ahead"] == [31, 35] and Checkpoint.parse(ahead.to_json()) == ahead
     assert Checkpoint.parse(cp.to_json()) == cp
     for bad in ("not json", "[1]", '{"commitTS": "7"}', '{"commitTS": 1, "consistent": "yes"}'):
         with pytest.raises(CheckpointFormatError, match="not TiDB Binlog's JSON"):
