@@ -71,6 +71,8 @@ def _decode(txns: list[tuple[int, int, bytes]], order: CommitOrder, history: Sch
             if rec["kind"] == "stale":
                 out.append((rec["table_id"], rec["commit_ts"], [rec["rows"]]))
                 continue
+            if rec["kind"] != "rows":   # which schema versions were written ("written", "written_last")
+                continue
             rows = ch.read_segment(rec["data"]).drop_columns(
                 [ch.COMMIT_TIME, ch.START_TS, ch.SEQ]).to_pylist()
             out.append((rec["schema_version"], rec["commit_ts"], rows))
