@@ -96,7 +96,6 @@ def run(real: RealCluster, db: str, statements: list[str]) -> None:
 
 
 
-@pytest.mark.every_tidb
 def test_pumps_and_drains_learn_the_cluster_id_from_pd(real: RealCluster) -> None:
     """No ``--cluster-id`` anywhere: PD (like pdetcd) refuses a TSO request for cluster 0."""
     for pump in real.pumps:

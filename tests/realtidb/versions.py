@@ -3,9 +3,9 @@ built by ``make peers`` from the ``github.com/pingcap/tidb`` module version the 
 serves for it (``tests/peers/<dir>/go.mod``), stamped with the release string it reports in
 ``SELECT VERSION()``.
 
-``full`` builds run every test of the tier; the others run the tests marked ``every_tidb`` (the
-cluster id, every type and key layout, the DDL history, and the DDL kinds of
-``test_real_tidb_ddl.py`` the build reaches)."""
+``full`` builds run every test of the tier; the others run the tests marked ``every_tidb`` (every
+type and key layout, the DDL history, and the DDL kinds of ``test_real_tidb_ddl.py`` the build
+reaches)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
