@@ -67,7 +67,9 @@ NO_EFFECT = frozenset({27, 28, 31, 49, 50, 51, 52, 53, 54, 55, 56, 57, 59, 68, 6
 
 
 class UnreplicableDDLError(DrainError):
-    """A DDL job the sink cannot replicate exactly (terminal: the run stops before writing)."""
+    """A DDL job the sink cannot replicate exactly (terminal: running again meets it again)."""
+
+    transient = False
 
 
 def name(job: Job) -> str:
