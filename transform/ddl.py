@@ -101,9 +101,12 @@ def lake_refusal(job: Job, commit_ts: int, sink: str) -> str | None:
     else:
         why = (f"it {did} without writing them to the binlog, so the {sink} sink cannot know which rows "
                f"{table} holds after it")
+    replays = ("" if job.type in (EXCHANGE_PARTITION, FLASHBACK_CLUSTER)
+               else "replicate it with db-type tidb, or " if job.type in RECOVERS
+               else "replicate it with a sink that replays DDL (db-type mysql or tidb), or ")
     return (f"{describe(job, commit_ts)}: {why}. The run stopped before writing anything; the checkpoint "
-            f"stays where it was. To go on: replicate {table} with a sink that replays DDL (db-type mysql or "
-            f"tidb), or leave it out of this drainer ([[syncer.ignore-table]]), then run again")
+            f"stays where it was. To go on: {replays}leave {table} out of this drainer ([[syncer.ignore-table]]) "
+            f"and run again")
 
 
 def tables_of(job: Job, history: SchemaHistory) -> list[tuple[str, str]]:
