@@ -188,8 +188,8 @@ class RunBatch:
     # job id → the commit ts of the first transaction that needed the job's schema, where it commits
     # before the job's DDL binlog (``transform.ddl.needed_before``)
     ddl_needed: dict[int, int] = field(default_factory=dict)
-    # job id → the commit ts of a transaction begun before a partition drop that committed after its
-    # DDL binlog (``transform.ddl.written_late``): TiDB kept its rows or not by partition
+    # job id → the commit ts of a transaction begun before a partition drop that committed while it
+    # ran (``transform.ddl.written_late``): TiDB kept its rows or not by when each statement ran
     ddl_late: dict[int, int] = field(default_factory=dict)
     per_transaction: bool = False
     spark: SparkSession | None = None   # the session the run was computed on (a sink's own frames go there)

@@ -164,17 +164,18 @@ def needed_before(ddl: Sequence[DDLJob], written: Mapping[int, Sequence[tuple[in
 def written_late(ddl: Sequence[DDLJob], written_last: Mapping[int, Sequence[tuple[int, int]]],
                  history: SchemaHistory) -> dict[int, int]:
     """Job id → the commit ts of a transaction written before a DROP or TRUNCATE PARTITION began
-    that committed after its DDL binlog (``written_last``: table id → (schema version written
-    under, the last commit written under it)). TiDB lets such a transaction commit; the rows it
-    wrote into the partition went with it, the others stayed, and the binlog does not say which
-    partition a row was in: a consumer replaying statements cannot be exact."""
+    that committed after the job started running (``written_last``: table id → (schema version
+    written under, the last commit written under it)). A pessimistic transaction runs each statement
+    with the newest schema, so its rows in the partition's range went into the partition (and with
+    it) or into the one that took the range, by when each statement ran, and the binlog says neither:
+    a consumer replaying statements cannot be exact."""
     out: dict[int, int] = {}
     for d in ddl:
         if d.job.type not in PARTITION_DROPS:
             continue
-        began = _began(d.job, history)
+        began, started = _began(d.job, history), d.job.real_start_ts or d.job.start_ts
         lasts = [last for tid in _table_ids(d.job) for version, last in written_last.get(tid, ()) if version < began]
-        if lasts and max(lasts) > d.commit_ts:
+        if lasts and max(lasts) > started:
             out[d.job.id] = max(lasts)
     return out
 

@@ -380,13 +380,14 @@ class MySQLSink(Sink):
 
 def _refuse_late(run: ch.RunBatch, ddl: ch.DDLJob) -> None:
     """Raise :class:`UnreplicableDDLError` for a partition drop that a transaction begun before it
-    committed after (``RunBatch.ddl_late``)."""
+    committed during (``RunBatch.ddl_late``)."""
     late = run.ddl_late.get(ddl.job.id)
     if late is not None:
         raise UnreplicableDDLError(
             f"{ddl_kinds.describe(ddl.job, ddl.commit_ts)}: the transaction committed at {late} began before it "
-            f"and committed after it; TiDB dropped the rows it wrote into the partition and kept the others, and "
-            f"the binlog does not say which partition a row was in. The run stopped at the job; the checkpoint "
+            f"and committed while it ran; its rows in the partition's range went with the partition or stayed, by "
+            f"when each of its statements ran, and the binlog does not say which. The run stopped at the job; "
+            f"the checkpoint "
             f"is the last transaction before it. To go on: load the downstream from a snapshot of the upstream "
             f"taken after ts {late} (Dumpling and Lightning) and start the drainer from that snapshot's ts "
             f"(initial-commit-ts, with the checkpoint row removed)")
