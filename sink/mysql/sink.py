@@ -163,8 +163,10 @@ class MySQLSink(Sink):
             relay.reset()   # this run re-reads everything after the checkpoint from the pumps
         targets = {(tid, s.schema_version): TargetTable.of(s.db or tc.db, s.table)
                    for tid, tc in run.tables.items() for s in tc.segments}
-        early = sorted((ts, job_id) for job_id, ts in run.ddl_needed.items() if job_id not in ahead)
         by_job = {d.job.id: d for d in run.ddl}
+        skipped = set(self.options.settings.ignore_txn_commit_ts)   # a DDL skipped there is not run early either
+        early = sorted((ts, job_id) for job_id, ts in run.ddl_needed.items()
+                       if job_id not in ahead and by_job[job_id].commit_ts not in skipped)
         # table id → (version, TableInfo, db) of a DDL applied ahead: older rows take its shape
         shapes: dict[int, tuple[int, TableInfo, str]] = {}
         reshapes: dict[tuple[int, int], Reshape] = {}
@@ -234,7 +236,7 @@ class MySQLSink(Sink):
                     _refuse_late(run, ddl)
                     log.info("DDL job %d applied before its DDL binlog (%d): the transaction committed at %d was "
                              "written under its schema", ddl.job.id, ddl.commit_ts, txn.commit_ts)
-                    if self._apply_ddl(ddl, reports, relay):
+                    if self._apply_ddl(ddl, reports, relay, relay_ts=txn.commit_ts - 1):
                         ahead.add(ddl.job.id)
                         take_shape(ddl)
                         version = max(version, ddl.job.binlog.schema_version)
@@ -310,7 +312,12 @@ class MySQLSink(Sink):
         ignored), outside any run; False when it is skipped."""
         return self._apply_ddl(ddl, {}, None)
 
-    def _apply_ddl(self, ddl: ch.DDLJob, reports: dict[str, TableReport], relay: RelayLog | None) -> bool:
+    def _apply_ddl(self, ddl: ch.DDLJob, reports: dict[str, TableReport], relay: RelayLog | None,
+                   relay_ts: int = 0) -> bool:
+        """Run one DDL job (filtered, rewritten for MySQL); False when it is skipped. ``relay_ts``: the
+        ts its relay-log record carries when that is not its own commit ts (a DDL run before the
+        transaction at ``relay_ts + 1`` that needed it: relay recovery must not move the checkpoint
+        past what it applied)."""
         job = ddl.job
         stmt = plan_ddl(job, self.options.table_filter, self.options.tidb, ddl.commit_ts)
         name = f"{job.schema_name}.{job.table_name}" if job.table_name else job.schema_name
@@ -318,7 +325,7 @@ class MySQLSink(Sink):
             log.info("DDL at %d skipped (%s): %s", ddl.commit_ts, stmt.skip, job.query)
             return False
         if relay is not None:
-            relay.append(encode_ddl(ddl.commit_ts, stmt.use, job.table_name, stmt.sql))
+            relay.append(encode_ddl(relay_ts or ddl.commit_ts, stmt.use, job.table_name, stmt.sql))
             relay.sync()
         self._run_ddl(stmt.use, stmt.sql, stmt.create_db, ddl.commit_ts)
         reports.setdefault(name, TableReport(table=name)).ddl.append(job.query)
