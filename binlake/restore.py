@@ -60,7 +60,7 @@ def run_restore_command(options: DrainerConfig, ts: int, into: str, replace: boo
     try:
         writer = target.prepare(plan, replace)
         moves = lineage.moves(props)
-        where = [table_at(catalog, moves, t.name, t.info, ts, began, history.columns_born(t.info.id, ts))
+        where = [table_at(catalog, moves, t.name, t.info, ts, began, history)
                  for t, (_, began) in zip(plan.tables, alive)]
         spark = spark_session(options.spark.master, "binlake-restore", options.spark.conf)
         counts, results = load_tables(spark, where, writer)

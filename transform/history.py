@@ -101,6 +101,18 @@ def replaced_columns(before: TableInfo | None, job: Job, after: TableInfo | None
     return []
 
 
+@dataclass(frozen=True)
+class ColumnPast:
+    """What a table's rows written earlier hold for the columns it has at a ts, by column name then:
+    ``born``, the columns a DDL added after the table id began → that job's ``FinishedTS`` (a row
+    last written before it holds the column's origin default); ``carried``, the columns a MODIFY
+    rewrote under a new id (:func:`replaced_columns`) → the rewrites leading to them, oldest first (a
+    row last written before a rewrite holds the old column's value, which TiDB's backfill converted)."""
+
+    born: dict[str, int] = field(default_factory=dict)
+    carried: dict[str, tuple[tuple[ColumnInfo, ColumnInfo], ...]] = field(default_factory=dict)
+
+
 class SchemaHistory:
     """Every table's TableInfo by schema version, and the DDL jobs by id."""
 
@@ -258,25 +270,31 @@ class SchemaHistory:
         live = [v.table for v in self._versions.get(table_id, []) if 0 < v.job.binlog.finished_ts <= ts and v.table]
         return live[-1] if live else None
 
-    def columns_born(self, table_id: int, ts: int) -> dict[str, int]:
-        """The columns of ``table_id`` at ``ts`` that a DDL added after the table id began (named as at
-        ``ts``) → that job's ``FinishedTS``: a row last written before it holds the column's origin
-        default. A column a MODIFY rewrote under a new id is not among them (it holds the converted
-        old values)."""
+    def column_past(self, table_id: int, ts: int) -> ColumnPast:
+        """What rows of ``table_id`` written before ``ts`` hold for the columns it has at ``ts``
+        (:class:`ColumnPast`)."""
         done = [v for v in self._versions.get(table_id, []) if 0 < v.job.binlog.finished_ts <= ts]
         if not done or done[-1].table is None:
-            return {}
+            return ColumnPast()
         seen = {c.id for c in done[0].table.columns} if done[0].table is not None else set()
         born: dict[int, int] = {}
+        came_from: dict[int, tuple[tuple[ColumnInfo, ColumnInfo], ...]] = {}
         for prev, v in zip(done, done[1:]):
             if v.table is None:
                 continue
-            replaced = {new.id for _, new in replaced_columns(prev.table, v.job, v.table)}
+            for old, new in replaced_columns(prev.table, v.job, v.table):
+                came_from[new.id] = (*came_from.pop(old.id, ()), (old, new))
             for c in v.table.columns:
-                if c.id not in seen and c.id not in replaced:
+                if c.id not in seen and c.id not in came_from:
                     born[c.id] = v.job.binlog.finished_ts
                 seen.add(c.id)
-        return {c.name: born[c.id] for c in done[-1].table.columns if c.id in born}
+        final = done[-1].table.columns
+        return ColumnPast({c.name: born[c.id] for c in final if c.id in born},
+                          {c.name: came_from[c.id] for c in final if c.id in came_from})
+
+    def columns_born(self, table_id: int, ts: int) -> dict[str, int]:
+        """:attr:`ColumnPast.born` of ``table_id`` at ``ts``."""
+        return self.column_past(table_id, ts).born
 
     def versions(self, table_id: int) -> list[TableVersion]:
         """Every definition of ``table_id`` in schema-version order."""

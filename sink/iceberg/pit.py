@@ -37,6 +37,7 @@ from sink.iceberg.checkpoint import MetaNamespace
 from sink.iceberg.verify import marked_snapshots
 from transform import changes as ch
 from transform.codec.model import TableInfo
+from transform.history import ColumnPast, SchemaHistory
 
 
 class LakeRangeError(SinkError):
@@ -134,22 +135,47 @@ def kept_dropped(schema: Schema) -> dict[int, NestedField]:
     return out
 
 
-def projection(tbl: Table, info: TableInfo, extra: tuple[str, ...], within: Schema | None = None) -> Projection:
+def carried_name(column_id: int) -> str:
+    """The projection's name for the values of a column a MODIFY rewrote under a new id (the old id)."""
+    return f"_tidb_was_c{column_id}"
+
+
+def projection(tbl: Table, info: TableInfo, extra: tuple[str, ...], within: Schema | None = None,
+               past: ColumnPast | None = None, then: TableInfo | None = None) -> Projection:
     """The columns of ``info`` (the table at ``T``) as fields of ``tbl`` named as at ``T``, plus the
     ``extra`` metadata columns the table has (``_tidb_rowid`` when ``info`` has one). Only fields of
     ``within`` (a snapshot's schema) count when it is given, else those of any schema the table had.
-    A column the table did not hold is left out (read as its default)."""
+    A column the table did not hold is left out (read as its default). The old columns of a column
+    ``past`` says was rewritten under a new id are read too, as :func:`carried_name` of their id
+    (``within``'s: found by their names in ``then``, the table at that snapshot; else the changelog's
+    kept fields)."""
     schemas = [within] if within is not None else list(tbl.metadata.schemas)
     ids = {f.field_id for s in schemas for f in s.fields}
     by_id = _field_by_column(tbl) if tbl.properties.get(ks.PROP_TABLE_ID) else {}
     kept = kept_dropped(tbl.schema()) if within is None else {}
+    carried = past.carried if past is not None else {}
+
+    def old_field(cid: int) -> NestedField | None:
+        if within is None:
+            return kept.get(cid)
+        was = then.column_by_id(cid) if then is not None else None
+        return _field_named(schemas, was.name) if was is not None else None
+
     fields: list[NestedField] = []
     for col in info.columns:
         f = by_id.get(col.id)
         if f is None or f.field_id not in ids:
-            f = kept.get(col.id) or _field_named(schemas, col.name)
+            f = kept.get(col.id)
+            if f is None and (col.name not in carried or within is None or then is None):
+                f = _field_named(schemas, col.name)
+            elif f is None:
+                f = old_field(col.id)
         if f is not None:
             fields.append(NestedField(f.field_id, col.name, f.field_type, required=False))
+        for old, _ in carried.get(col.name, ()):
+            g = old_field(old.id)
+            if g is not None and g.field_id not in {x.field_id for x in fields}:
+                fields.append(NestedField(g.field_id, carried_name(old.id), g.field_type, required=False))
     names = ([ch.ROWID] if ks.has_rowid(info) else []) + list(extra)
     for name in names:
         f = _field_named(schemas, name)
@@ -215,7 +241,7 @@ class TableAt:
     tail: Source | None = None
     base_ts: int | None = None
     notes: list[str] = field(default_factory=list)
-    born: dict[str, int] = field(default_factory=dict)   # columns added after the table began → DDL position
+    past: ColumnPast = field(default_factory=ColumnPast)   # what rows written earlier hold for its columns
     tail_run_end: int | None = None   # the to-ts of the run whose changelog files hold the tail's last rows
     unkept: tuple[str, ...] = ()      # columns the changelog no longer has (dropped before it kept them)
 
@@ -252,29 +278,30 @@ def _io(tbl: Table) -> dict[str, str]:
 
 
 def table_at(catalog: Catalog, moves: list[lineage.Move], name: str, info: TableInfo, ts: int,
-             began: int, born: dict[str, int] | None = None) -> TableAt:
+             began: int, history: SchemaHistory | None = None) -> TableAt:
     """Where the rows of ``name`` at ``ts`` are (see the module doc); ``began`` is the position of the
-    DDL that created the table id alive at ``ts`` (0 when the lake's history has none), ``born`` the
-    columns added since (``TableAt.born``)."""
+    DDL that created the table id alive at ``ts`` (0 when the lake's history has none), ``history``
+    the upstream's (what rows written earlier hold: :class:`~transform.history.ColumnPast`)."""
     held, _ = lineage.name_at(moves, name, ts)
     mirror = table_or_none(catalog, held)
     log = table_or_none(catalog, changelog_of(held))
-    born = dict(born or {})
+    past = history.column_past(info.id, ts) if history is not None else ColumnPast()
     if mirror is None and log is None:
-        return TableAt(name, info, ts, notes=["no Iceberg table holds it: restored empty"], born=born)
+        return TableAt(name, info, ts, notes=["no Iceberg table holds it: restored empty"], past=past)
     low, base, base_ts = began, None, None
     if mirror is not None:
         snap, snap_ts = base_snapshot(mirror, ts)
         if snap is not None and snap_ts is not None and snap_ts >= began:
             within = mirror.metadata.schema_by_id(snap.schema_id) if snap.schema_id is not None else None
-            proj = projection(mirror, info, (ch.COMMIT_TS, ch.COMMIT_TIME), within)
+            then = history.last_table(info.id, snap_ts) if history is not None else None
+            proj = projection(mirror, info, (ch.COMMIT_TS, ch.COMMIT_TIME), within, past, then)
             tasks = tuple(mirror.scan(snapshot_id=snap.snapshot_id).plan_files())
             key = proj.key_field()
             routes = tuple(_route(mirror.metadata, t, key.field_id if key else None) for t in tasks)
             base, base_ts, low = Source(mirror.metadata, _io(mirror), proj, tasks, routes=routes), snap_ts, snap_ts
     tail = None
     if log is not None and low < ts:
-        proj = projection(log, info, (ch.OP, ch.COMMIT_TS, ch.SEQ, ch.COMMIT_TIME, ch.BEFORE))
+        proj = projection(log, info, (ch.OP, ch.COMMIT_TS, ch.SEQ, ch.COMMIT_TIME, ch.BEFORE), past=past)
         row_filter = And(GreaterThan(term=ch.COMMIT_TS, value=low), LessThanOrEqual(term=ch.COMMIT_TS, value=ts))
         tasks = tuple(log.scan(row_filter=row_filter).plan_files())
         if tasks:
@@ -282,6 +309,6 @@ def table_at(catalog: Catalog, moves: list[lineage.Move], name: str, info: Table
             ends = [m.run.to_ts for m in marked_snapshots(log) if m.run.to_ts >= ts]
             current = {f.field_id for f in log.schema().fields}
             unkept = tuple(f.name for f in proj.schema.fields if f.field_id not in current)
-            return TableAt(name, info, ts, base, tail, base_ts, born=born, tail_run_end=min(ends, default=None),
+            return TableAt(name, info, ts, base, tail, base_ts, past=past, tail_run_end=min(ends, default=None),
                            unkept=unkept)
-    return TableAt(name, info, ts, base, tail, base_ts, born=born)
+    return TableAt(name, info, ts, base, tail, base_ts, past=past)

@@ -39,10 +39,12 @@ from pyspark.sql import SparkSession
 
 from sink import changelog as fmt
 from sink.iceberg import schema as ks
-from sink.iceberg.pit import ANY_BUCKET, Source, TableAt
+from sink.iceberg.pit import ANY_BUCKET, Source, TableAt, carried_name
 from sink.restore import RowWriter
 from transform import changes as ch
+from transform.codec import convert
 from transform.codec.model import TableInfo, arrow_type
+from transform.history import ColumnPast
 from transform.reduce import net_change
 
 _KEEP = (ch.ROWID, ch.COMMIT_TS, ch.COMMIT_TIME)
@@ -60,18 +62,42 @@ def read(source: Source, tasks: Sequence[FileScanTask]) -> pa.Table:
     return ArrowScan(source.metadata, io, source.projection.schema, row_filter).to_table(tasks)
 
 
-def shaped(rows: pa.Table, info: TableInfo, meta: Sequence[str], born: Mapping[str, int]) -> pa.Table:
+def carried(rows: pa.Table, past: ColumnPast) -> pa.Table:
+    """``rows`` with each column a MODIFY rewrote under a new id holding, where it is absent or NULL,
+    the value of its newest old column read (``pit.carried_name``) converted as TiDB's backfill
+    converted it; the old columns removed."""
+    for name, steps in past.carried.items():
+        values = rows.column(name).combine_chunks() if name in rows.column_names else None
+        for i in range(len(steps) - 1, -1, -1):
+            src = carried_name(steps[i][0].id)
+            if src not in rows.column_names:
+                continue
+            old = rows.column(src).combine_chunks()
+            for before, after in steps[i:]:
+                old = convert.convert_array(old, before, after)
+            values = old if values is None else pc.coalesce(values.cast(old.type), old)
+            rows = rows.drop_columns([src])
+        if values is not None and name in rows.column_names:
+            rows = rows.set_column(rows.column_names.index(name), name, values)
+        elif values is not None:
+            rows = rows.append_column(name, values)
+    return rows
+
+
+def shaped(rows: pa.Table, info: TableInfo, meta: Sequence[str], past: ColumnPast) -> pa.Table:
     """``rows`` as the table ``info``: its columns (missing ones at their origin default) typed as the
     decoder types them, then the ``meta`` columns ``rows`` has. A row last written before a column
-    was added (``born``: column → position of its ADD COLUMN) holds that column's origin default."""
-    rows = ks.fill_missing(rows, info)
+    was added (``past.born``: column → position of its ADD COLUMN) holds that column's origin
+    default; one written before a column was rewritten under a new id, the old value converted
+    (:func:`carried`)."""
+    rows = ks.fill_missing(carried(rows, past), info)
     fields = [pa.field(c.name, arrow_type(c)) for c in info.columns]
     fields += [rows.schema.field(m) for m in meta if m in rows.column_names]
     rows = fmt.conform(rows.select([f.name for f in fields]), pa.schema(fields))
-    if born and rows.num_rows:
+    if past.born and rows.num_rows:
         committed = rows.column(ch.COMMIT_TS)
         for col in info.columns:
-            at = born.get(col.name)
+            at = past.born.get(col.name)
             if at is not None:
                 older = pc.fill_null(pc.less(committed, at), False)
                 if pc.any(older).as_py():
@@ -89,7 +115,7 @@ class TailUnit:
 
     index: int
     info: TableInfo
-    born: dict[str, int]
+    past: ColumnPast
     tail: Source
     routes: frozenset[str]
     key_type: IcebergType | None
@@ -134,7 +160,7 @@ def tail_pairs(unit: TailUnit) -> Iterator[tuple[tuple[int, str], Net]]:
     rows = read(unit.tail, unit.tail.tasks)
     if not rows.num_rows:
         return
-    rows = shaped(rows, unit.info, _TAIL_META, unit.born)
+    rows = shaped(rows, unit.info, _TAIL_META, unit.past)
     keys = list(unit.tail.projection.keys)
     net = net_change(rows.sort_by(ch.ORDER), keys)
     if net.touched_keys.num_rows:
@@ -155,16 +181,16 @@ class TableShape:
     source without the file list."""
 
     info: TableInfo
-    born: dict[str, int]
+    past: ColumnPast
     base: Source | None
 
 
 def _load_rows(shape: TableShape, route: str, task: FileScanTask | None, net: Net | None) -> pa.Table | None:
     touched, upserts = net or (None, None)
     if route.startswith(UPSERTS):
-        return shaped(ch.read_segment(upserts), shape.info, _KEEP, shape.born) if upserts else None
+        return shaped(ch.read_segment(upserts), shape.info, _KEEP, shape.past) if upserts else None
     assert shape.base is not None and task is not None
-    rows = shaped(read(shape.base, [task]), shape.info, _KEEP, shape.born)
+    rows = shaped(read(shape.base, [task]), shape.info, _KEEP, shape.past)
     if touched and rows.num_rows:
         keys = ch.read_segment(touched)
         keys = keys.cast(pa.schema([rows.schema.field(k) for k in keys.column_names]))
@@ -209,12 +235,12 @@ def load_tables(spark: SparkSession, tables: Sequence[TableAt], writer: RowWrite
         if t.tail is not None:
             source = t.base if t.base is not None else t.tail
             parts = slots * 2
-            tails.append(TailUnit(i, t.info, t.born, t.tail, frozenset(t.base.routes) if t.base else frozenset(),
+            tails.append(TailUnit(i, t.info, t.past, t.tail, frozenset(t.base.routes) if t.base else frozenset(),
                                   source.key_type(), parts))
             units += [((i, f"{UPSERTS}{j}"), None) for j in range(parts)]
     if not units:
         return {}, []
-    shapes = sc.broadcast({i: TableShape(t.info, t.born, t.base.without_tasks() if t.base is not None else None)
+    shapes = sc.broadcast({i: TableShape(t.info, t.past, t.base.without_tasks() if t.base is not None else None)
                            for i, t in enumerate(tables)})
     n = min(len(units), slots * 2)
     try:

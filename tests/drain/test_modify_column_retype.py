@@ -7,6 +7,7 @@ that keeps the id (INT → BIGINT: no reorg) stays an Iceberg promotion. The his
 (the emulator keeps a column's id on MODIFY COLUMN), in the shape a real TiDB v7.0 gives it."""
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import uuid
 from decimal import Decimal
@@ -21,7 +22,11 @@ from schemas import binlog_pb2
 from sink.errors import IncompatibleSchemaChange
 from sink.iceberg import schema as ks
 from sink.iceberg.catalog import open_catalog
+from sink.iceberg.maintain import MaintainOptions, TableMaintenance, expire_snapshots
+from sink.iceberg.pit import TableAt, table_at
+from sink.iceberg.pit_tasks import load_tables
 from sink.iceberg.writer import IcebergSink
+from sink.restore import RowWriter, WriterSession
 from tests.codec.tables import PK, col, table
 from tests.drain.conftest import read_table
 from transform import changes as ch
@@ -71,13 +76,16 @@ def _versions() -> tuple[list[Job], dict[int, TableInfo]]:
     return jobs, infos
 
 
-def _job(jid: int, tp: int, version: int, info: TableInfo, query: str) -> Job:
+def _job(jid: int, tp: int, version: int, info: TableInfo, query: str, finished_ts: int = 0) -> Job:
     return Job(id=jid, type=tp, schema_id=1, table_id=info.id, schema_name="test", state=6, query=query,
-               binlog=HistoryInfo(version, {"db_name": {"O": "test", "L": "test"}}, info, 0))
+               binlog=HistoryInfo(version, {"db_name": {"O": "test", "L": "test"}}, info, finished_ts))
 
 
 JOBS, INFOS = _versions()
 HISTORY = SchemaHistory(JOBS)
+# the same jobs with the FinishedTS TiDB gives them (just before each DDL binlog commits): what restore reads
+TIMED = SchemaHistory([dataclasses.replace(j, binlog=dataclasses.replace(j.binlog, finished_ts=DDL_COMMIT.get(j.id, 12) - 2))
+                       for j in JOBS])
 V1, FINAL = INFOS[10], INFOS[18]
 ROW1 = {"id": 1, "a": 10, "b": 100, "d": Decimal("1.50"), "s": "42", "dt": dt.date(2024, 2, 29),
         "big": -(2 ** 62), "w": 7, "n": 5}
@@ -232,3 +240,55 @@ def test_a_type_pair_binlake_does_not_convert_is_refused_before_any_row() -> Non
     with pytest.raises(IncompatibleSchemaChange, match=r"column 'ts' is rewritten by DDL 'ALTER TABLE t MODIFY ts "
                                                        r"VARCHAR\(20\)'.*does not convert timestamp values to varchar"):
         step.check()
+
+
+class _Collect(RowWriter):
+    """Restore's rows kept as Arrow IPC, what each Spark task returns to the driver."""
+
+    def open(self) -> WriterSession:
+        return _Session()
+
+
+class _Session(WriterSession):
+    def __init__(self) -> None:
+        self.rows: list[pa.Table] = []
+
+    def write(self, table: int, rows: pa.Table) -> None:
+        self.rows.append(rows)
+
+    def close(self) -> bytes:
+        return ch.write_segment(pa.concat_tables(self.rows, promote_options="permissive"))
+
+
+def _restored(spark: Any, catalog: Any, ts: int) -> tuple[TableAt, list[dict[str, Any]]]:
+    where = table_at(catalog, [], "test.t", TIMED.last_table(TID, ts) or FINAL, ts, 0, TIMED)
+    _, results = load_tables(spark, [where], _Collect())
+    rows = [r for data in results for r in ch.read_segment(data).to_pylist()]
+    return where, sorted(({k: v for k, v in r.items() if not k.startswith("_tidb_")} for r in rows),
+                         key=lambda r: r["id"])
+
+
+@pytest.mark.integration
+def test_restore_after_the_modifys_converts_the_rows_written_before_them(spark: Any, tmp_path: Path) -> None:
+    """Rows 1, 2 (first run) and 4 (second run) are written before the MODIFYs (third run). A restore
+    at 350 reads them from the mirror at 115, in the old columns, and must give TiDB's converted
+    values (" 3 " → 3, not a cast error); once the snapshots up to 115 are expired, from the changelog,
+    where they sit in its kept old columns (not NULL)."""
+    catalog = open_catalog(str(tmp_path / "warehouse"))
+    sink = IcebergSink(catalog)
+    sink.check_cluster(CLUSTER)
+    for low, high in ((0, 100), (100, 115), (115, 400)):
+        sink.write(_run(spark, low, high, history=TIMED))
+    want = [ROW1_AFTER, ROW2_FINAL, ROW3, ROW4_AFTER]
+    assert _mirror(catalog) == want
+    where, rows = _restored(spark, catalog, 350)
+    assert (where.base_ts, where.tail.low if where.tail else None) == (115, 115)
+    assert rows == want
+    before = dict(ROW2, b=200)
+    assert _restored(spark, catalog, 115)[1] == [ROW1, before, ROW4]        # before the MODIFYs: as written
+    for name in ("test.t", "test.t__changelog"):
+        expire_snapshots(catalog.load_table(name), MaintainOptions(retention_ms=0, tag_retention_ms=0,
+                                                                   now_ms=2 ** 62), 2 ** 62, TableMaintenance(name))
+    where, rows = _restored(spark, catalog, 350)
+    assert (where.base, where.tail.low if where.tail else None) == (None, 0)
+    assert rows == want

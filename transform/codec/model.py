@@ -313,6 +313,10 @@ class TableInfo:
     extra: JSONDict = field(default_factory=dict, compare=False)
     source_keys: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """The fields only: caches a codec keeps on the object (functions) are not pickled."""
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
+
     @classmethod
     def from_json(cls, obj: JSONDict) -> TableInfo:
         """Parse TiDB's TableInfo JSON (as served by ``/schema`` or in ``Job.binlog.TableInfo``)."""
