@@ -120,6 +120,7 @@ class DrainerBase(TomlModel):
     def validate_config(self) -> None:
         if self.initial_commit_ts < 0:
             raise ValueError("initial-commit-ts must be >= 0 (binlake drains what the pumps hold from that ts)")
+        self.table_filter()   # a filter pattern that is not a regex is refused now, not at the first table
 
     def table_filter(self) -> TableFilter:
         """The filter these options describe."""

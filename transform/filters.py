@@ -1,6 +1,10 @@
 """TiDB Binlog's table filters: ``replicate-do-db``, ``replicate-do-table``, ``ignore-schemas``,
-``ignore-table`` (patterns starting with ``~`` are case-insensitive regexes; other names match the
-whole name case-insensitively)."""
+``ignore-table``, matched as TiDB Binlog's drainer matches them (``pkg/filter``): the schema and
+table names are lower-cased; a pattern ``~re`` is the case-insensitive regex ``re`` found anywhere
+in the name (``~log`` matches ``syslog``); any other pattern is itself a case-insensitive regex
+that must match the whole name (``^pattern$``: ``a.b`` also matches ``axb``, ``t_1|t_2`` is
+``^t_1`` or ``t_2$``). A table passes when no do-rule is set or a do-db or do-table rule matches
+it, and then no ignore-schemas or ignore-table rule does."""
 from __future__ import annotations
 
 import re
@@ -10,14 +14,40 @@ from dataclasses import dataclass, field
 DEFAULT_IGNORE_SCHEMAS = ("INFORMATION_SCHEMA", "PERFORMANCE_SCHEMA", "mysql")
 
 
+class FilterPatternError(ValueError):
+    """A filter pattern is not a valid regular expression (a configuration error)."""
+
+
+# Go's regexp (RE2) syntax Python's re lacks: ASCII classes ([[:digit:]]) and \z, the end of the text
+_POSIX = {"alnum": "0-9A-Za-z", "alpha": "A-Za-z", "ascii": "\\x00-\\x7f", "blank": "\\t ",
+          "cntrl": "\\x00-\\x1f\\x7f", "digit": "0-9", "graph": "!-~", "lower": "a-z", "print": " -~",
+          "punct": "!-/:-@\\[-`{-~", "space": "\\t\\n\\v\\f\\r ", "upper": "A-Z", "word": "0-9A-Za-z_",
+          "xdigit": "0-9A-Fa-f"}
+_GO_ONLY = re.compile(r"\[:(\^?)(" + "|".join(_POSIX) + r"):\]|\\z")
+
+
+def _python_regex(go: str) -> str:
+    """A Go regex in Python's syntax (both engines read the other constructs alike; a negated ASCII
+    class is refused)."""
+    def sub(m: re.Match[str]) -> str:
+        if m.group(0) == "\\z":
+            return "\\Z"
+        if m.group(1):
+            raise FilterPatternError(f"negated class [:^{m.group(2)}:] is not supported")
+        return _POSIX[m.group(2)]
+    return _GO_ONLY.sub(sub, go)
+
+
 def _matcher(pattern: str) -> re.Pattern[str]:
-    if pattern.startswith("~"):
-        return re.compile(pattern[1:], re.IGNORECASE)
-    return re.compile(re.escape(pattern) + r"\Z", re.IGNORECASE)
+    text = pattern[1:] if pattern.startswith("~") else f"^{pattern}$"
+    try:
+        return re.compile(_python_regex(text), re.IGNORECASE)
+    except (re.error, FilterPatternError) as e:
+        raise FilterPatternError(f"filter pattern {pattern!r} is not a valid regular expression: {e}") from None
 
 
 def _any(patterns: Sequence[re.Pattern[str]], name: str) -> bool:
-    return any(p.match(name) for p in patterns)
+    return any(p.search(name) for p in patterns)
 
 
 @dataclass(frozen=True)
@@ -45,18 +75,20 @@ class TableFilter:
         """True when changes of ``db.table`` are replicated."""
         if self.only and (db.lower(), table.lower()) not in {(d.lower(), t.lower()) for d, t in self.only}:
             return False
+        db, table = db.lower(), table.lower()
         do_db, do_tbl = self._do_db, self._do_tbl
         if do_db or do_tbl:
-            if not (_any(do_db, db) or any(d.match(db) and t.match(table) for d, t in do_tbl)):
+            if not (_any(do_db, db) or any(d.search(db) and t.search(table) for d, t in do_tbl)):
                 return False
         if _any(self._ig_db, db):
             return False
-        return not any(d.match(db) and t.match(table) for d, t in self._ig_tbl)
+        return not any(d.search(db) and t.search(table) for d, t in self._ig_tbl)
 
     def allows_schema(self, db: str) -> bool:
         """True when some table of ``db`` may be replicated (schema-level DDL such as CREATE DATABASE)."""
         if self.only and db.lower() not in {d.lower() for d, _ in self.only}:
             return False
-        if (self._do_db or self._do_tbl) and not (_any(self._do_db, db) or any(d.match(db) for d, _ in self._do_tbl)):
+        db = db.lower()
+        if (self._do_db or self._do_tbl) and not (_any(self._do_db, db) or any(d.search(db) for d, _ in self._do_tbl)):
             return False
         return not _any(self._ig_db, db)
