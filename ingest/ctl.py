@@ -4,19 +4,27 @@
 - ``update-pump`` / ``update-drainer`` → ``update_state`` (rewrites the registry only)
 - ``pause-*`` / ``offline-*``          → ``request_state`` (asks the node over HTTP)
 ``run_command`` dispatches binlogctl's ``-cmd`` names to these.
+
+Two commands need no registry: ``encrypt`` (:func:`encrypt_line`, ``ingest.encrypt``) and
+``generate_meta`` (:func:`generate_meta`: PD's current ts in ``DATA_DIR/savepoint``, TOML
+``commitTS = <ts>``, with the time in UTC and in ``-time-zone`` after it when one is given).
 """
 from __future__ import annotations
 
+import os
 import urllib.parse
 from dataclasses import replace
-from datetime import datetime, tzinfo
+from datetime import UTC, datetime, tzinfo
+from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import requests
 
+from ingest.encrypt import encrypt
 from ingest.errors import CtlError, NodeNotFound, RegistryError
 from ingest.registry.base import DRAINER, KINDS, OFFLINE, PUMP, STATES, NodeStatus, Registry
 from ingest.security import SecurityConfig
-from ingest.tso import physical_ms
+from ingest.tso import TSOClient, physical_ms
 
 PAUSE = "pause"
 CLOSE = "close"
@@ -34,6 +42,68 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "offline-pump": (PUMP, CLOSE),
     "offline-drainer": (DRAINER, CLOSE),
 }
+
+
+ENCRYPT = "encrypt"
+GENERATE_META = "generate_meta"
+LOCAL_COMMANDS = (GENERATE_META, ENCRYPT)   # binlogctl's commands that need no registry
+SAVEPOINT = "savepoint"
+DEFAULT_META_DIR = "binlog_position"        # binlogctl's -data-dir default
+
+
+def log_line(caller: str, message: str, now: datetime | None = None, **fields: str) -> str:
+    """A line in TiDB's log format (``[time] [INFO] [caller] [message] [key=value]…``), values
+    double-quoted where TiDB's logger quotes them (a space, control byte, ``\\ " [ ] =``)."""
+    def quoted(text: str) -> str:
+        if any(b <= 0x20 or chr(b) in '\\"[]=' for b in text.encode()):
+            return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return text
+    moment = (now or datetime.now().astimezone())
+    stamp = moment.strftime("%Y/%m/%d %H:%M:%S.") + f"{moment.microsecond // 1000:03d} " + \
+        moment.strftime("%z")[:3] + ":" + moment.strftime("%z")[3:]
+    parts = [f"[{stamp}]", "[INFO]", f"[{caller}]", f"[{quoted(message)}]"]
+    parts += [f"[{k}={quoted(v)}]" for k, v in fields.items()]
+    return " ".join(parts)
+
+
+def encrypt_line(text: str) -> str:
+    """binlogctl ``-cmd encrypt -text TEXT``: the log line carrying ``text`` encrypted (``ingest.encrypt``)."""
+    if not text:
+        raise CtlError("need to specify the text to be encrypt (--text)")
+    return log_line("encrypt.go:16", "encrypt text", encrypted=encrypt(text))
+
+
+def time_zone(name: str) -> tzinfo | None:
+    """binlogctl's ``-time-zone``: "" → None, ``Local`` → this machine's zone, else an IANA name."""
+    if not name:
+        return None
+    if name == "Local":
+        return datetime.now().astimezone().tzinfo
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise CtlError(f"unknown time zone {name!r}") from None
+
+
+def generate_meta(pd_urls: str, data_dir: str = DEFAULT_META_DIR, tz: tzinfo | None = None,
+                  security: SecurityConfig | None = None) -> str:
+    """binlogctl ``-cmd generate_meta``: PD's current ts written to ``data_dir/savepoint`` as binlogctl
+    writes it (atomically); the log line that says so."""
+    security = security or SecurityConfig()
+    client = TSOClient(pd_urls, credentials=security.pd_credentials(pd_urls))
+    try:
+        ts = client.get_ts()
+    finally:
+        client.close()
+    text = f"commitTS = {ts}\n"
+    if tz is not None:
+        text += format_update_time(ts, UTC) + "\n" + format_update_time(ts, tz)
+    path = Path(data_dir) / SAVEPOINT
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(f".{SAVEPOINT}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    return log_line("meta.go:110", "save meta", meta=f"commitTS: {ts}")
 
 
 def _check_kind(kind: str) -> None:
@@ -167,6 +237,7 @@ def status_json(nodes: list[NodeStatus]) -> str:
 
 
 __all__ = [
-    "ACTIONS", "CLOSE", "COMMANDS", "PAUSE", "format_nodes", "format_update_time", "get_node",
-    "list_nodes", "request_state", "run_command", "status_json", "update_state",
+    "ACTIONS", "CLOSE", "COMMANDS", "LOCAL_COMMANDS", "PAUSE", "encrypt_line", "format_nodes", "format_update_time",
+    "generate_meta", "get_node", "list_nodes", "log_line", "request_state", "run_command", "status_json",
+    "time_zone", "update_state",
 ]

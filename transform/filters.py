@@ -3,7 +3,8 @@
 table names are lower-cased; a pattern ``~re`` is the case-insensitive regex ``re`` found anywhere
 in the name (``~log`` matches ``syslog``); any other pattern is itself a case-insensitive regex
 that must match the whole name (``^pattern$``: ``a.b`` also matches ``axb``, ``t_1|t_2`` is
-``^t_1`` or ``t_2$``). A table passes when no do-rule is set or a do-db or do-table rule matches
+``^t_1`` or ``t_2$``). The do-rules' patterns are lower-cased first, as TiDB Binlog loads them
+(``~\\D`` there is ``~\\d``). A table passes when no do-rule is set or a do-db or do-table rule matches
 it, and then no ignore-schemas or ignore-table rule does."""
 from __future__ import annotations
 
@@ -12,10 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 DEFAULT_IGNORE_SCHEMAS = ("INFORMATION_SCHEMA", "PERFORMANCE_SCHEMA", "mysql")
-
-
-class FilterPatternError(ValueError):
-    """A filter pattern is not a valid regular expression (a configuration error)."""
 
 
 # Go's regexp (RE2) syntax Python's re lacks: ASCII classes ([[:digit:]]) and \z, the end of the text
@@ -33,7 +30,7 @@ def _python_regex(go: str) -> str:
         if m.group(0) == "\\z":
             return "\\Z"
         if m.group(1):
-            raise FilterPatternError(f"negated class [:^{m.group(2)}:] is not supported")
+            raise re.error(f"negated class [:^{m.group(2)}:] is not supported")
         return _POSIX[m.group(2)]
     return _GO_ONLY.sub(sub, go)
 
@@ -42,8 +39,8 @@ def _matcher(pattern: str) -> re.Pattern[str]:
     text = pattern[1:] if pattern.startswith("~") else f"^{pattern}$"
     try:
         return re.compile(_python_regex(text), re.IGNORECASE)
-    except (re.error, FilterPatternError) as e:
-        raise FilterPatternError(f"filter pattern {pattern!r} is not a valid regular expression: {e}") from None
+    except re.error as e:   # a ValueError: the configuration names the key
+        raise ValueError(f"filter pattern {pattern!r} is not a valid regular expression: {e}") from None
 
 
 def _any(patterns: Sequence[re.Pattern[str]], name: str) -> bool:
@@ -66,8 +63,9 @@ class TableFilter:
     _ig_tbl: list[tuple[re.Pattern[str], re.Pattern[str]]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_do_db", [_matcher(p) for p in self.do_dbs])
-        object.__setattr__(self, "_do_tbl", [(_matcher(d), _matcher(t)) for d, t in self.do_tables])
+        # TiDB Binlog lower-cases the do-rules' patterns when it loads them (so ``\\D`` becomes ``\\d``)
+        object.__setattr__(self, "_do_db", [_matcher(p.lower()) for p in self.do_dbs])
+        object.__setattr__(self, "_do_tbl", [(_matcher(d.lower()), _matcher(t.lower())) for d, t in self.do_tables])
         object.__setattr__(self, "_ig_db", [_matcher(p) for p in self.ignore_schemas])
         object.__setattr__(self, "_ig_tbl", [(_matcher(d), _matcher(t)) for d, t in self.ignore_tables])
 

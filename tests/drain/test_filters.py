@@ -1,5 +1,5 @@
 """The table filters match as TiDB Binlog's drainer matches them: each pattern's answer on each name
-is checked against the same rule run by Go's regexp engine (``.peers/gofilter``), and the rules
+is checked against the same rule run by Go's regexp engine (``.peers/gocheck filter``), and the rules
 combine as TiDB Binlog's do (do-rules first, then ignore-rules)."""
 from __future__ import annotations
 
@@ -38,22 +38,31 @@ CASES = [
     ("~^[[:alpha:]_]+$", "t_1", False),
     ("~t\\z", "at", True),                    # Go's end of text
     ("~t\\z", "ta", False),
+    ("~^\\D+$", "abc", True),                 # a non-digit name (but see the do-rules below)
     ("", "", True),                           # an empty pattern matches only the empty name
     ("", "t", False),
 ]
 
 
-def _go(cases: list[tuple[str, str, bool]]) -> list[str]:
-    text = "".join(f"{p}\t{n}\n" for p, n, _ in cases)
-    out = subprocess.run([str(peer("gofilter"))], input=text, capture_output=True, text=True, check=True).stdout
-    return out.splitlines()
+def _go(pairs: list[tuple[str, str]]) -> list[bool]:
+    """Go's answer for each (pattern, name) under the rule of one pattern."""
+    text = "".join(f"{p}\t{n}\n" for p, n in pairs)
+    out = subprocess.run([str(peer("gocheck")), "filter"], input=text, capture_output=True, text=True,
+                         check=True).stdout
+    assert "error" not in out, out
+    return [line == "1" for line in out.splitlines()]
+
+
+def test_each_pattern_answers_as_tidb_binlogs_rule_and_gos_regexp() -> None:
+    assert _go([(p, n) for p, n, _ in CASES]) == [want for _, _, want in CASES]
 
 
 @pytest.mark.parametrize("rule", ["do_db", "do_table", "ignore_schema", "ignore_table"])
-def test_every_pattern_answers_as_tidb_binlogs_rule_in_go(rule: str) -> None:
-    go = _go(CASES)
-    assert go == ["1" if want else "0" for _, _, want in CASES]
-    for (pattern, name, want), answer in zip(CASES, go):
+def test_every_rule_matches_as_the_go_drainer(rule: str) -> None:
+    """The do-rules' patterns are lower-cased at load (``~^\\D+$`` becomes ``~^\\d+$``), the ignore-rules' not."""
+    lowered = rule.startswith("do_")
+    go = _go([(p.lower() if lowered else p, n) for p, n, _ in CASES])
+    for (pattern, name, _), want in zip(CASES, go):
         match rule:
             case "do_db":
                 got = TableFilter(do_dbs=(pattern,)).allows(name, "t")
@@ -63,7 +72,9 @@ def test_every_pattern_answers_as_tidb_binlogs_rule_in_go(rule: str) -> None:
                 got = not TableFilter(ignore_schemas=(pattern,)).allows(name, "t")
             case _:
                 got = not TableFilter(ignore_tables=(("db", pattern),)).allows("db", name)
-        assert got == want, f"{rule}: pattern {pattern!r} on {name!r}: binlake {got}, Go {answer}"
+        assert got == want, f"{rule}: pattern {pattern!r} on {name!r}: binlake {got}, Go {want}"
+    if lowered:
+        assert not TableFilter(do_dbs=("~^\\D+$",)).allows("abc", "t")
 
 
 def test_rules_combine_as_tidb_binlogs() -> None:
@@ -82,5 +93,5 @@ def test_rules_combine_as_tidb_binlogs() -> None:
 def test_a_pattern_that_is_not_a_regex_is_refused_when_the_config_loads() -> None:
     with pytest.raises(ConfigError, match=r"filter pattern '~\(unclosed' is not a valid regular expression"):
         load_config(DrainerConfig, None, {"syncer.replicate-do-db": ["~(unclosed"]})
-    assert subprocess.run([str(peer("gofilter"))], input="~(unclosed\tx\n", capture_output=True, text=True,
+    assert subprocess.run([str(peer("gocheck")), "filter"], input="~(unclosed\tx\n", capture_output=True, text=True,
                           check=True).stdout.startswith("error:")
