@@ -65,12 +65,13 @@ def _parse_bool(text: str) -> bool:
 
 
 def _run_pump(args: argparse.Namespace) -> int:
-    from ingest.config import load_config
+    from ingest.config import load_config, print_warnings
     from ingest.pump.config import PumpConfig
     from ingest.pump.pump import Pump
 
     overrides = {k: v for k, v in vars(args).items() if k not in ("config", "run", "command")}
     options = load_config(PumpConfig, args.config, overrides)
+    print_warnings(options, args.config)
     _setup_logging(options.log_level, options.log_file)
     pump = Pump(options)
     pump.start()
@@ -92,15 +93,19 @@ def _run_pump(args: argparse.Namespace) -> int:
 def _ctl_parser(sub: Any) -> None:
     p = sub.add_parser("ctl", help="binlogctl: list and change pumps and drainers",
                        description="binlogctl's commands against the registry and the nodes' HTTP APIs.")
-    from ingest.ctl import COMMANDS  # imported by ``main``, after it has set the process up
+    from ingest.ctl import COMMANDS, LOCAL_COMMANDS  # imported by ``main``, after it has set the process up
 
-    p.add_argument("cmd", choices=list(COMMANDS))
+    p.add_argument("cmd", choices=[*COMMANDS, *LOCAL_COMMANDS])
     p.add_argument("--registry", default=None,
                    help="registry URI (default file://registry.json); --pd-urls implies etcd://")
     p.add_argument("--pd-urls", default=None, help="PD URLs: use PD's etcd as the registry (as binlogctl)")
     p.add_argument("--node-id", default="", help="node to change")
     p.add_argument("--state", default="", help="state for update-pump/update-drainer")
     p.add_argument("--show-offline-nodes", action="store_true", help="list offline nodes too")
+    p.add_argument("--text", default="", help="encrypt: the text (a password) to encrypt as TiDB Binlog does")
+    p.add_argument("--data-dir", default="binlog_position", help="generate_meta: where the savepoint file goes")
+    p.add_argument("--time-zone", default="",
+                   help="times in this zone (an IANA name or Local): generate_meta's savepoint, the node lists")
     p.add_argument("--ssl-ca", default="", help="CA the nodes' certificates are checked against (TLS)")
     p.add_argument("--ssl-cert", default="", help="client certificate for the nodes' HTTPS APIs (with --ssl-key)")
     p.add_argument("--ssl-key", default="", help="key of --ssl-cert")
@@ -112,12 +117,19 @@ def _run_ctl(args: argparse.Namespace) -> int:
     from ingest.registry import load_registry
     from ingest.security import SecurityConfig
 
-    uri = args.registry or args.pd_urls or "file://registry.json"
     security = SecurityConfig(ssl_ca=args.ssl_ca, ssl_cert=args.ssl_cert, ssl_key=args.ssl_key)
+    tz = ctl.time_zone(args.time_zone)
+    if args.cmd == ctl.ENCRYPT:
+        print(ctl.encrypt_line(args.text))
+        return 0
+    if args.cmd == ctl.GENERATE_META:
+        print(ctl.generate_meta(args.pd_urls or "http://127.0.0.1:2379", args.data_dir, tz, security))
+        return 0
+    uri = args.registry or args.pd_urls or "file://registry.json"
     registry = load_registry(uri, security=security)
     try:
         print(ctl.run_command(registry, args.cmd, node_id=args.node_id, state=args.state,
-                              show_offline=args.show_offline_nodes, security=security))
+                              show_offline=args.show_offline_nodes, tz=tz, security=security))
         return 0
     finally:
         registry.close()
@@ -266,7 +278,10 @@ _DRAIN_FLAGS = [("--registry", "registry", str, "file://PATH or etcd://HOST:PORT
                 ("--upstream-status-url", "upstream.status-url", str, "TiDB status API (DDL history)"),
                 ("--upstream-dsn", "upstream.dsn", str,
                  "TiDB's MySQL port, mysql://USER:PASS@HOST:4000 (what verify reads at a ts)"),
-                ("--tables", "tables", str, "only these tables: db.t,db2.t2 (the checkpoint does not move)")]
+                ("--tables", "tables", str, "only these tables: db.t,db2.t2 (the checkpoint does not move)"),
+                ("--log-file", "log-file", str, "log to this file instead of stderr"),
+                ("--initial-commit-ts", "initial-commit-ts", int,
+                 "where a sink never written starts (-1: PD's current ts, kept in DATA_DIR)")]
 
 
 def _spark_flags(p: argparse.ArgumentParser) -> None:
@@ -307,12 +322,9 @@ def _drain_parser(sub: Any, sinks: bool = True) -> None:
                        description="Drain the commit_ts range (checkpoint, min pump watermark] into the sink.")
     _drainer_flags(p, sinks)
     if sinks:
-        from sink.registry import names, specs
+        from sink.registry import names
 
-        aliases = [a for spec in specs() for a in spec.aliases]
-        known = f" ({', '.join(aliases)}: TiDB Binlog's names)" if aliases else ""
-        p.add_argument("--sink", dest="syncer.db-type", choices=[*names(), *aliases],
-                       help=f"default {names()[0]}{known}")
+        p.add_argument("--sink", dest="syncer.db-type", choices=names(), help=f"default {names()[0]}")
         _sink_flags(p, shared=False)
     p.add_argument("--spark-master", dest="spark.master", help="default local[*]")
     p.add_argument("--splits-per-pump", dest="spark.splits-per-pump", type=int, metavar="N",
@@ -418,7 +430,7 @@ def _key_value(text: str) -> tuple[str, str]:
 
 def _drainer_options(args: argparse.Namespace) -> DrainerConfig:
     from binlake.drain_config import drainer_model
-    from ingest.config import load_config
+    from ingest.config import load_config, print_warnings
     from sink.registry import specs
 
     keys = [k for _, k, _, _ in _DRAIN_FLAGS] + ["syncer.db-type", "spark.master", "addr", "status-addr",
@@ -430,7 +442,9 @@ def _drainer_options(args: argparse.Namespace) -> DrainerConfig:
             overrides[f.key] = dict(value) if f.kind == "pairs" and value else value
     if getattr(args, "spark_conf", None):
         overrides["spark.conf"] = dict(args.spark_conf)
-    return load_config(drainer_model(), args.config, overrides)
+    options = load_config(drainer_model(), args.config, overrides)
+    print_warnings(options, args.config)
+    return options
 
 
 def _spark_command_options(args: argparse.Namespace) -> DrainerConfig:
@@ -439,7 +453,7 @@ def _spark_command_options(args: argparse.Namespace) -> DrainerConfig:
     from transform.spark import is_local
 
     options = _drainer_options(args)
-    _setup_logging(options.log_level)
+    _setup_logging(options.log_level, options.log_file)
     if is_local(options.spark.master):
         local_spark()
     return options

@@ -51,6 +51,41 @@ def cluster_id_of(options: DrainerConfig) -> int:
         client.close()
 
 
+INITIAL_TS_FILE = "initial-commit-ts"
+
+
+def initial_ts(options: DrainerConfig, cluster_id: int, keep: bool = True) -> int:
+    """Where a sink never written starts: ``initial-commit-ts``; for -1 (TiDB Binlog's "from now"),
+    PD's TSO when first asked, kept (unless not ``keep``: a dry run) in ``DATA_DIR/initial-commit-ts``
+    so that every run until the sink's first checkpoint starts at that same ts (nothing committed
+    after it is skipped)."""
+    if options.initial_commit_ts >= 0:
+        return options.initial_commit_ts
+    path = Path(options.data_dir) / INITIAL_TS_FILE
+    try:
+        text = path.read_text().strip()
+    except FileNotFoundError:
+        text = ""
+    if text:
+        if not text.isdigit():
+            raise ConfigError(f"{path} holds {text!r}, not a ts: remove it to start from PD's current ts")
+        return int(text)
+    if not options.pd_urls:
+        raise ConfigError("initial-commit-ts = -1 asks PD for the current ts: give --pd-urls")
+    client = TSOClient(options.pd_urls, cluster_id, credentials=options.security.pd_credentials(options.pd_urls))
+    try:
+        ts = client.get_ts()
+    finally:
+        client.close()
+    if not keep:
+        return ts
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(f"{ts}\n")
+    tmp.replace(path)
+    return ts
+
+
 def register_drainer(options: DrainerConfig, checkpoint: int) -> None:
     """Record this batch drainer in the registry as a *paused* drainer at ``checkpoint``.
 
@@ -124,7 +159,7 @@ def _drain(options: DrainerConfig, from_ts: int | None, to_ts: int | None, dry_r
         checkpoint = sink.checkpoint()
         metrics.observe_checkpoint(checkpoint)
         begin = (from_ts if from_ts is not None
-                 else checkpoint if checkpoint is not None else options.initial_commit_ts)
+                 else checkpoint if checkpoint is not None else initial_ts(options, cluster_id, keep=not dry_run))
         t0 = time.perf_counter()
         try:
             plan = make_plan(options.registry, cluster_id, begin, to_ts, security=options.security,

@@ -7,16 +7,28 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BeforeValidator, Field, create_model
 
-from ingest.config import Int, Str, StringList, TomlModel, UrlList, settings_table
+from ingest.config import Bool, Int, Str, StringList, TomlModel, UrlList, noted, refused, settings_table
 from ingest.security import SecurityConfig
 from sink.plugin import SinkContext, SinkSpec
 from sink.registry import UnknownSinkError, canonical, spec_for, specs
 from transform.filters import DEFAULT_IGNORE_SCHEMAS, TableFilter
 
+# TiDB Binlog's db-types binlake has no output for
+_NOT_BUILT = {
+    "file": "TiDB Binlog's protobuf files (what reparo reads) are not built yet; db-type = \"parquet\" writes "
+            "row-level CDC as Parquet files",
+    "pb": "TiDB Binlog's protobuf files (what reparo reads) are not built yet; db-type = \"parquet\" writes "
+          "row-level CDC as Parquet files",
+    "kafka": "the Kafka output is not built yet",
+    "oracle": "binlake does not write to Oracle",
+}
+
 
 def _sink(value: Any) -> str:
     if not isinstance(value, str):
         raise ValueError(f"expected a string, got {value!r}")
+    if value.lower() in _NOT_BUILT:
+        raise ValueError(f"db-type {value!r} is not supported: {_NOT_BUILT[value.lower()]}")
     try:
         return canonical(value)
     except UnknownSinkError as e:
@@ -82,6 +94,31 @@ class SyncerSection(TomlModel):
     replicate_do_table: DBTables = Field(default_factory=list, alias="replicate-do-table")
     ignore_schemas: StringList = Field(default_factory=lambda: list(DEFAULT_IGNORE_SCHEMAS), alias="ignore-schemas")
     ignore_table: DBTables = Field(default_factory=list, alias="ignore-table")
+    # TiDB Binlog's other [syncer] keys
+    sync_ddl: Bool = refused("sync-ddl", "not running DDL on the downstream is not built yet", default=True,
+                             matches=True)
+    loopback_control: Bool = refused("loopback-control", "two-way replication (TiDB Binlog's mark table) is not "
+                                                          "built yet", default=False, matches=False)
+    channel_id: Int = Field(default=0, alias="channel-id")   # TiDB Binlog's: used with loopback-control only
+    enable_dispatch: Bool = noted("enable-dispatch", "the MySQL sink always spreads a run's transactions over "
+                                                      "worker-count workers", default=True, matches=True)
+    disable_dispatch: Bool = noted("disable-dispatch", "the MySQL sink always spreads a run's transactions over "
+                                                        "worker-count workers", default=False, matches=False)
+    enable_detect: Bool = noted("enable-detect", "the MySQL sink always detects causality (a row's changes stay "
+                                                  "on one worker)", default=True, matches=True)
+    disable_detect: Bool = noted("disable-detect", "the MySQL sink always detects causality (a row's changes "
+                                                    "stay on one worker)", default=False, matches=False)
+    load_schema_snapshot: Bool = noted("load-schema-snapshot", "binlake reads every table definition from the "
+                                                                "upstream's DDL history ([upstream] status-url)",
+                                       default=False, matches=False)
+    load_table_infos: Bool = noted("load-table-infos", "binlake reads every table definition from the upstream's "
+                                                        "DDL history ([upstream] status-url)", default=False,
+                                   matches=False)   # v7.1's name of load-schema-snapshot
+    case_sensitive: Bool = Field(default=False, alias="case-sensitive")   # table-migrate-rule, binlog-filter-rule
+    table_migrate_rule: list[Any] = refused("table-migrate-rule", "routing tables to other names is not built "
+                                                                  "yet", default=[], matches=[])
+    binlog_filter_rule: dict[str, Any] = refused("binlog-filter-rule", "event and SQL filter rules are not built "
+                                                                       "yet", default={}, matches={})
 
 
 class SparkSection(TomlModel):
@@ -108,9 +145,16 @@ class DrainerBase(TomlModel):
     pd_urls: UrlList = Field(default="", alias="pd-urls")
     cluster_id: Int = Field(default=0, alias="cluster-id", ge=0)
     data_dir: Str = Field(default="data.drainer", alias="data-dir")
-    initial_commit_ts: Int = Field(default=0, alias="initial-commit-ts")
+    initial_commit_ts: Int = Field(default=0, alias="initial-commit-ts", ge=-1)   # -1: PD's ts at the first run
     compressor: Annotated[str, BeforeValidator(_compressor)] = ""   # PullBinlogs streams: "" or "gzip" (TiDB's key)
     log_level: Str = Field(default="info", alias="log-level")
+    log_file: Str = Field(default="", alias="log-file")
+    detect_interval: Int = noted("detect-interval", "binlake reads the pumps the registry lists when each run "
+                                                     "(each --follow range) starts; nothing polls them between",
+                                 default=10)
+    synced_check_time: Int = noted("synced-check-time", "a batch run is synced when it ends; --follow reports "
+                                                         "the checkpoint's lag on /status and /metrics instead",
+                                   default=5)
     tables: Annotated[list[tuple[str, str]], BeforeValidator(parse_tables)] = Field(default_factory=list)
     upstream: UpstreamSection = Field(default_factory=UpstreamSection)
     syncer: SyncerSection = Field(default_factory=SyncerSection)
@@ -118,9 +162,10 @@ class DrainerBase(TomlModel):
     security: SecurityConfig = Field(default_factory=SecurityConfig)   # TLS towards pumps, for Notify and /status
 
     def validate_config(self) -> None:
-        if self.initial_commit_ts < 0:
-            raise ValueError("initial-commit-ts must be >= 0 (binlake drains what the pumps hold from that ts)")
         self.table_filter()   # a filter pattern that is not a regex is refused now, not at the first table
+        if getattr(self.syncer, "ignore_txn_commit_ts", None) and not self.sink_spec().capabilities.skips_commit_ts:
+            raise ValueError(f"[syncer] ignore-txn-commit-ts is honoured by db-type mysql and tidb only: a "
+                             f"{self.syncer.db_type} run would apply those transactions")
 
     def table_filter(self) -> TableFilter:
         """The filter these options describe."""

@@ -29,7 +29,7 @@ import grpc
 from google.protobuf.message import DecodeError
 from prometheus_client import generate_latest
 
-from binlake.drain import cluster_id_of, open_sink, run_drain_command
+from binlake.drain import cluster_id_of, initial_ts, open_sink, run_drain_command
 from binlake.drain_config import DrainerConfig
 from binlake.metrics import DrainerMetrics
 from binlake.presence import UpdateClock
@@ -118,12 +118,13 @@ class Follower:
         registered last (0 when nothing): never more than the sink holds, so no pump leaves early."""
         o = self.options
         try:
-            sink = open_sink(o, cluster_id_of(o), dry_run=True)
+            cluster_id = cluster_id_of(o)
+            sink = open_sink(o, cluster_id, dry_run=True)
             try:
                 saved = sink.checkpoint()
             finally:
                 sink.close()
-            return saved if saved is not None else o.initial_commit_ts
+            return saved if saved is not None else initial_ts(o, cluster_id)
         except Exception as e:  # noqa: BLE001 (the first run reports the sink's problem; register what is known)
             registry = load_registry(o.registry, security=o.security)
             try:

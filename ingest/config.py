@@ -13,18 +13,19 @@ Code builds models by field name (``PumpConfig(addr=...)``); files and flags use
 from __future__ import annotations
 
 import re
+import sys
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, TextIO, TypeVar, cast
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from schemas.errors import BinlakeError
 
-__all__ = ["Bool", "ByteSize", "ConfigError", "GCRetention", "Int", "Interval", "Seconds", "Str",
-           "StringList", "TomlModel", "UrlList", "load_config", "nested", "parse_bytes", "parse_duration",
-           "parse_gc", "settings_table"]
+__all__ = ["Bool", "ByteSize", "ConfigError", "Duration", "GCRetention", "Int", "Interval", "Seconds", "Str",
+           "StringList", "TomlModel", "UrlList", "load_config", "nested", "noted", "parse_bytes", "parse_duration",
+           "parse_gc", "print_warnings", "refused", "settings_table"]
 
 
 class ConfigError(BinlakeError):
@@ -114,6 +115,15 @@ def _interval(value: Any) -> float:
     return seconds
 
 
+def _duration(value: Any) -> float:
+    if isinstance(value, str):
+        seconds = parse_duration(value)
+        if seconds <= 0:
+            raise ValueError(f"expected a positive duration, got {value!r}")
+        return seconds
+    return _seconds(value)
+
+
 def _string_list(value: Any) -> list[str]:
     if isinstance(value, str):
         return [v.strip() for v in value.split(",") if v.strip()]
@@ -128,15 +138,35 @@ Int = Annotated[int, BeforeValidator(_int)]
 Bool = Annotated[bool, BeforeValidator(_bool)]
 Seconds = Annotated[float, BeforeValidator(_seconds)]             # a number > 0
 Interval = Annotated[float, BeforeValidator(_interval)]           # a Go duration or seconds, >= 0
+Duration = Annotated[float, BeforeValidator(_duration)]           # a Go duration ("1m") or seconds, > 0
 GCRetention = Annotated[float, BeforeValidator(parse_gc)]         # days or a Go duration
 ByteSize = Annotated[int, BeforeValidator(parse_bytes)]           # "10 gib" or bytes
 StringList = Annotated[list[str], BeforeValidator(_string_list)]  # a list, or a comma-separated string
 UrlList = Annotated[str, BeforeValidator(lambda v: ",".join(_string_list(v)))]  # normalized to "a,b"
 
 
+_COMPAT = "binlake-compat"   # a field's json_schema_extra key: (kind, why, the value binlake matches)
+_MATCHES_NONE = object()
+
+
+def noted(alias: str, why: str, default: Any = None, matches: Any = _MATCHES_NONE) -> Any:
+    """A key of TiDB Binlog's files binlake accepts without doing what TiDB Binlog does with it: set to
+    anything but ``matches`` (what binlake does anyway; any value when not given), it is reported by
+    :meth:`TomlModel.warnings` as one line saying ``why``."""
+    return Field(default=default, alias=alias, json_schema_extra={_COMPAT: ("warn", why, matches)})  # type: ignore[dict-item]
+
+
+def refused(alias: str, why: str, default: Any = None, matches: Any = _MATCHES_NONE) -> Any:
+    """A key of TiDB Binlog's files binlake would get wrong: set to anything but ``matches``, the
+    configuration is refused with ``why``."""
+    return Field(default=default, alias=alias, json_schema_extra={_COMPAT: ("refuse", why, matches)})  # type: ignore[dict-item]
+
+
 class TomlModel(BaseModel):
     """Base of every configuration model: aliases are TOML keys, unknown keys are refused, and
-    :meth:`validate_config` (overridable) checks rules that span keys after the fields parsed."""
+    :meth:`validate_config` (overridable) checks rules that span keys after the fields parsed. Keys
+    declared with :func:`noted` or :func:`refused` are TiDB Binlog's that binlake does not honour as
+    it does."""
 
     model_config = ConfigDict(extra="forbid", validate_by_name=True, validate_by_alias=True,
                               validate_assignment=True)
@@ -144,8 +174,33 @@ class TomlModel(BaseModel):
     def validate_config(self) -> None:
         """Raise ``ValueError`` naming the rule a valid set of fields still breaks (default: none)."""
 
+    def _compat(self, kind: str) -> list[tuple[str, Any, str]]:
+        out = []
+        for name in sorted(self.model_fields_set):
+            info = type(self).model_fields[name]
+            extra = info.json_schema_extra
+            if isinstance(extra, dict) and _COMPAT in extra:
+                k, why, matches = cast(tuple[str, str, Any], extra[_COMPAT])
+                value = getattr(self, name)
+                if k == kind and (matches is _MATCHES_NONE or value != matches):
+                    out.append((info.alias or name, value, why))
+        return out
+
+    def warnings(self, prefix: str = "") -> list[str]:
+        """One line per key set that binlake accepts and does not honour as TiDB Binlog does
+        (:func:`noted`), saying what binlake does instead; nested tables' included."""
+        out = [f"{prefix}{key} = {value!r}: {why}" for key, value, why in self._compat("warn")]
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if isinstance(value, TomlModel):
+                info = type(self).model_fields[name]
+                out.extend(value.warnings(f"{prefix}{info.alias or name}."))
+        return out
+
     @model_validator(mode="after")
     def _cross_checks(self) -> TomlModel:
+        for key, value, why in self._compat("refuse"):
+            raise ValueError(f"{key} = {value!r} is not supported: {why}")
         self.validate_config()
         return self
 
@@ -228,6 +283,13 @@ def load_config(model: type[M], path: str | Path | None = None,
     except ValidationError as exc:
         default = str(path) if path else "command line"
         raise ConfigError(_message(model, exc.errors()[0], origin, default)) from None
+
+
+def print_warnings(config: TomlModel, path: str | Path | None, out: TextIO | None = None) -> None:
+    """One line on stderr per key of TiDB Binlog's that ``config`` accepts and does not honour as
+    TiDB Binlog does (:meth:`TomlModel.warnings`), naming the file: what a component prints as it starts."""
+    for line in config.warnings():
+        print(f"binlake: warning: {path or 'command line'}: {line}", file=out or sys.stderr, flush=True)
 
 
 def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

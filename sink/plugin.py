@@ -1,6 +1,6 @@
 """What a sink is to the ``drain`` and ``verify`` commands: a registered :class:`SinkSpec`.
 
-A spec names the sink (``--sink`` / ``[syncer] db-type`` values and their aliases), declares its own
+A spec names the sink (``--sink`` / ``[syncer] db-type`` values), declares its own
 configuration section (a :class:`~ingest.config.TomlModel` with its defaults, composed into
 drainer.toml by the drain command), the command-line flags that set keys of that section, what the
 sink can do (:class:`Capabilities`), and opens it: :meth:`SinkSpec.open` returns a
@@ -33,6 +33,7 @@ class Capabilities:
     verify: bool = False                # ``binlake verify`` can compare what it holds with the upstream
     recovery_without_upstream: bool = False   # :meth:`SinkSpec.recover` can run while the upstream is down
     replays_ddl: bool = False           # runs each DDL statement downstream (else it rebuilds tables from rows)
+    skips_commit_ts: bool = False       # leaves out the transactions [syncer] ignore-txn-commit-ts names
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,6 @@ class SinkSpec(ABC, Generic[C]):
     """One sink as the commands see it (see the module doc)."""
 
     names: tuple[str, ...] = ()           # --sink / db-type values; the first is the canonical one
-    aliases: Mapping[str, str] = {}        # other accepted values → a name (TiDB Binlog's "pb" → "parquet")
     section: str = ""                      # its drainer.toml table; "syncer" adds keys to [syncer]
     config: type[C]                        # that table's model
     flags: tuple[Flag, ...] = ()

@@ -45,15 +45,13 @@ def specs() -> list[SinkSpec[Any]]:
 
 
 def names() -> list[str]:
-    """Every sink name (aliases excluded), in registration order."""
+    """Every sink name, in registration order."""
     return [n for s in specs() for n in s.names]
 
 
 def canonical(name: str) -> str:
-    """``name`` (any case, or an alias) as the sink name it means; :class:`UnknownSinkError` otherwise."""
+    """``name`` (any case) as the sink name it means; :class:`UnknownSinkError` otherwise."""
     text = name.lower()
-    for s in specs():
-        text = s.aliases.get(text, text)
     if text not in names():
         raise UnknownSinkError(f"sink {name!r} is not one of {', '.join(names())}")
     return text

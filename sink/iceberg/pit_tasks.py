@@ -22,7 +22,7 @@ origin default, plus ``_tidb_rowid`` (a table without a primary key) and the com
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np

@@ -7,7 +7,8 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field
 
-from ingest.config import Bool, ByteSize, ConfigError, Int, Seconds, Str, TomlModel, settings_table
+from ingest.config import Bool, ByteSize, ConfigError, Duration, Int, Str, TomlModel, noted, refused, settings_table
+from ingest.encrypt import decrypt
 
 DEFAULT_MAX_FILE_SIZE = 10 * 1024 * 1024   # TiDB Binlog's relay log file size
 
@@ -18,11 +19,29 @@ def _ints(value: Any) -> list[int]:
     return list(value)
 
 
-class CheckpointSection(TomlModel):
-    """``[syncer.to.checkpoint]``: where the MySQL sink keeps its checkpoint row on the downstream."""
+_ELSEWHERE = ("a checkpoint in another database is not built: binlake writes the checkpoint row on the "
+              "downstream, in the transaction of the rows it covers; remove the key")
+_KAFKA = "used by db-type kafka only (binlake has no Kafka output yet); not used"
+_FILE = "used by db-type file only (binlake has no protobuf file output yet); not used"
+_ORACLE = "used by db-type oracle only, which binlake does not support; not used"
 
+
+class CheckpointSection(TomlModel):
+    """``[syncer.to.checkpoint]``: where the MySQL sink keeps its checkpoint row on the downstream
+    (TiDB Binlog's keys; a checkpoint in another database is refused)."""
+
+    type: Str = noted("type", "binlake keeps a MySQL/TiDB sink's checkpoint on its downstream and a lake "
+                              "sink's in the lake, whatever this says", default="", matches="mysql")
     schema_: Str = Field(default="tidb_binlog", alias="schema")
     table: Str = "checkpoint"
+    host: Str = refused("host", _ELSEWHERE, default="", matches="")
+    port: Int = refused("port", _ELSEWHERE, default=0, matches=0)
+    user: Str = refused("user", _ELSEWHERE, default="", matches="")
+    password: Str = refused("password", _ELSEWHERE, default="", matches="")
+    encrypted_password: Str = refused("encrypted_password", _ELSEWHERE, default="", matches="")
+    security: dict[str, Any] = refused("security", _ELSEWHERE, default={}, matches={})
+    oracle_service_name: Str = noted("oracle-service-name", _ORACLE, default="", matches="")
+    oracle_connect_string: Str = noted("oracle-connect-string", _ORACLE, default="", matches="")
 
 
 class ToSection(TomlModel):
@@ -33,19 +52,41 @@ class ToSection(TomlModel):
     port: Int = Field(default=3306, ge=1, le=65535)
     user: Str = "root"
     password: Str = Field(default="", repr=False)
+    # TiDB Binlog's: base64 of AES-CFB under BINLOG_SECRET_KEY (ingest.encrypt); over password when set
+    encrypted_password: Str = Field(default="", repr=False)
     password_file: Str = Field(default="", alias="password-file")   # the password in a file (kept out of configs)
-    read_timeout: Seconds = Field(default=60.0, alias="read-timeout")
+    read_timeout: Duration = Field(default=60.0, alias="read-timeout")   # "1m" (TiDB's form) or seconds
     merge: Bool = False                 # TiDB Binlog's merge mode: net change per primary key per flush
+    sync_mode: Int = refused("sync-mode", "only 1 (SyncFullColumn) is built: binlake writes every column and "
+                                          "keeps the session's sql_mode", default=1, matches=1)
     params: Annotated[dict[str, str], BeforeValidator(lambda v: settings_table(v, "session variables"))] = \
         Field(default_factory=dict)
     checkpoint: CheckpointSection = Field(default_factory=CheckpointSection)
+    security: dict[str, Any] = refused("security", "verified TLS to the downstream is not built yet; without "
+                                                   "this section binlake uses TLS when the server offers it, "
+                                                   "certificates unchecked", default={}, matches={})
+    # other db-types' keys, which TiDB Binlog's files carry beside these
+    dir: Str = noted("dir", _FILE, default="", matches="")
+    retention_time: Int = noted("retention-time", _FILE, default=0, matches=0)
+    zookeeper_addrs: Str = noted("zookeeper-addrs", _KAFKA, default="", matches="")
+    kafka_addrs: Str = noted("kafka-addrs", _KAFKA, default="", matches="")
+    kafka_version: Str = noted("kafka-version", _KAFKA, default="", matches="")
+    kafka_max_messages: Int = noted("kafka-max-messages", _KAFKA, default=0, matches=0)
+    kafka_max_message_size: Int = noted("kafka-max-message-size", _KAFKA, default=0, matches=0)
+    kafka_client_id: Str = noted("kafka-client-id", _KAFKA, default="", matches="")
+    topic_name: Str = noted("topic-name", _KAFKA, default="", matches="")
+    oracle_service_name: Str = noted("oracle-service-name", _ORACLE, default="", matches="")
+    oracle_connect_string: Str = noted("oracle-connect-string", _ORACLE, default="", matches="")
 
     def validate_config(self) -> None:
-        if self.password_file and self.password:
-            raise ValueError("password and password-file are both set: keep one")
+        if self.password_file and (self.password or self.encrypted_password):
+            raise ValueError("password-file and password/encrypted_password are both set: keep one")
 
     def secret(self) -> str:
-        """The password: ``password``, else the first line of ``password-file`` (read now)."""
+        """The password: ``encrypted_password`` decrypted (TiDB Binlog ignores ``password`` then), else
+        ``password``, else the first line of ``password-file`` (read now)."""
+        if self.encrypted_password:
+            return decrypt(self.encrypted_password)
         if not self.password_file:
             return self.password
         try:
@@ -68,6 +109,8 @@ class MySQLSettings(TomlModel):
     txn_batch: Int = Field(default=20, alias="txn-batch", ge=1)
     worker_count: Int = Field(default=16, alias="worker-count", ge=1)
     safe_mode: Bool = Field(default=False, alias="safe-mode")
+    # TiDB Binlog's: the upstream's sql_mode, set on every downstream session (unless [syncer.to.params] has one)
+    sql_mode: Str = Field(default="", alias="sql-mode")
     ignore_txn_commit_ts: Annotated[list[int], BeforeValidator(_ints)] = Field(default_factory=list,
                                                                                 alias="ignore-txn-commit-ts")
     to: ToSection = Field(default_factory=ToSection)

@@ -21,9 +21,12 @@ def target_of(settings: MySQLSettings) -> MySQLTarget:
     from sink.mysql.target import MySQLTarget
 
     to = settings.to
+    params = dict(to.params)
+    if settings.sql_mode and not any(k.lower() == "sql_mode" for k in params):
+        params["sql_mode"] = settings.sql_mode      # TiDB Binlog's [syncer] sql-mode, on the downstream session
     if to.dsn:
-        return MySQLTarget.from_dsn(to.dsn, params=to.params, read_timeout=to.read_timeout)
-    return MySQLTarget(to.host, to.port, to.user, to.secret(), dict(to.params), to.read_timeout)
+        return MySQLTarget.from_dsn(to.dsn, params=params, read_timeout=to.read_timeout)
+    return MySQLTarget(to.host, to.port, to.user, to.secret(), params, to.read_timeout)
 
 
 class MySQLVerifier(Verifier):
@@ -70,7 +73,7 @@ class MySQLSpec(SinkSpec[MySQLSettings]):
     names = ("mysql", "tidb")
     section = "syncer"
     config = MySQLSettings
-    capabilities = Capabilities(per_transaction=True, table_subsets=False, verify=True,
+    capabilities = Capabilities(per_transaction=True, table_subsets=False, verify=True, skips_commit_ts=True,
                                 recovery_without_upstream=True, replays_ddl=True)
     against_schemes = ("mysql",)
     flags = (

@@ -18,7 +18,6 @@ class ParquetSpec(SinkSpec[ParquetSettings]):
     """Changelog rows as Parquet files per table and day, a manifest per table, a checkpoint file."""
 
     names = ("parquet",)
-    aliases = {"pb": "parquet"}
     section = "parquet"
     config = ParquetSettings
     capabilities = Capabilities()

@@ -84,7 +84,8 @@ def _job(jid: int, tp: int, version: int, info: TableInfo, query: str, finished_
 JOBS, INFOS = _versions()
 HISTORY = SchemaHistory(JOBS)
 # the same jobs with the FinishedTS TiDB gives them (just before each DDL binlog commits): what restore reads
-TIMED = SchemaHistory([dataclasses.replace(j, binlog=dataclasses.replace(j.binlog, finished_ts=DDL_COMMIT.get(j.id, 12) - 2))
+TIMED = SchemaHistory([dataclasses.replace(j, binlog=dataclasses.replace(j.binlog,
+                                                                         finished_ts=DDL_COMMIT.get(j.id, 12) - 2))
                        for j in JOBS])
 V1, FINAL = INFOS[10], INFOS[18]
 ROW1 = {"id": 1, "a": 10, "b": 100, "d": Decimal("1.50"), "s": "42", "dt": dt.date(2024, 2, 29),

@@ -1,36 +1,29 @@
 """``[storage]`` of pump.toml: the store's tunables (TiDB Binlog's names and defaults where it has them)."""
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from pydantic import Field
 
-from ingest.config import Bool, ByteSize, Int, Interval, Seconds, TomlModel
+from ingest.config import Bool, ByteSize, Int, Interval, Seconds, TomlModel, noted
 from ingest.pump.storage.recent import DEFAULT_CAPACITY
 
-log = logging.getLogger(__name__)
+_LEVELDB = "binlake's pump stores in LevelDB (plyvel) with its own defaults; TiDB's goleveldb tunable is not used"
 
 
 class KVConfig(TomlModel):
-    """``[storage.kv]``: TiDB's goleveldb tunables, accepted so existing pump.toml files load;
-    LevelDB (plyvel) keeps its own defaults."""
+    """``[storage.kv]``: TiDB's goleveldb tunables, accepted (with a warning) so existing pump.toml files load."""
 
-    block_cache_capacity: Any = Field(default=None, alias="block-cache-capacity")
-    block_restart_interval: Any = Field(default=None, alias="block-restart-interval")
-    block_size: Any = Field(default=None, alias="block-size")
-    compaction_l0_trigger: Any = Field(default=None, alias="compaction-L0-trigger")
-    compaction_table_size: Any = Field(default=None, alias="compaction-table-size")
-    compaction_total_size: Any = Field(default=None, alias="compaction-total-size")
-    compaction_total_size_multiplier: Any = Field(default=None, alias="compaction-total-size-multiplier")
-    write_buffer: Any = Field(default=None, alias="write-buffer")
-    write_l0_pause_trigger: Any = Field(default=None, alias="write-L0-pause-trigger")
-    write_l0_slowdown_trigger: Any = Field(default=None, alias="write-L0-slowdown-trigger")
-
-    def validate_config(self) -> None:
-        for name in self.model_fields_set:
-            log.info("[storage.kv] %s is accepted for compatibility and not used by binlake",
-                     type(self).model_fields[name].alias)
+    block_cache_capacity: Any = noted("block-cache-capacity", _LEVELDB)
+    block_restart_interval: Any = noted("block-restart-interval", _LEVELDB)
+    block_size: Any = noted("block-size", _LEVELDB)
+    compaction_l0_trigger: Any = noted("compaction-L0-trigger", _LEVELDB)
+    compaction_table_size: Any = noted("compaction-table-size", _LEVELDB)
+    compaction_total_size: Any = noted("compaction-total-size", _LEVELDB)
+    compaction_total_size_multiplier: Any = noted("compaction-total-size-multiplier", _LEVELDB)
+    write_buffer: Any = noted("write-buffer", _LEVELDB)
+    write_l0_pause_trigger: Any = noted("write-L0-pause-trigger", _LEVELDB)
+    write_l0_slowdown_trigger: Any = noted("write-L0-slowdown-trigger", _LEVELDB)
 
 
 class StorageConfig(TomlModel):

@@ -1,0 +1,231 @@
+"""TiDB Binlog's drainer.toml and pump.toml load as they are (every key of the v4.0 to v8.3 example
+files and config structs, written here from the key lists): each key is honoured, accepted with one
+warning line saying what binlake does instead, or refused with the reason when binlake would get its
+meaning wrong."""
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from binlake.drain import INITIAL_TS_FILE, initial_ts
+from binlake.drain_config import DrainerConfig
+from ingest.config import ConfigError, load_config, print_warnings
+from ingest.pump.config import PumpConfig
+from sink.mysql.plugin import target_of
+from sink.registry import names
+from upstream.local import LocalTSO
+
+# every drainer key TiDB Binlog v4.0-v8.3 reads, at the values its example sets (or a typical one)
+DRAINER_TOML = """
+addr = "127.0.0.1:8249"
+advertise-addr = ""
+detect-interval = 10
+data-dir = "{data}"
+pd-urls = "http://127.0.0.1:2379"
+compressor = ""
+log-level = "info"
+log-file = ""
+node-id = "drainer-1"
+initial-commit-ts = 0
+synced-check-time = 5
+
+[security]
+ssl-ca = ""
+ssl-cert = ""
+ssl-key = ""
+cert-allowed-cn = []
+
+[syncer]
+sql-mode = "STRICT_TRANS_TABLES,NO_ENGINE_SUBSTITUTION"
+txn-batch = 20
+sync-ddl = true
+loopback-control = false
+channel-id = 1
+worker-count = 16
+enable-dispatch = true
+disable-dispatch = false
+enable-detect = true
+disable-detect = false
+safe-mode = false
+db-type = "{db_type}"
+ignore-txn-commit-ts = []
+ignore-schemas = "INFORMATION_SCHEMA,PERFORMANCE_SCHEMA,mysql"
+replicate-do-db = ["~^b.*", "s1"]
+load-schema-snapshot = false
+load-table-infos = false
+case-sensitive = false
+table-migrate-rule = []
+
+[syncer.relay]
+log-dir = ""
+max-file-size = 10485760
+
+[[syncer.replicate-do-table]]
+db-name = "test"
+tbl-name = "log"
+
+[[syncer.replicate-do-table]]
+db-name = "test"
+tbl-name = "~^a.*"
+
+[[syncer.ignore-table]]
+db-name = "test"
+tbl-name = "log"
+
+[syncer.to]
+host = "127.0.0.1"
+user = "root"
+password = ""
+encrypted_password = ""
+port = 3306
+read-timeout = "1m"
+sync-mode = 1
+merge = false
+dir = "data.drainer"
+retention-time = 7
+zookeeper-addrs = "127.0.0.1:2181"
+kafka-addrs = "127.0.0.1:9092"
+kafka-version = "0.8.2.0"
+kafka-max-messages = 1024
+kafka-max-message-size = 1073741824
+kafka-client-id = "tidb_binlog"
+topic-name = ""
+oracle-service-name = ""
+oracle-connect-string = ""
+
+[syncer.to.params]
+time_zone = "+00:00"
+
+[syncer.to.checkpoint]
+type = "mysql"
+schema = "tidb_binlog"
+table = "checkpoint"
+"""
+
+# what a drain prints for that file: the keys binlake accepts without doing what TiDB Binlog does
+WARNED = ["detect-interval", "synced-check-time", "syncer.to.dir", "syncer.to.retention-time",
+          "syncer.to.zookeeper-addrs", "syncer.to.kafka-addrs", "syncer.to.kafka-version",
+          "syncer.to.kafka-max-messages", "syncer.to.kafka-max-message-size", "syncer.to.kafka-client-id"]
+
+
+def _drainer(tmp_path: Path, db_type: str, extra: str = "") -> Path:
+    f = tmp_path / f"drainer-{db_type}.toml"
+    f.write_text(DRAINER_TOML.format(data=tmp_path / "data", db_type=db_type) + extra)
+    return f
+
+
+@pytest.mark.parametrize("db_type", names())
+def test_every_drainer_key_loads_for_every_db_type(tmp_path: Path, db_type: str) -> None:
+    path = _drainer(tmp_path, db_type)
+    o = load_config(DrainerConfig, path, {})
+    assert o.syncer.db_type == db_type and o.syncer.channel_id == 1
+    assert o.syncer.to.read_timeout == 60.0                      # TiDB's "1m"
+    assert o.syncer.to.params == {"time_zone": "+00:00"}
+    out = io.StringIO()
+    print_warnings(o, path, out)
+    lines = out.getvalue().splitlines()
+    assert all(line.startswith(f"binlake: warning: {path}: ") for line in lines)
+    assert sorted(line.removeprefix(f"binlake: warning: {path}: ").split(" = ")[0] for line in lines) == sorted(WARNED)
+    assert "detect-interval = 10: binlake reads the pumps the registry lists when each run" in out.getvalue()
+
+
+@pytest.mark.parametrize("extra, message", [
+    ("[syncer]\nsync-ddl = false", "sync-ddl = False is not supported: not running DDL on the downstream"),
+    ("[syncer]\nloopback-control = true", "loopback-control = True is not supported: two-way replication"),
+    ("[syncer]\ntable-migrate-rule = [{source = {schema = 'a'}, target = {schema = 'b'}}]",
+     "table-migrate-rule = .* is not supported: routing tables"),
+    ("[syncer.binlog-filter-rule.r1]\nignore-event = ['all dml']", "binlog-filter-rule = .* is not supported"),
+    ("[syncer.to]\nsync-mode = 2", "sync-mode = 2 is not supported: only 1 \\(SyncFullColumn\\)"),
+    ("[syncer.to.checkpoint]\nhost = 'cp-db'", "host = 'cp-db' is not supported: a checkpoint in another database"),
+    ("[syncer.to.security]\nssl-ca = '/ca.pem'", "security = .* is not supported: verified TLS to the downstream"),
+    ("[syncer]\ndb-type = 'pb'", "db-type 'pb' is not supported: TiDB Binlog's protobuf files"),
+    ("[syncer]\nreplicate-do-db = ['~(']", "filter pattern '~\\(' is not a valid regular expression"),
+    ("initial-commit-ts = -2", "greater than or equal to -1"),
+])
+def test_keys_binlake_would_get_wrong_are_refused_with_the_reason(tmp_path: Path, extra: str, message: str) -> None:
+    f = tmp_path / "drainer.toml"
+    f.write_text(extra)
+    with pytest.raises(ConfigError, match=message):
+        load_config(DrainerConfig, f, {})
+
+
+def test_ignore_txn_commit_ts_is_refused_where_no_sink_honours_it() -> None:
+    with pytest.raises(ConfigError, match="ignore-txn-commit-ts is honoured by db-type mysql and tidb only"):
+        load_config(DrainerConfig, None, {"syncer.db-type": "iceberg", "syncer.ignore-txn-commit-ts": [5]})
+    assert load_config(DrainerConfig, None, {"syncer.db-type": "mysql",
+                                             "syncer.ignore-txn-commit-ts": [5]}).syncer.ignore_txn_commit_ts == [5]
+
+
+def test_sql_mode_is_the_downstream_sessions_unless_params_set_one() -> None:
+    o = load_config(DrainerConfig, None, {"syncer.db-type": "mysql", "syncer.sql-mode": "ANSI_QUOTES"})
+    assert target_of(o.syncer).params["sql_mode"] == "ANSI_QUOTES"
+    o = load_config(DrainerConfig, None, {"syncer.db-type": "mysql", "syncer.sql-mode": "ANSI_QUOTES",
+                                          "syncer.to.params": {"SQL_MODE": ""}})
+    assert target_of(o.syncer).params == {"SQL_MODE": ""}
+
+
+def test_initial_commit_ts_minus_one_starts_at_pds_ts_and_keeps_it(tmp_path: Path) -> None:
+    tso = LocalTSO()
+    try:
+        o = load_config(DrainerConfig, None, {"initial-commit-ts": -1, "pd-urls": tso.url,
+                                              "data-dir": str(tmp_path / "d")})
+        assert initial_ts(o, tso.cluster_id, keep=False) > 0
+        assert not (tmp_path / "d" / INITIAL_TS_FILE).exists()          # a dry run keeps nothing
+        first = initial_ts(o, tso.cluster_id)
+        assert first > 0 and initial_ts(o, tso.cluster_id) == first        # every run until a checkpoint
+        assert (tmp_path / "d" / INITIAL_TS_FILE).read_text().strip() == str(first)
+    finally:
+        tso.stop()
+    assert initial_ts(load_config(DrainerConfig, None, {"initial-commit-ts": 7}), 1) == 7
+
+
+# every pump key TiDB Binlog v4.0-v8.3 reads
+PUMP_TOML = """
+addr = "127.0.0.1:8250"
+advertise-addr = "127.0.0.1:8250"
+socket = ""
+gc = 7
+data-dir = "data.pump"
+heartbeat-interval = 2
+pd-urls = "http://127.0.0.1:2379"
+log-level = "info"
+log-file = ""
+node-id = "pump-1"
+gen-binlog-interval = 3
+
+[security]
+ssl-ca = ""
+ssl-cert = ""
+ssl-key = ""
+cert-allowed-cn = ["binlog"]
+
+[storage]
+sync-log = true
+stop-write-at-available-space = "10 gib"
+kv_chan_cap = 1048576
+slow_write_threshold = 1.0
+
+[storage.kv]
+block-cache-capacity = 8388608
+block-restart-interval = 16
+block-size = 4096
+compaction-L0-trigger = 8
+compaction-table-size = 67108864
+compaction-total-size = 536870912
+compaction-total-size-multiplier = 8.0
+write-buffer = 67108864
+write-L0-pause-trigger = 24
+write-L0-slowdown-trigger = 17
+"""
+
+
+def test_every_pump_key_loads_and_the_leveldb_tunables_warn(tmp_path: Path) -> None:
+    f = tmp_path / "pump.toml"
+    f.write_text(PUMP_TOML)
+    o = load_config(PumpConfig, f, {})
+    assert o.gc_retention == 7 * 86400 and o.storage.stop_write_at_available_space == 10 << 30
+    warned = o.warnings()
+    assert len(warned) == 10 and all(w.startswith("storage.kv.") for w in warned)
+    assert any(w.startswith("storage.kv.compaction-L0-trigger = 8: binlake's pump stores in LevelDB") for w in warned)
