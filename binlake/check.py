@@ -51,6 +51,7 @@ def run_check_command(options: DrainerConfig, ts: int | None = None, out: TextIO
     return 0 when every expectation holds, 1 otherwise. A missing run report, catalog checkpoint or
     ``[upstream] status-url`` (the NOT NULL flags come from the DDL history) is a :class:`ConfigError`."""
     quality = _import_quality()
+    from binlake.drain import upstream_status_url
     from sink.iceberg.writer import IcebergSink
     from transform.history import SchemaHistory
     from transform.spark import spark_session
@@ -72,10 +73,8 @@ def run_check_command(options: DrainerConfig, ts: int | None = None, out: TextIO
         raise ConfigError(f"the run report {path} is not a run report: {str(e).splitlines()[0]}") from e
     if report.to_ts != ts:
         raise ConfigError(f"the run report {path} is of the run ending at {report.to_ts}, not {ts}")
-    if not options.upstream.status_url:
-        raise ConfigError("check needs [upstream] status-url / --upstream-status-url: the NOT NULL columns come "
-                          "from the upstream's DDL history")
-    history = SchemaHistory.fetch(options.upstream.status_url)
+    history = SchemaHistory.fetch(upstream_status_url(options, "check reads the NOT NULL columns from the upstream's "
+                                                               "DDL history"))
     spark = spark_session(options.spark.master, options.spark.app_name, options.spark.conf)
     tables = [f"{d}.{t}" for d, t in options.tables] or None
     print(f"binlake check: run ({report.from_ts}, {ts}] from {path}", file=out, flush=True)

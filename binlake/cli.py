@@ -35,7 +35,7 @@ def _pump_parser(sub: Any) -> None:
              ("--status-addr", "status-addr", "HTTP status API address host:port"),
              ("--data-dir", "data-dir", "data directory"),
              ("--pd-urls", "pd-urls", "PD (TSO) URLs, comma separated"),
-             ("--registry", "registry", "file://PATH (default file://registry.json) or etcd://HOST:PORT"),
+             ("--registry", "registry", "file://PATH or etcd://HOST:PORT (default: PD's etcd at --pd-urls)"),
              ("--node-id", "node-id", "node id (default hostname:port, kept in DATA_DIR/.node)"),
              ("--gc", "gc", "retention: days, or a duration like 12h"),
              ("--upstream-status-url", "upstream-status-url", "TiDB status API URL for lost commits"),

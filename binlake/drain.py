@@ -18,6 +18,7 @@ from ingest.config import ConfigError
 from ingest.errors import TSOError
 from ingest.registry import load_registry
 from ingest.registry.base import DRAINER, PAUSED
+from ingest.topology import TOPOLOGY_PREFIX, tidb_status_urls
 from ingest.tso import TSOClient
 from sink.base import Sink
 from sink.plugin import SinkSpec
@@ -52,6 +53,23 @@ def cluster_id_of(options: DrainerConfig) -> int:
 
 
 INITIAL_TS_FILE = "initial-commit-ts"
+
+
+def upstream_status_url(options: DrainerConfig, why: str) -> str:
+    """``[upstream] status-url``, else the status port of a TiDB server alive in the pumps' registry
+    (PD's etcd: ``ingest.topology``); :class:`ConfigError` saying ``why`` the command needs it when
+    there is neither."""
+    if options.upstream.status_url:
+        return options.upstream.status_url
+    registry = load_registry(options.registry_uri, security=options.security)
+    try:
+        urls = tidb_status_urls(registry, https=options.security.enabled)
+    finally:
+        registry.close()
+    if not urls:
+        raise ConfigError(f"{why}: set [upstream] status-url / --upstream-status-url (no TiDB server is alive in "
+                          f"the registry's {TOPOLOGY_PREFIX}, where TiDB announces its status port)")
+    return urls[0]
 
 
 def initial_ts(options: DrainerConfig, cluster_id: int, keep: bool = True) -> int:
@@ -97,7 +115,7 @@ def register_drainer(options: DrainerConfig, checkpoint: int) -> None:
     from ingest.registry.presence import Presence
 
     update_ts = approximate_ts(options)
-    registry = load_registry(options.registry, security=options.security)
+    registry = load_registry(options.registry_uri, security=options.security)
     try:
         Presence(registry, DRAINER, options.node_id, f"batch:{options.syncer.db_type}").put(
             PAUSED, checkpoint, update_ts)
@@ -162,7 +180,7 @@ def _drain(options: DrainerConfig, from_ts: int | None, to_ts: int | None, dry_r
                  else checkpoint if checkpoint is not None else initial_ts(options, cluster_id, keep=not dry_run))
         t0 = time.perf_counter()
         try:
-            plan = make_plan(options.registry, cluster_id, begin, to_ts, security=options.security,
+            plan = make_plan(options.registry_uri, cluster_id, begin, to_ts, security=options.security,
                              compressor=options.compressor)
         except PumpUnreachableError as e:
             sink.close()
@@ -182,10 +200,9 @@ def _drain(options: DrainerConfig, from_ts: int | None, to_ts: int | None, dry_r
             return planned
         if checkpoint is None and not options.tables:
             register(plan.from_ts)  # pumps wait for this drainer from now on
-        if not options.upstream.status_url:
-            raise ConfigError("the drain needs [upstream] status-url / --upstream-status-url for the DDL history")
+        status_url = upstream_status_url(options, "the drain reads the DDL history from TiDB's status port")
         t0 = time.perf_counter()
-        history = SchemaHistory.fetch(options.upstream.status_url)
+        history = SchemaHistory.fetch(status_url)
         stages["history"] = time.perf_counter() - t0
 
         from transform.ddl import refuse_for_lake

@@ -136,7 +136,7 @@ class DrainerBase(TomlModel):
     """Everything ``binlake drain`` / ``binlake verify`` need but the sinks' own sections (see
     :func:`drainer_model`)."""
 
-    registry: Str = "file://registry.json"
+    registry: Str = ""   # where the pumps register; "": PD's etcd at pd-urls (TiDB Binlog's), else file://registry.json
     node_id: Str = Field(default="binlake-drain", alias="node-id")
     addr: Str = "127.0.0.1:8249"                       # --follow: gRPC Cistern (Notify from pumps)
     advertise_addr: Str = Field(default="", alias="advertise-addr")   # default: addr
@@ -166,6 +166,12 @@ class DrainerBase(TomlModel):
         if getattr(self.syncer, "ignore_txn_commit_ts", None) and not self.sink_spec().capabilities.skips_commit_ts:
             raise ValueError(f"[syncer] ignore-txn-commit-ts is honoured by db-type mysql and tidb only: a "
                              f"{self.syncer.db_type} run would apply those transactions")
+
+    @property
+    def registry_uri(self) -> str:
+        """``registry``, else PD's etcd at ``pd-urls`` (where TiDB Binlog's pumps register), else
+        ``file://registry.json``."""
+        return self.registry or self.pd_urls or "file://registry.json"
 
     def table_filter(self) -> TableFilter:
         """The filter these options describe."""

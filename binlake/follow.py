@@ -95,7 +95,7 @@ class Follower:
         if self.clock is None:
             self.clock = UpdateClock.start(self.options)
         if self.presence is None:
-            self.presence = Presence(load_registry(self.options.registry, security=self.options.security),
+            self.presence = Presence(load_registry(self.options.registry_uri, security=self.options.security),
                                      DRAINER, self.options.node_id, self.advertise,
                                      labels={STATUS_ADDR_LABEL: self.status_addr})
         return self.presence, self.clock
@@ -126,7 +126,7 @@ class Follower:
                 sink.close()
             return saved if saved is not None else initial_ts(o, cluster_id)
         except Exception as e:  # noqa: BLE001 (the first run reports the sink's problem; register what is known)
-            registry = load_registry(o.registry, security=o.security)
+            registry = load_registry(o.registry_uri, security=o.security)
             try:
                 previous = registry.get_node(DRAINER, o.node_id)
             finally:

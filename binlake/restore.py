@@ -18,7 +18,6 @@ import time
 from typing import TYPE_CHECKING, TextIO
 
 from binlake.drain_config import DrainerConfig
-from ingest.config import ConfigError
 from sink.iceberg.plugin import catalog_for
 
 if TYPE_CHECKING:
@@ -29,6 +28,7 @@ if TYPE_CHECKING:
 def run_restore_command(options: DrainerConfig, ts: int, into: str, replace: bool = False,
                         out: TextIO = sys.stdout) -> dict[str, int]:
     """Restore the upstream at ``ts`` into ``into``; the rows restored per table (``db.table``)."""
+    from binlake.drain import upstream_status_url
     from sink.iceberg import lineage
     from sink.iceberg.checkpoint import CLUSTER_ID, MetaNamespace
     from sink.iceberg.pit import lake_range, table_at
@@ -37,14 +37,13 @@ def run_restore_command(options: DrainerConfig, ts: int, into: str, replace: boo
     from transform.history import SchemaHistory
     from transform.spark import spark_session
 
-    if not options.upstream.status_url:
-        raise ConfigError("restore needs [upstream] status-url / --upstream-status-url: the tables and their "
-                          "definitions at the ts come from the upstream's DDL history")
+    status_url = upstream_status_url(options, "restore reads the tables and their definitions at the ts from "
+                                              "the upstream's DDL history")
     catalog = catalog_for(options)
     lake_range(catalog).check(ts)
     props = MetaNamespace(catalog, read_only=True).properties()
     cluster_id = int(props.get(CLUSTER_ID, options.cluster_id or 0))
-    history = SchemaHistory.fetch(options.upstream.status_url)
+    history = SchemaHistory.fetch(status_url)
     filt = options.table_filter()
     if options.tables:   # exactly these (the ignore rules still apply)
         filt = dataclasses.replace(filt, do_dbs=(), do_tables=tuple(options.tables))

@@ -57,13 +57,14 @@ class PumpConfig(TomlModel):
     status_addr: Str = Field(default="127.0.0.1:8251", alias="status-addr")  # binlake: HTTP API on its own port
     data_dir: Str = Field(default="data.pump", alias="data-dir")
     pd_urls: UrlList = Field(default="http://127.0.0.1:2379", alias="pd-urls")
-    registry: Str = "file://registry.json"                         # binlake: file://PATH or etcd://HOST:PORT
+    registry: Str = ""   # binlake: file://PATH or etcd://HOST:PORT; "": PD's etcd at pd-urls, as TiDB Binlog's pump
     node_id: Str = Field(default="", alias="node-id")
     cluster_id: Int = Field(default=0, alias="cluster-id", ge=0)           # binlake: 0 = from PD (GetMembers)
     heartbeat_interval: Seconds = Field(default=2.0, alias="heartbeat-interval")
     gen_binlog_interval: Seconds = Field(default=3.0, alias="gen-binlog-interval")
     gc_retention: GCRetention = Field(default=7 * 86400.0, alias="gc")       # days or a duration; seconds here
-    upstream_status_url: Str = Field(default="", alias="upstream-status-url")  # binlake: TiDB status API
+    # binlake: TiDB's status API (lost commits); "": a TiDB alive in the registry (PD's etcd: ingest.topology)
+    upstream_status_url: Str = Field(default="", alias="upstream-status-url")
     max_txn_timeout: Seconds = Field(default=600.0, alias="max-txn-timeout")  # binlake (TiDB's maxTxnTimeoutSecond)
     max_message_size: Int = Field(default=MAX_MESSAGE_SIZE, alias="max-message-size", gt=0)
     # binlake: serve binlake.v1.PumpScan beside TiDB's binlog.Pump; false leaves only TiDB's protocol, as
@@ -73,6 +74,11 @@ class PumpConfig(TomlModel):
     log_level: Str = Field(default="info", alias="log-level")
     security: SecurityConfig = Field(default_factory=SecurityConfig)
     storage: StorageConfig = Field(default_factory=StorageConfig)
+
+    @property
+    def registry_uri(self) -> str:
+        """``registry``, else PD's etcd at ``pd-urls`` (where TiDB finds its pumps)."""
+        return self.registry or self.pd_urls
 
     @property
     def advertise(self) -> str:

@@ -19,6 +19,7 @@ from ingest.pump.server import ServerThread
 from ingest.pump.storage import Storage
 from ingest.registry import load_registry
 from ingest.registry.base import CLOSING, DRAINER, OFFLINE, ONLINE, PAUSED, PAUSING, Registry
+from ingest.topology import tidb_status_urls
 from ingest.tso import TSOClient, compose_ts, physical_ms
 from schemas import binlog_pb2
 from schemas.errors import retry
@@ -40,7 +41,7 @@ class Pump:
         self.options = options
         self.metrics = PumpMetrics()
         self.data_dir = Path(options.data_dir)
-        self.registry = registry or load_registry(options.registry, security=options.security)
+        self.registry = registry or load_registry(options.registry_uri, security=options.security)
         with datadir.opening(self.data_dir):
             self.data_dir.mkdir(parents=True, exist_ok=True)
             self.storage = Storage(self.data_dir, options.storage, resolver=self._resolve, metrics=self.metrics)
@@ -61,7 +62,8 @@ class Pump:
             options.upstream_status_url, read_prewrite=self._read_prewrite, write_commit=self._write_commit,
             latest_ts=lambda: self.latest_ts, max_txn_timeout=options.max_txn_timeout,
             on_query=self.metrics.query_upstream.inc,
-            on_result=lambda result: self.metrics.resolved.labels(result).inc())
+            on_result=lambda result: self.metrics.resolved.labels(result).inc(),
+            discover=lambda: tidb_status_urls(self.registry, https=options.security.enabled))
         self.node = Node(self.registry, self.node_id, options.advertise, options.status_addr,
                          max_commit_ts=lambda: self.storage.max_commit_ts, update_ts=lambda: self.latest_ts)
         self.stopping = False

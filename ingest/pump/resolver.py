@@ -38,6 +38,7 @@ class Decision:
 
 
 ROLLBACK_OP = 3
+DISCOVER_EVERY = 30.0   # seconds between lookups of a TiDB status port in the registry
 
 
 def decide(answer: dict[str, Any], start_ts: int) -> Decision:
@@ -78,8 +79,12 @@ class UpstreamResolver:
     def __init__(self, status_url: str, read_prewrite: Callable[[int], Any],
                  write_commit: Callable[[Any, int], None], latest_ts: Callable[[], int],
                  max_txn_timeout: float, on_query: Callable[[], None] = lambda: None,
-                 on_result: Callable[[str], None] = lambda result: None, timeout: float = 3.0) -> None:
-        self.status_url = status_url.rstrip("/")
+                 on_result: Callable[[str], None] = lambda result: None, timeout: float = 3.0,
+                 discover: Callable[[], list[str]] | None = None) -> None:
+        self._configured = status_url.rstrip("/")
+        self._discover = discover
+        self._found = ""
+        self._looked_at = -DISCOVER_EVERY
         self._read_prewrite = read_prewrite
         self._write_commit = write_commit
         self._latest_ts = latest_ts
@@ -89,6 +94,23 @@ class UpstreamResolver:
         self._timeout = timeout
         self._session = requests.Session()
         self._last_warning = 0.0
+
+    @property
+    def status_url(self) -> str:
+        """The upstream's status URL: the configured one, else one ``discover`` finds (a TiDB alive in
+        PD's etcd; asked at most every :data:`DISCOVER_EVERY` seconds); "" when there is none."""
+        if self._configured or self._discover is None:
+            return self._configured
+        now = time.monotonic()
+        if now - self._looked_at >= DISCOVER_EVERY:
+            self._looked_at = now
+            try:
+                urls = self._discover()
+            except Exception as exc:  # noqa: BLE001 (the registry may be briefly away: keep the last found)
+                log.warning("looking up a TiDB status port in the registry failed: %s", exc)
+                urls = [self._found] if self._found else []
+            self._found = urls[0].rstrip("/") if urls else ""
+        return self._found
 
     def query(self, prewrite_key: bytes, start_ts: int) -> Decision:
         """Ask the upstream about the transaction; UNKNOWN on any failure."""

@@ -12,7 +12,9 @@ import pyarrow as pa
 import pytest
 
 from ingest import binlog as bl
+from ingest.registry import load_registry
 from ingest.scan_client import ScanClient
+from ingest.topology import TOPOLOGY_PREFIX, tidb_status_urls
 from schemas import binlog_pb2
 from sink.iceberg.plugin import catalog_for as open_iceberg_catalog
 from tests.realtidb.conftest import RealCluster, drain_everywhere
@@ -106,6 +108,33 @@ def test_pumps_and_drains_learn_the_cluster_id_from_pd(real: RealCluster) -> Non
     report = real.drain(options)
     assert report["cluster_id"] == real.pd.cluster_id
     assert "1 table(s) compared, no differences" in real.verify(options, int(report["to_ts"]))
+
+
+def test_a_drainer_given_only_pd_urls_finds_the_pumps_and_tidb_in_pds_etcd(real: RealCluster) -> None:
+    """TiDB Binlog's drainer.toml names no registry and no status URL: the pumps are in PD's etcd and
+    so is each TiDB's status port (``/topology/tidb/<ip:port>/info`` with a live ``/ttl`` key). A
+    tidb-server on unistore announces nothing in etcd, so the test writes what one on TiKV writes."""
+    run(real, "rt_pd_only", ["CREATE TABLE t (id INT PRIMARY KEY)", "INSERT INTO t VALUES (1)"])
+    registry = load_registry(real.registry)
+    key = f"{TOPOLOGY_PREFIX}127.0.0.1:{real.tidb.port}"
+    info = {"version": "8.0.11-TiDB-v8.3.0", "git_hash": "", "ip": "127.0.0.1",
+            "status_port": real.tidb.status_port, "deploy_path": "/bin", "start_timestamp": int(time.time()),
+            "labels": {}}
+    try:
+        registry.put(f"{TOPOLOGY_PREFIX}10.0.0.9:4000/info", json.dumps(dict(info, ip="10.0.0.9")).encode())   # gone
+        registry.put(f"{key}/info", json.dumps(info).encode())
+        registry.put(f"{key}/ttl", str(time.time_ns()).encode())
+        assert tidb_status_urls(registry) == [real.tidb.status_url]
+        options = real.options("pd_only", ["rt_pd_only"])
+        options.registry = ""
+        options.upstream.status_url = ""
+        assert options.registry_uri == real.pd.url
+        report = real.drain(options)
+        assert report["tables"] and "1 table(s) compared, no differences" in real.verify(options, int(report["to_ts"]))
+    finally:
+        for k in (f"{key}/info", f"{key}/ttl", f"{TOPOLOGY_PREFIX}10.0.0.9:4000/info"):
+            registry.delete(k)
+        registry.close()
 
 
 @pytest.mark.every_tidb
