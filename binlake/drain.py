@@ -328,6 +328,7 @@ def _upstream_snapshot(options: DrainerConfig, ts: int,
                        allows: Callable[[str, str], bool]) -> dict[str, list[dict[str, Any]]]:
     """The upstream's tables at ``ts``, read over its MySQL port (``[upstream] dsn``)."""
     from sink.mysql.snapshot import read_snapshot
-    from sink.mysql.target import MySQLTarget
+    from sink.mysql.target import MySQLTarget, TLSFiles
 
-    return read_snapshot(MySQLTarget.from_dsn(options.upstream.dsn), ts, allows)
+    tls = TLSFiles.of(options.upstream.security, "[upstream.security]")
+    return read_snapshot(MySQLTarget.from_dsn(options.upstream.dsn, tls=tls), ts, allows)

@@ -83,6 +83,7 @@ class UpstreamSection(TomlModel):
 
     status_url: Str = Field(default="", alias="status-url")
     dsn: Str = ""                       # mysql://USER:PASS@HOST:4000
+    security: SecurityConfig = Field(default_factory=SecurityConfig)   # [upstream.security]: verified TLS to dsn
 
 
 class SyncerSection(TomlModel):

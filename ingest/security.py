@@ -35,11 +35,16 @@ class SecurityConfig(TomlModel):
         """True when a certificate and key are configured."""
         return bool(self.ssl_cert and self.ssl_key)
 
-    def _read(self, key: str, path: str) -> bytes:
+    @property
+    def verifies(self) -> bool:
+        """True when a database client uses verified TLS (``ssl-ca`` or a client certificate is set)."""
+        return bool(self.ssl_ca or self.enabled)
+
+    def _read(self, key: str, path: str, where: str = "[security]") -> bytes:
         try:
             return Path(path).read_bytes()
         except OSError as e:
-            raise ConfigError(f"[security] {key}: cannot read the file ({e.strerror})") from None
+            raise ConfigError(f"{where} {key}: cannot read the file ({e.strerror})") from None
 
     def _files(self) -> tuple[bytes | None, bytes, bytes]:
         ca = self._read("ssl-ca", self.ssl_ca) if self.ssl_ca else None
@@ -97,19 +102,35 @@ class SecurityConfig(TomlModel):
         self._load_chain(ctx)
         return ctx
 
-    def _load_chain(self, ctx: ssl.SSLContext) -> None:
+    def database_context(self, where: str) -> ssl.SSLContext:
+        """A client context for a MySQL-protocol server (MySQL, MariaDB, TiDB): its certificate checked
+        against ``ssl-ca`` (else the system's CAs) and its host name, this certificate presented when
+        set; ``where`` names the section in errors (``[syncer.to.security]``)."""
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)   # CERT_REQUIRED and check_hostname
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        if self.ssl_ca:
+            self._load_ca(ctx, where)
+        else:
+            ctx.load_default_certs()
+        if self.enabled:
+            self._load_chain(ctx, where)
+        elif self.ssl_cert or self.ssl_key:
+            raise ConfigError(f"{where}: ssl-cert and ssl-key go together; one of them is missing")
+        return ctx
+
+    def _load_chain(self, ctx: ssl.SSLContext, where: str = "[security]") -> None:
         for key, path in (("ssl-cert", self.ssl_cert), ("ssl-key", self.ssl_key)):
-            self._read(key, path)   # a missing file is named by its key, not by ssl's errno
+            self._read(key, path, where)   # a missing file is named by its key, not by ssl's errno
         try:
             ctx.load_cert_chain(self.ssl_cert, self.ssl_key)
         except ssl.SSLError as e:
-            raise ConfigError(f"[security] ssl-cert/ssl-key: not a certificate and its key ({e.reason})") from None
+            raise ConfigError(f"{where} ssl-cert/ssl-key: not a certificate and its key ({e.reason})") from None
 
-    def _load_ca(self, ctx: ssl.SSLContext) -> None:
+    def _load_ca(self, ctx: ssl.SSLContext, where: str = "[security]") -> None:
         try:
-            ctx.load_verify_locations(cadata=self._read("ssl-ca", self.ssl_ca).decode("ascii", "replace"))
+            ctx.load_verify_locations(cadata=self._read("ssl-ca", self.ssl_ca, where).decode("ascii", "replace"))
         except ssl.SSLError as e:
-            raise ConfigError(f"[security] ssl-ca: not a PEM certificate ({e.reason})") from None
+            raise ConfigError(f"{where} ssl-ca: not a PEM certificate ({e.reason})") from None
 
     # -- who may call ----------------------------------------------------------------------------
 

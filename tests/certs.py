@@ -49,15 +49,17 @@ class Authority:
         self.pem = root / f"{name}.pem"
         self.pem.write_bytes(self.cert.public_bytes(serialization.Encoding.PEM))
 
-    def issue(self, cn: str) -> Pair:
-        """A certificate for ``cn``, valid for 127.0.0.1 and localhost, as server and as client."""
+    def issue(self, cn: str, ip: bool = True) -> Pair:
+        """A certificate for ``cn``, valid for localhost and (``ip``) 127.0.0.1, as server and as client."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = dt.datetime.now(dt.UTC)
+        names: list[x509.GeneralName] = [x509.DNSName("localhost")]
+        if ip:
+            names.insert(0, x509.IPAddress(ipaddress.ip_address("127.0.0.1")))
         cert = (x509.CertificateBuilder().subject_name(_name(cn)).issuer_name(self.cert.subject)
                 .public_key(key.public_key()).serial_number(x509.random_serial_number())
                 .not_valid_before(now - dt.timedelta(hours=1)).not_valid_after(now + dt.timedelta(days=2))
-                .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                                                            x509.DNSName("localhost")]), critical=False)
+                .add_extension(x509.SubjectAlternativeName(names), critical=False)
                 .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH,
                                                       ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
                 .sign(self.key, hashes.SHA256()))

@@ -422,9 +422,9 @@ class MariaDBServer(MariaDBProcess):
 
     USER, PASSWORD = "binlake", "maria-test-Secret-73"
 
-    def __init__(self) -> None:
+    def __init__(self, options: tuple[str, ...] = ()) -> None:
         ensure_mariadb_installed()
-        super().__init__(Path(tempfile.mkdtemp(prefix="binlake-maria-")), self.USER, self.PASSWORD)
+        super().__init__(Path(tempfile.mkdtemp(prefix="binlake-maria-")), self.USER, self.PASSWORD, options=options)
 
     def connect(self, database: str | None = None) -> object:
         """A pymysql connection as ``binlake`` (autocommit on)."""

@@ -39,7 +39,7 @@ KINDS: dict[str, dict[str, bool]] = {
     "sink.registry": {"UnknownSinkError": False},
     "sink.mysql.loader": {"ApplyError": False},
     "sink.mysql.relay": {"RelayLogError": False},
-    "sink.mysql.target": {"MySQLTargetError": True},
+    "sink.mysql.target": {"MySQLTargetError": True, "MySQLTLSError": False},
     "sink.mysql.checkpoint": {"CheckpointFormatError": False},
     "sink.mysql.snapshot": {"UpstreamSnapshotError": True},
     "sink.parquet.files": {"ParquetSinkError": False, "CorruptStateError": False, "ClusterMismatchError": False,

@@ -193,10 +193,11 @@ class MariaDBProcess:
     ``stop``, or use it as a context manager; ``dsn`` is what ``--to-dsn`` takes."""
 
     def __init__(self, directory: Path, user: str = "binlake", password: str = "binlake-demo",
-                 port: int = 0) -> None:
+                 port: int = 0, options: tuple[str, ...] = ()) -> None:
         self.dir = directory
         self.user, self.password = user, password
         self.port = port or free_port()
+        self.options = options      # more mariadbd options (--ssl-cert=…)
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -227,7 +228,7 @@ class MariaDBProcess:
             self.proc = subprocess.Popen(
                 [server, "--no-defaults", f"--datadir={data}", f"--socket={sock}", f"--port={self.port}",
                  "--bind-address=127.0.0.1", "--user=root", f"--pid-file={self.dir / 'mysqld.pid'}",
-                 "--innodb-buffer-pool-size=128M", "--skip-name-resolve", "--max-connections=500"],
+                 "--innodb-buffer-pool-size=128M", "--skip-name-resolve", "--max-connections=500", *self.options],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + timeout
         while True:

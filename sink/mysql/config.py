@@ -9,6 +9,7 @@ from pydantic import BeforeValidator, Field
 
 from ingest.config import Bool, ByteSize, ConfigError, Duration, Int, Str, TomlModel, noted, refused, settings_table
 from ingest.encrypt import decrypt
+from ingest.security import SecurityConfig
 
 DEFAULT_MAX_FILE_SIZE = 10 * 1024 * 1024   # TiDB Binlog's relay log file size
 
@@ -62,9 +63,8 @@ class ToSection(TomlModel):
     params: Annotated[dict[str, str], BeforeValidator(lambda v: settings_table(v, "session variables"))] = \
         Field(default_factory=dict)
     checkpoint: CheckpointSection = Field(default_factory=CheckpointSection)
-    security: dict[str, Any] = refused("security", "verified TLS to the downstream is not built yet; without "
-                                                   "this section binlake uses TLS when the server offers it, "
-                                                   "certificates unchecked", default={}, matches={})
+    # TLS to the downstream, verified (CA and host name); without it, TLS when the server offers it, unchecked
+    security: SecurityConfig = Field(default_factory=SecurityConfig)
     # other db-types' keys, which TiDB Binlog's files carry beside these
     dir: Str = noted("dir", _FILE, default="", matches="")
     retention_time: Int = noted("retention-time", _FILE, default=0, matches=0)

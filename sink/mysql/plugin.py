@@ -16,28 +16,33 @@ if TYPE_CHECKING:
     from sink.mysql.target import MySQLTarget
 
 
+TO_SECURITY = "[syncer.to.security]"
+
+
 def target_of(settings: MySQLSettings) -> MySQLTarget:
     """The ``[syncer.to]`` downstream (``dsn`` over host/port/user/password or password-file)."""
-    from sink.mysql.target import MySQLTarget
+    from sink.mysql.target import MySQLTarget, TLSFiles
 
     to = settings.to
     params = dict(to.params)
     if settings.sql_mode and not any(k.lower() == "sql_mode" for k in params):
         params["sql_mode"] = settings.sql_mode      # TiDB Binlog's [syncer] sql-mode, on the downstream session
+    tls = TLSFiles.of(to.security, TO_SECURITY)
     if to.dsn:
-        return MySQLTarget.from_dsn(to.dsn, params=params, read_timeout=to.read_timeout)
-    return MySQLTarget(to.host, to.port, to.user, to.secret(), params, to.read_timeout)
+        return MySQLTarget.from_dsn(to.dsn, params=params, read_timeout=to.read_timeout, tls=tls)
+    return MySQLTarget(to.host, to.port, to.user, to.secret(), params, to.read_timeout, tls)
 
 
 class MySQLVerifier(Verifier):
     """A MySQL downstream compared at its checkpoint row's ts (or the one asked for)."""
 
     def __init__(self, settings: MySQLSettings, cluster_id: int | None, dsn: str) -> None:
-        from sink.mysql.target import MySQLTarget
+        from sink.mysql.target import MySQLTarget, TLSFiles
 
         self.settings = settings
         self.cluster_id = cluster_id
-        self.conn: Any = MySQLTarget.from_dsn(dsn, params=settings.to.params).connect()
+        self.conn: Any = MySQLTarget.from_dsn(dsn, params=settings.to.params,
+                                              tls=TLSFiles.of(settings.to.security, TO_SECURITY)).connect()
         self._notes: list[str] = []
 
     def checkpoint(self) -> int | None:

@@ -30,7 +30,7 @@ from sink.mysql.ddl import plan_ddl
 from sink.mysql.loader import ApplyError
 from sink.mysql.sink import MySQLOptions, MySQLSink
 from sink.mysql.statements import TargetTable, insert_statements, literal_sql_mode, quote
-from sink.mysql.target import MySQLTarget
+from sink.mysql.target import MySQLTarget, TLSFiles
 from sink.restore import RestoreError, RestorePlan, RestoreTarget, RowWriter, WriterSession
 from transform import changes as ch
 
@@ -83,10 +83,11 @@ class MySQLRestore(RestoreTarget):
 
     @classmethod
     def from_uri(cls, uri: str, lake: Catalog, options: Any = None) -> MySQLRestore:
-        from sink.mysql.plugin import SPEC
+        from sink.mysql.plugin import SPEC, TO_SECURITY
 
-        settings = SPEC.settings(options) if options is not None else None
-        return cls(MySQLTarget.from_dsn(uri), urlsplit(uri).scheme == "tidb", settings)
+        settings = SPEC.settings(options) if options is not None else MySQLSettings()
+        tls = TLSFiles.of(settings.to.security, TO_SECURITY)   # the restore target is the MySQL sink's kind
+        return cls(MySQLTarget.from_dsn(uri, tls=tls), urlsplit(uri).scheme == "tidb", settings)
 
     def describe(self) -> str:
         return f"{'tidb' if self.tidb else 'mysql'}://{self.target.describe()}"

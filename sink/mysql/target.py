@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from ingest.security import SecurityConfig
 from sink.errors import SinkError
 from sink.redact import redact_uri
 
@@ -17,6 +18,30 @@ class MySQLTargetError(SinkError):
     Transient: mostly a connection or a checkpoint-table read that failed."""
 
     transient = True
+
+
+class MySQLTLSError(MySQLTargetError):
+    """Verified TLS to the destination failed: its certificate is not signed by the configured CA,
+    does not name the host, or it does not speak TLS (terminal: retrying changes nothing)."""
+
+    transient = False
+
+
+@dataclass(frozen=True)
+class TLSFiles:
+    """Verified TLS for a MySQL-protocol connection: ``[…security]``'s files, and that section's name."""
+
+    ssl_ca: str = ""
+    ssl_cert: str = ""
+    ssl_key: str = ""
+    where: str = "[syncer.to.security]"
+
+    @classmethod
+    def of(cls, security: SecurityConfig, where: str) -> TLSFiles | None:
+        """The files of ``security`` when it asks for verified TLS (a CA or a client certificate), else None."""
+        if not security.verifies:
+            return None
+        return cls(security.ssl_ca, security.ssl_cert, security.ssl_key, where)
 
 
 @dataclass(frozen=True)
@@ -29,6 +54,7 @@ class MySQLTarget:
     password: str = field(default="", repr=False)
     params: dict[str, str] = field(default_factory=dict)
     read_timeout: float = 60.0
+    tls: TLSFiles | None = None   # verified TLS; None: TLS when the server offers it, certificate unchecked
 
     @classmethod
     def from_dsn(cls, dsn: str, **defaults: Any) -> MySQLTarget:
@@ -53,12 +79,15 @@ class MySQLTarget:
         """A new pymysql connection (autocommit off, utf8mb4, UTC session time zone, ``params`` set)."""
         import pymysql
 
+        tls = {"ssl": _verified_tls(self.tls)} if self.tls else {}
         try:
             conn = _connection_class()(host=self.host, port=self.port, user=self.user, password=self.password,
                                    database=database, charset="utf8mb4", autocommit=False,
                                    read_timeout=self.read_timeout, write_timeout=self.read_timeout,
-                                   connect_timeout=10, init_command="SET time_zone = '+00:00'")
+                                   connect_timeout=10, init_command="SET time_zone = '+00:00'", **tls)
         except pymysql.Error as e:
+            if self.tls and ("SSL" in str(e) or "certificate" in str(e).lower()):
+                raise MySQLTLSError(f"verified TLS to {self.describe()} failed ({self.tls.where}): {e}") from None
             raise MySQLTargetError(f"cannot connect to {self.describe()}: {e}") from None
         if self.params:
             with conn.cursor() as cur:
@@ -76,6 +105,13 @@ def _preferred_tls() -> ssl.SSLContext:
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE
     return ctx
+
+
+@functools.cache
+def _verified_tls(files: TLSFiles) -> ssl.SSLContext:
+    """The verifying context of ``files`` (built once per process: see :func:`_connection_class`)."""
+    security = SecurityConfig(ssl_ca=files.ssl_ca, ssl_cert=files.ssl_cert, ssl_key=files.ssl_key)
+    return security.database_context(files.where)
 
 
 @functools.cache

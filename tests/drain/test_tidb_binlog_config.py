@@ -139,7 +139,7 @@ def test_every_drainer_key_loads_for_every_db_type(tmp_path: Path, db_type: str)
     ("[syncer.binlog-filter-rule.r1]\nignore-event = ['all dml']", "binlog-filter-rule = .* is not supported"),
     ("[syncer.to]\nsync-mode = 2", "sync-mode = 2 is not supported: only 1 \\(SyncFullColumn\\)"),
     ("[syncer.to.checkpoint]\nhost = 'cp-db'", "host = 'cp-db' is not supported: a checkpoint in another database"),
-    ("[syncer.to.security]\nssl-ca = '/ca.pem'", "security = .* is not supported: verified TLS to the downstream"),
+    ("[syncer.to.checkpoint.security]\nssl-ca = '/ca.pem'", "security = .* is not supported: a checkpoint in another"),
     ("[syncer]\ndb-type = 'pb'", "db-type 'pb' is not supported: TiDB Binlog's protobuf files"),
     ("[syncer]\nreplicate-do-db = ['~(']", "filter pattern '~\\(' is not a valid regular expression"),
     ("initial-commit-ts = -2", "greater than or equal to -1"),
