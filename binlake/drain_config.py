@@ -96,8 +96,6 @@ class SyncerSection(TomlModel):
     ignore_schemas: StringList = Field(default_factory=lambda: list(DEFAULT_IGNORE_SCHEMAS), alias="ignore-schemas")
     ignore_table: DBTables = Field(default_factory=list, alias="ignore-table")
     # TiDB Binlog's other [syncer] keys
-    sync_ddl: Bool = refused("sync-ddl", "not running DDL on the downstream is not built yet", default=True,
-                             matches=True)
     loopback_control: Bool = refused("loopback-control", "two-way replication (TiDB Binlog's mark table) is not "
                                                           "built yet", default=False, matches=False)
     channel_id: Int = Field(default=0, alias="channel-id")   # TiDB Binlog's: used with loopback-control only
@@ -164,7 +162,11 @@ class DrainerBase(TomlModel):
 
     def validate_config(self) -> None:
         self.table_filter()   # a filter pattern that is not a regex is refused now, not at the first table
-        if getattr(self.syncer, "ignore_txn_commit_ts", None) and not self.sink_spec().capabilities.skips_commit_ts:
+        caps = self.sink_spec().capabilities
+        if not getattr(self.syncer, "sync_ddl", True) and not caps.replays_ddl:
+            raise ValueError(f"[syncer] sync-ddl = false is for db-type mysql and tidb: a {self.syncer.db_type} "
+                             f"sink's tables follow the upstream's DDL history")
+        if getattr(self.syncer, "ignore_txn_commit_ts", None) and not caps.skips_commit_ts:
             raise ValueError(f"[syncer] ignore-txn-commit-ts is honoured by db-type mysql and tidb only: a "
                              f"{self.syncer.db_type} run would apply those transactions")
 

@@ -109,6 +109,8 @@ class MySQLSettings(TomlModel):
     txn_batch: Int = Field(default=20, alias="txn-batch", ge=1)
     worker_count: Int = Field(default=16, alias="worker-count", ge=1)
     safe_mode: Bool = Field(default=False, alias="safe-mode")
+    # TiDB Binlog's: false runs no DDL on the downstream (its tables are managed there; the checkpoint moves on)
+    sync_ddl: Bool = Field(default=True, alias="sync-ddl")
     # TiDB Binlog's: the upstream's sql_mode, set on every downstream session (unless [syncer.to.params] has one)
     sql_mode: Str = Field(default="", alias="sql-mode")
     ignore_txn_commit_ts: Annotated[list[int], BeforeValidator(_ints)] = Field(default_factory=list,

@@ -309,18 +309,22 @@ class MySQLSink(Sink):
 
     def apply_ddl(self, ddl: ch.DDLJob) -> bool:
         """Run one DDL job as a run would (filtered, rewritten for MySQL, "already done" errors
-        ignored), outside any run; False when it is skipped."""
-        return self._apply_ddl(ddl, {}, None)
+        ignored), outside any run and whatever ``sync-ddl`` says (restore builds tables with it);
+        False when it is skipped."""
+        return self._apply_ddl(ddl, {}, None, in_run=False)
 
     def _apply_ddl(self, ddl: ch.DDLJob, reports: dict[str, TableReport], relay: RelayLog | None,
-                   relay_ts: int = 0) -> bool:
-        """Run one DDL job (filtered, rewritten for MySQL); False when it is skipped. ``relay_ts``: the
-        ts its relay-log record carries when that is not its own commit ts (a DDL run before the
-        transaction at ``relay_ts + 1`` that needed it: relay recovery must not move the checkpoint
-        past what it applied)."""
+                   relay_ts: int = 0, in_run: bool = True) -> bool:
+        """Run one DDL job (filtered, rewritten for MySQL); False when it is skipped, or when a run's
+        ``sync-ddl`` is false. ``relay_ts``: the ts its relay-log record carries when that is not its
+        own commit ts (a DDL run before the transaction at ``relay_ts + 1`` that needed it: relay
+        recovery must not move the checkpoint past what it applied)."""
         job = ddl.job
         stmt = plan_ddl(job, self.options.table_filter, self.options.tidb, ddl.commit_ts)
         name = f"{job.schema_name}.{job.table_name}" if job.table_name else job.schema_name
+        if in_run and not stmt.skip and not self.options.settings.sync_ddl:
+            log.info("DDL at %d not run on the downstream (sync-ddl = false): %s", ddl.commit_ts, job.query)
+            return False
         if stmt.skip:
             log.info("DDL at %d skipped (%s): %s", ddl.commit_ts, stmt.skip, job.query)
             return False

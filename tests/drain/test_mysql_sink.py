@@ -353,3 +353,25 @@ def test_a_bigint_unsigned_primary_key_above_int64_replicates_to_iceberg_and_mys
     assert maria.query("SELECT id, v FROM test.big ORDER BY id") == [
         (0, "v0"), ((1 << 63) - 1, "v1"), (1 << 63, "changed"), ((1 << 64) - 1, "v3")]
     assert "test.big" in verify_mysql(env, o)
+
+
+def test_sync_ddl_false_runs_no_ddl_on_the_downstream(env: Env, maria: MariaDBServer) -> None:
+    """TiDB Binlog's ``sync-ddl = false``: the downstream's tables are managed there; rows still
+    arrive (also into a table whose DDL was not run), and the checkpoint moves past the DDL."""
+    o = mysql_options(env, maria, sync_ddl=False)
+    conn: Any = maria.connect()
+    with conn.cursor() as cur:
+        cur.execute("CREATE DATABASE test")
+        cur.execute("CREATE TABLE test.kept (id INT PRIMARY KEY, v VARCHAR(8), extra INT DEFAULT 7)")
+    conn.close()
+    env.sql("create table kept (id int primary key, v varchar(8))")
+    env.sql("insert into kept values (1, 'a'), (2, 'b')")
+    env.sql("alter table kept add index iv (v)")
+    env.sql("create table other (id int primary key)")
+    report = env.drain(o)
+    assert maria.query("SELECT id, v, extra FROM test.kept ORDER BY id") == [(1, "a", 7), (2, "b", 7)]
+    assert maria.query("SELECT COUNT(*) FROM information_schema.statistics WHERE table_schema = 'test' "
+                       "AND index_name = 'iv'")[0][0] == 0
+    assert maria.query("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'test' "
+                       "AND table_name = 'other'")[0][0] == 0
+    assert checkpoint_row(maria, env.cluster.cluster_id)["commitTS"] == report["to_ts"]
