@@ -214,8 +214,9 @@ def _drain(options: DrainerConfig, from_ts: int | None, to_ts: int | None, dry_r
         stages["spark-start"] = time.perf_counter() - t0
         spark_run = SparkRun(master=options.spark.master,
                              settings=settings_in_force(spark, options.spark.master, options.spark.conf))
+        skip = frozenset() if caps.skips_commit_ts else frozenset(getattr(options.syncer, "ignore_txn_commit_ts", ()))
         result = run_drain(spark, plan, history, options.table_filter(), options.spark.splits_per_pump,
-                           progress=ConsoleProgress(out), per_transaction=caps.per_transaction)
+                           progress=ConsoleProgress(out), per_transaction=caps.per_transaction, skip_commit_ts=skip)
         stages.update(result.stages)
         t0 = time.perf_counter()
         try:

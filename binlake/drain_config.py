@@ -166,9 +166,6 @@ class DrainerBase(TomlModel):
         if not getattr(self.syncer, "sync_ddl", True) and not caps.replays_ddl:
             raise ValueError(f"[syncer] sync-ddl = false is for db-type mysql and tidb: a {self.syncer.db_type} "
                              f"sink's tables follow the upstream's DDL history")
-        if getattr(self.syncer, "ignore_txn_commit_ts", None) and not caps.skips_commit_ts:
-            raise ValueError(f"[syncer] ignore-txn-commit-ts is honoured by db-type mysql and tidb only: a "
-                             f"{self.syncer.db_type} run would apply those transactions")
 
     @property
     def registry_uri(self) -> str:

@@ -33,7 +33,8 @@ class Capabilities:
     verify: bool = False                # ``binlake verify`` can compare what it holds with the upstream
     recovery_without_upstream: bool = False   # :meth:`SinkSpec.recover` can run while the upstream is down
     replays_ddl: bool = False           # runs each DDL statement downstream (else it rebuilds tables from rows)
-    skips_commit_ts: bool = False       # leaves out the transactions [syncer] ignore-txn-commit-ts names
+    skips_commit_ts: bool = False       # leaves out [syncer] ignore-txn-commit-ts itself, DDL too (else the drain
+                                        # leaves out those transactions and refuses a DDL among them)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ Stages (each timed in :attr:`DrainResult.stages`):
 """
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections import defaultdict
@@ -62,6 +63,8 @@ T = TypeVar("T")
 # transactions whose pairs (start_ts, commit_ts, source: ~40 bytes each) are broadcast to the decode
 # tasks; a range with more shuffles its prewrites instead (the driver builds the broadcast)
 BROADCAST_PAIRS = 1_000_000
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -129,11 +132,13 @@ def _pull(spark: SparkSession, plan: Plan, splits: int) -> DataFrame:
 
 def run_drain(spark: SparkSession, plan: Plan, history: SchemaHistory, table_filter: TableFilter | None = None,
               splits_per_pump: int = 1, progress: StageProgress | None = None,
-              per_transaction: bool = False) -> DrainResult:
+              per_transaction: bool = False, skip_commit_ts: frozenset[int] = frozenset()) -> DrainResult:
     """Run the Spark stages of one range and return its changes (nothing is written here);
     ``progress`` hears of each stage. Each pump's range is cut into at least ``splits_per_pump``
     pull tasks, and into enough for one task per core of the cluster (Spark's default parallelism).
-    ``per_transaction``: the frame's records are each one transaction's rows of one table."""
+    ``per_transaction``: the frame's records are each one transaction's rows of one table.
+    ``skip_commit_ts``: transactions left out (TiDB Binlog's ``ignore-txn-commit-ts``); a DDL job's
+    binlog among them is a :class:`DrainError` (the tables follow the DDL history)."""
     table_filter = table_filter or TableFilter()
     stages = _Stages(progress)
     batch = ch.RunBatch(plan.cluster_id, plan.from_ts, plan.to_ts, uuid.uuid4().hex[:16],
@@ -145,7 +150,8 @@ def run_drain(spark: SparkSession, plan: Plan, history: SchemaHistory, table_fil
     # what only the stages read (the pulled and paired checkpoints, the decode context) is deleted
     # when they end, also when one fails; the decoded rows when the sinks have written them
     with ExitStack() as scratch:
-        release = _stages(spark, plan, history, table_filter, splits_per_pump, stages, result, scratch)
+        release = _stages(spark, plan, history, table_filter, splits_per_pump, stages, result, scratch,
+                          skip_commit_ts)
     result.release = release
     return result
 
@@ -157,8 +163,8 @@ def _kept(scratch: ExitStack, checkpointed: tuple[DataFrame, Callable[[], None]]
 
 
 def _stages(spark: SparkSession, plan: Plan, history: SchemaHistory, table_filter: TableFilter,
-            splits_per_pump: int, stages: _Stages, result: DrainResult, scratch: ExitStack
-            ) -> Callable[[], None]:
+            splits_per_pump: int, stages: _Stages, result: DrainResult, scratch: ExitStack,
+            skip_commit_ts: frozenset[int] = frozenset()) -> Callable[[], None]:
     """Pull, pair, decode and collect into ``result``; returns what deletes the decoded rows."""
     batch = result.batch
     # prewrites are decoded in the task that pulled them: at least one pull task per core of the cluster
@@ -184,6 +190,14 @@ def _stages(spark: SparkSession, plan: Plan, history: SchemaHistory, table_filte
         return pairs.count(), [r["start_ts"] for r in rows if r["source"] is None]
 
     txn_count, lost = stages.run("pair", missing, lambda v: f"{len(v[1])} commits need their prewrite looked up")
+    skipped_ddl = sorted(job for job, ts in ddl_commits.items() if ts in skip_commit_ts)
+    if skipped_ddl:
+        raise DrainError(f"ignore-txn-commit-ts names the DDL binlog of job {skipped_ddl[0]} (commit ts "
+                         f"{ddl_commits[skipped_ddl[0]]}): this sink's tables follow the DDL history, so a DDL cannot "
+                         f"be left out; remove that ts")
+    if skip_commit_ts:
+        log.warning("leaving out the transactions committed at %s (ignore-txn-commit-ts)", sorted(skip_commit_ts))
+        pairs = pairs.where(~F.col("commit_ts").isin(sorted(skip_commit_ts)))
     if lost:
         found = lookup_prewrites([p.addr for p in plan.pumps if p.protocol == PUMP_SCAN], plan.cluster_id, lost,
                                  plan.security)

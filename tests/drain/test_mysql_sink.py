@@ -375,3 +375,42 @@ def test_sync_ddl_false_runs_no_ddl_on_the_downstream(env: Env, maria: MariaDBSe
     assert maria.query("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'test' "
                        "AND table_name = 'other'")[0][0] == 0
     assert checkpoint_row(maria, env.cluster.cluster_id)["commitTS"] == report["to_ts"]
+
+
+def test_ignore_txn_commit_ts_leaves_out_those_transactions_in_every_sink(env: Env, maria: MariaDBServer) -> None:
+    """TiDB Binlog's ``ignore-txn-commit-ts``: the MySQL sink skips those transactions (DDL too); the
+    lake sinks leave out those transactions and refuse a DDL's ts, since their tables follow the DDL
+    history. The commit ts are read back from the pumps."""
+    from sink.parquet.files import read_changelog
+    from tests.upstream.binlogs import committed
+    from transform.drain import DrainError
+
+    env.sql("create table ig (id int primary key, v int)")
+    for i in (1, 2, 3):
+        env.sql(f"insert into ig values ({i}, {i})")
+    env.sql("alter table ig add column w int")
+    to_ts = env.settle()
+    txns = committed(env.pumps, env.cluster.cluster_id, to_ts)
+    ddl_ts = [t.commit_ts for t in txns if t.prewrite.ddl_job_id]
+    dml_ts = [t.commit_ts for t in txns if not t.prewrite.ddl_job_id]
+    second_ts, alter_ts = dml_ts[-2], ddl_ts[-1]          # insert (2, 2); the ALTER
+
+    pq = env.options.model_copy(deep=True)
+    pq.syncer.db_type = "parquet"
+    pq.parquet.dir = str(env.root / "ig-cdc")
+    pq.data_dir = str(env.root / "ig-pq")
+    pq.syncer.ignore_txn_commit_ts = [second_ts]
+    env.drain(pq, to_ts=to_ts)
+    assert sorted(r["id"] for r in read_changelog(pq.parquet.dir, "test", "ig").to_pylist()) == [1, 3]
+
+    o = mysql_options(env, maria, ignore_txn_commit_ts=[second_ts, alter_ts])
+    env.drain(o, to_ts=to_ts)
+    assert maria.query("SELECT id FROM test.ig ORDER BY id") == [(1,), (3,)]
+    assert [c for (c,) in maria.query("SELECT column_name FROM information_schema.columns WHERE "
+                                      "table_schema = 'test' AND table_name = 'ig'")] == ["id", "v"]   # no ALTER
+
+    pq.parquet.dir, pq.data_dir = str(env.root / "ig-cdc2"), str(env.root / "ig-pq2")
+    pq.syncer.ignore_txn_commit_ts = [alter_ts]
+    with pytest.raises(DrainError, match=r"ignore-txn-commit-ts names the DDL binlog of job \d+ \(commit ts "
+                                         rf"{alter_ts}\).*remove that ts"):
+        env.drain(pq, to_ts=to_ts)

@@ -151,13 +151,6 @@ def test_keys_binlake_would_get_wrong_are_refused_with_the_reason(tmp_path: Path
         load_config(DrainerConfig, f, {})
 
 
-def test_ignore_txn_commit_ts_is_refused_where_no_sink_honours_it() -> None:
-    with pytest.raises(ConfigError, match="ignore-txn-commit-ts is honoured by db-type mysql and tidb only"):
-        load_config(DrainerConfig, None, {"syncer.db-type": "iceberg", "syncer.ignore-txn-commit-ts": [5]})
-    assert load_config(DrainerConfig, None, {"syncer.db-type": "mysql",
-                                             "syncer.ignore-txn-commit-ts": [5]}).syncer.ignore_txn_commit_ts == [5]
-
-
 def test_sql_mode_is_the_downstream_sessions_unless_params_set_one() -> None:
     o = load_config(DrainerConfig, None, {"syncer.db-type": "mysql", "syncer.sql-mode": "ANSI_QUOTES"})
     assert target_of(o.syncer).params["sql_mode"] == "ANSI_QUOTES"
