@@ -147,11 +147,11 @@ def run_drain_command(options: DrainerConfig, from_ts: int | None = None, to_ts:
     except Exception:
         if not dry_run:
             metrics.failed()
-            metrics.publish(options.data_dir, options.metrics_addr, options.cluster_id or None)
+            metrics.publish(options.data_dir, options.metrics_addr, options.cluster_id or None, options.node_id)
         raise
     if not dry_run:
         metrics.succeeded(report)
-        metrics.publish(options.data_dir, options.metrics_addr, report.cluster_id)
+        metrics.publish(options.data_dir, options.metrics_addr, report.cluster_id, options.node_id)
     return report
 
 

@@ -27,7 +27,6 @@ from typing import Any, TextIO
 
 import grpc
 from google.protobuf.message import DecodeError
-from prometheus_client import generate_latest
 
 from binlake.drain import cluster_id_of, initial_ts, open_sink, run_drain_command
 from binlake.drain_config import DrainerConfig
@@ -249,7 +248,7 @@ def _handler(follower: Follower) -> type[GuardedHandler]:
                 self._send(200, json.dumps(follower.status()).encode())
             elif self.path == "/metrics":
                 follower.metrics.observe_checkpoint(follower.checkpoint)
-                self._send(200, generate_latest(follower.metrics.registry), "text/plain; version=0.0.4")
+                self._send(200, follower.metrics.render(), "text/plain; version=0.0.4")
             else:
                 self._send(404, b'{"message": "not found"}')
 

@@ -1,12 +1,16 @@
 """The Drainer's Prometheus metrics: every run writes them to ``DATA_DIR/metrics.prom`` (for a
 node-exporter textfile collector) and, with ``metrics-addr`` / ``--pushgateway URL``, pushes them to a
-Pushgateway (job ``binlake_drain``, grouped by cluster id); follow mode also serves them on
-``/metrics``.
+Pushgateway as TiDB Binlog's drainer does (job ``binlog``, grouped by ``instance`` = the drainer's
+node id, plus ``cluster_id``); follow mode also serves them on ``/metrics``.
 
-Names follow TiDB Binlog's drainer where it has one (``binlog_drainer_checkpoint_tso``,
-``binlog_drainer_checkpoint_delay_seconds``, ``binlog_drainer_event_total{type}``); the per-run
-figures it has no name for are ``binlake_drain_last_run_*`` gauges (the batch-job convention: the
-values of the last run, with its outcome and end time), ``binlake_drain_runs_total{outcome}``, and
+TiDB Binlog's drainer metrics its Grafana dashboard and alert rules read, with its names, types and
+labels (``ingest.metrics_text``): ``binlog_drainer_checkpoint_tso`` (physical ms),
+``binlog_drainer_checkpoint_delay_seconds`` (a histogram, observed as each run ends),
+``binlog_drainer_event{type}`` (Insert/Update/Delete/DDL, no ``_total``),
+``binlog_drainer_ddl_jobs_total``, ``binlog_drainer_pump_position{nodeID}`` (each pump's watermark
+when planned, physical ms). The per-run figures it has no name for are ``binlake_drain_last_run_*``
+gauges (the batch-job convention: the values of the last run, with its outcome and end time),
+``binlake_drain_checkpoint_delay_seconds`` (the delay now), ``binlake_drain_runs_total{outcome}``, and
 ``binlake_drain_stale_row_changes_total``: row changes dropped because they were written to a table
 id truncated away or dropped before they committed (TiDB shows them to nobody; alert on a rise).
 """
@@ -16,14 +20,15 @@ import logging
 import time
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, push_to_gateway, write_to_textfile
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from binlake.report import PlanReport, RunReport
+from ingest.metrics_text import DELAY_BUCKETS, GoCounter, push, render
 
 log = logging.getLogger(__name__)
 
 TEXTFILE = "metrics.prom"
-JOB = "binlake_drain"
+JOB = "binlog"   # TiDB Binlog's Pushgateway job
 _OPS = {"I": "Insert", "U": "Update", "D": "Delete"}
 
 
@@ -39,9 +44,15 @@ class DrainerMetrics:
         self.registry = CollectorRegistry()
         r = self.registry
         self.checkpoint_tso = Gauge("binlog_drainer_checkpoint_tso", "checkpoint tso (physical ms)", registry=r)
-        self.checkpoint_delay = Gauge("binlog_drainer_checkpoint_delay_seconds",
-                                      "seconds between now and the checkpoint's physical time", registry=r)
-        self.events = Counter("binlog_drainer_event", "row changes and DDLs applied", ["type"], registry=r)
+        self.checkpoint_delay = Histogram("binlog_drainer_checkpoint_delay_seconds",
+                                          "how far the checkpoint lags behind now, observed as each run ends",
+                                          registry=r, buckets=DELAY_BUCKETS)
+        self.delay_now = Gauge("binlake_drain_checkpoint_delay_seconds",
+                               "seconds between now and the checkpoint's physical time", registry=r)
+        self.events = GoCounter("binlog_drainer_event", "row changes and DDLs applied", ["type"], registry=r)
+        self.ddl_jobs = Counter("binlog_drainer_ddl_jobs_total", "DDL jobs applied", registry=r)
+        self.pump_position = Gauge("binlog_drainer_pump_position", "each pump's watermark when the last run "
+                                   "planned (physical ms)", ["nodeID"], registry=r)
         self.runs = Counter("binlake_drain_runs", "runs by outcome", ["outcome"], registry=r)
         self.stale = Counter("binlake_drain_stale_row_changes",
                              "row changes dropped: written to a table id that had ended before they committed",
@@ -58,7 +69,7 @@ class DrainerMetrics:
         """Set the checkpoint gauges (delay 0 before the first checkpoint)."""
         ts = checkpoint or 0
         self.checkpoint_tso.set(ts >> 18)
-        self.checkpoint_delay.set(max(0.0, time.time() - physical_seconds(ts)) if ts else 0.0)
+        self.delay_now.set(max(0.0, time.time() - physical_seconds(ts)) if ts else 0.0)
 
     def succeeded(self, report: PlanReport | RunReport) -> None:
         """Record a finished run from its report."""
@@ -73,11 +84,16 @@ class DrainerMetrics:
                 self.rows.labels(t.table, op).set(n)
                 self.events.labels(_OPS.get(op, op)).inc(n)
             self.events.labels("DDL").inc(len(t.ddl))
+            self.ddl_jobs.inc(len(t.ddl))
         for stage, seconds in report.stages.items():
             self.stages.labels(stage).set(seconds)
+        for pump in report.pumps:
+            self.pump_position.labels(pump.node_id).set(pump.watermark >> 18)
         if isinstance(report, RunReport):
             self.stale.inc(report.counts.get("stale_row_changes", 0))
         self.observe_checkpoint(report.checkpoint_after)
+        if report.checkpoint_after:
+            self.checkpoint_delay.observe(max(0.0, time.time() - physical_seconds(report.checkpoint_after)))
 
     def failed(self) -> None:
         """Record a failed run (the checkpoint gauges keep what the run saw before it failed)."""
@@ -85,15 +101,25 @@ class DrainerMetrics:
         self.success.set(0)
         self.finished.set(time.time())
 
-    def publish(self, data_dir: str, pushgateway: str = "", cluster_id: int | None = None) -> None:
-        """Write ``DATA_DIR/metrics.prom`` (atomically) and push to ``pushgateway`` when set. A push
-        that fails is logged, not raised: the run's outcome does not depend on the monitoring."""
+    def render(self) -> bytes:
+        """The text exposition (counters named as TiDB's Go drainer names them)."""
+        return render(self.registry)
+
+    def publish(self, data_dir: str, pushgateway: str = "", cluster_id: int | None = None,
+                node_id: str = "") -> None:
+        """Write ``DATA_DIR/metrics.prom`` (atomically) and push to ``pushgateway`` when set (job
+        ``binlog``, ``instance`` = ``node_id``). A push that fails is logged, not raised: the run's
+        outcome does not depend on the monitoring."""
         path = Path(data_dir) / TEXTFILE
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_to_textfile(str(path), self.registry)
+        tmp = path.with_name(f".{TEXTFILE}.tmp")
+        tmp.write_bytes(self.render())
+        tmp.replace(path)
         if pushgateway:
-            key = {"cluster_id": str(cluster_id)} if cluster_id else {}
+            key = {"instance": node_id} if node_id else {}
+            if cluster_id:
+                key["cluster_id"] = str(cluster_id)
             try:
-                push_to_gateway(pushgateway, job=JOB, registry=self.registry, grouping_key=key, timeout=10)
+                push(pushgateway, JOB, self.registry, key)
             except OSError as e:
                 log.warning("pushing metrics to %s failed: %s", pushgateway, e)

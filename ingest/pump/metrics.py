@@ -1,9 +1,10 @@
-"""Prometheus metrics of one pump, named like TiDB Binlog's (namespace ``binlog``)."""
+"""Prometheus metrics of one pump, TiDB Binlog's pump's names, types, labels and buckets (its Grafana
+dashboard and alert rules read them: ``ingest.metrics_text``), then binlake's own."""
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-_LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5)
+from ingest.metrics_text import DURATION_BUCKETS, SIZE_BUCKETS, WRITE_DURATION_BUCKETS, GoCounter, render
 
 
 class PumpMetrics:
@@ -13,23 +14,25 @@ class PumpMetrics:
         self.registry = CollectorRegistry()
         r = self.registry
         self.rpc_duration = Histogram("binlog_pump_rpc_duration_seconds", "gRPC call duration",
-                                      ["method", "label"], registry=r, buckets=_LATENCY_BUCKETS)
-        self.loss_binlog = Counter("binlog_pump_loss_binlog_count", "binlogs that failed to be written",
-                                   registry=r)
+                                      ["method", "label"], registry=r, buckets=DURATION_BUCKETS)
+        self.loss_binlog = GoCounter("binlog_pump_loss_binlog_count", "binlogs that failed to be written",
+                                     registry=r)
         self.gc_ts = Gauge("binlog_pump_storage_gc_ts", "gc ts (physical ms)", registry=r)
+        self.done_gc_ts = Gauge("binlog_pump_storage_done_gc_ts", "records up to this ts are purged (physical ms)",
+                                registry=r)
+        self.deleted_kv = Counter("binlog_pump_storage_deleted_kv_total", "index keys deleted by gc", registry=r)
         self.max_commit_ts = Gauge("binlog_pump_storage_max_commit_ts", "watermark (physical ms)", registry=r)
         self.storage_size = Gauge("binlog_pump_storage_storage_size_bytes", "disk capacity and available",
                                   ["type"], registry=r)
-        self.query_upstream = Counter("binlog_pump_storage_query_tikv_count",
-                                      "MVCC queries to resolve lost commits", registry=r)
-        self.error_count = Counter("binlog_pump_storage_error_count", "storage errors", ["type"], registry=r)
-        self.write_size = Histogram("binlog_pump_storage_write_binlog_size", "bytes per write",
-                                    ["type"], registry=r,
-                                    buckets=(256, 1024, 4096, 16384, 65536, 262144, 1 << 20, 4 << 20))
+        self.query_upstream = GoCounter("binlog_pump_storage_query_tikv_count",
+                                        "upstream queries to resolve lost commits (TiDB's status API)", registry=r)
+        self.error_count = GoCounter("binlog_pump_storage_error_count", "storage errors", ["type"], registry=r)
+        self.write_size = Histogram("binlog_pump_storage_write_binlog_size", "bytes per write (single: a binlog, "
+                                    "batch: a group commit)", ["type"], registry=r, buckets=SIZE_BUCKETS)
         self.write_duration = Histogram("binlog_pump_storage_write_binlog_duration_time", "write stage time",
-                                        ["type"], registry=r, buckets=_LATENCY_BUCKETS)
-        self.slow_chaser = Counter("binlog_pump_storage_slow_chaser_count", "slow chaser activations",
-                                   ["type"], registry=r)
+                                        ["type"], registry=r, buckets=WRITE_DURATION_BUCKETS)
+        self.slow_chaser = GoCounter("binlog_pump_storage_slow_chaser_count", "slow chaser activations",
+                                     ["type"], registry=r)
         self.corrupt_bytes = Counter("binlog_pump_storage_corrupt_bytes_total",
                                      "bytes skipped as corrupt while scanning the value log", registry=r)
         self.corrupt_records = Counter("binlog_pump_storage_corrupt_records_total",
@@ -40,5 +43,5 @@ class PumpMetrics:
                                 "prewrites resolved through the upstream", ["result"], registry=r)
 
     def render(self) -> bytes:
-        """The Prometheus text exposition of every metric."""
-        return generate_latest(self.registry)
+        """The Prometheus text exposition of every metric (counters named as TiDB's Go pump names them)."""
+        return render(self.registry)

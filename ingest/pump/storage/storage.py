@@ -254,6 +254,8 @@ class Storage:
         self.sorter = Sorter(self._on_emit, self._resolver, last_emitted=self._max_commit_ts)
         self._batch_duration = self.metrics.write_duration.labels("batch")
         self._batch_size = self.metrics.write_size.labels("batch")
+        self._single_duration = self.metrics.write_duration.labels("single")   # a caller's write, as TiDB's
+        self._single_size = self.metrics.write_size.labels("single")
         self._threads = [threading.Thread(target=self._write_loop, name="pump-vlog-writer", daemon=True),
                          threading.Thread(target=self._index_loop, name="pump-indexer", daemon=True),
                          threading.Thread(target=self._disk_loop, name="pump-disk", daemon=True)]
@@ -387,6 +389,10 @@ class Storage:
             b.complete(None)
         self._batch_duration.observe(elapsed)
         self._batch_size.observe(size)
+        for b in batches:
+            self._single_duration.observe(elapsed)
+            for p in b.payloads:
+                self._single_size.observe(len(p))
         if elapsed > self.options.slow_write_threshold:
             log.warning("slow value log write: %d records, %d bytes in %.3fs", len(payloads), size, elapsed)
         self._forward([Entry(s if tp == PREWRITE else c, tp, s, c, Pointer(fid, off))
@@ -644,6 +650,8 @@ class Storage:
         self.recent.raise_floor(purge)
         files = self.vlog.purge_before(purge)
         keys = self.index.delete_through(purge)
+        self.metrics.deleted_kv.inc(keys)
+        self.metrics.done_gc_ts.set(purge >> 18)
         log.info("gc to ts %d: deleted %d value log files and %d index keys", purge, len(files), keys)
         return True
 
