@@ -14,6 +14,7 @@ from binlake.drain_config import DrainerConfig
 from binlake.metrics import DrainerMetrics
 from binlake.presence import approximate_ts
 from binlake.report import PlanReport, PumpPlan, RelayRecovery, RunReport, SparkRun
+from ingest.atomic import replace_file
 from ingest.config import ConfigError
 from ingest.errors import TSOError
 from ingest.registry import load_registry
@@ -95,12 +96,8 @@ def initial_ts(options: DrainerConfig, cluster_id: int, keep: bool = True) -> in
         ts = client.get_ts()
     finally:
         client.close()
-    if not keep:
-        return ts
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(f"{ts}\n")
-    tmp.replace(path)
+    if keep:
+        replace_file(path, f"{ts}\n".encode())
     return ts
 
 

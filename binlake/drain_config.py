@@ -13,15 +13,14 @@ from sink.plugin import SinkContext, SinkSpec
 from sink.registry import UnknownSinkError, canonical, spec_for, specs
 from transform.filters import DEFAULT_IGNORE_SCHEMAS, TableFilter
 
+_PB_FILES = ("TiDB Binlog's protobuf files (what reparo reads) are not built yet; db-type = \"parquet\" writes "
+             "row-level CDC as Parquet files")
 # TiDB Binlog's db-types binlake has no output for
-_NOT_BUILT = {
-    "file": "TiDB Binlog's protobuf files (what reparo reads) are not built yet; db-type = \"parquet\" writes "
-            "row-level CDC as Parquet files",
-    "pb": "TiDB Binlog's protobuf files (what reparo reads) are not built yet; db-type = \"parquet\" writes "
-          "row-level CDC as Parquet files",
-    "kafka": "the Kafka output is not built yet",
-    "oracle": "binlake does not write to Oracle",
-}
+_NOT_BUILT = {"file": _PB_FILES, "pb": _PB_FILES, "kafka": "the Kafka output is not built yet",
+              "oracle": "binlake does not write to Oracle"}
+_DISPATCH = "the MySQL sink always spreads a run's transactions over worker-count workers"
+_DETECT = "the MySQL sink always detects causality (a row's changes stay on one worker)"
+_HISTORY = "binlake reads every table definition from the upstream's DDL history ([upstream] status-url)"
 
 
 def _sink(value: Any) -> str:
@@ -99,20 +98,12 @@ class SyncerSection(TomlModel):
     loopback_control: Bool = refused("loopback-control", "two-way replication (TiDB Binlog's mark table) is not "
                                                           "built yet", default=False, matches=False)
     channel_id: Int = Field(default=0, alias="channel-id")   # TiDB Binlog's: used with loopback-control only
-    enable_dispatch: Bool = noted("enable-dispatch", "the MySQL sink always spreads a run's transactions over "
-                                                      "worker-count workers", default=True, matches=True)
-    disable_dispatch: Bool = noted("disable-dispatch", "the MySQL sink always spreads a run's transactions over "
-                                                        "worker-count workers", default=False, matches=False)
-    enable_detect: Bool = noted("enable-detect", "the MySQL sink always detects causality (a row's changes stay "
-                                                  "on one worker)", default=True, matches=True)
-    disable_detect: Bool = noted("disable-detect", "the MySQL sink always detects causality (a row's changes "
-                                                    "stay on one worker)", default=False, matches=False)
-    load_schema_snapshot: Bool = noted("load-schema-snapshot", "binlake reads every table definition from the "
-                                                                "upstream's DDL history ([upstream] status-url)",
-                                       default=False, matches=False)
-    load_table_infos: Bool = noted("load-table-infos", "binlake reads every table definition from the upstream's "
-                                                        "DDL history ([upstream] status-url)", default=False,
-                                   matches=False)   # v7.1's name of load-schema-snapshot
+    enable_dispatch: Bool = noted("enable-dispatch", _DISPATCH, default=True, matches=True)
+    disable_dispatch: Bool = noted("disable-dispatch", _DISPATCH, default=False, matches=False)
+    enable_detect: Bool = noted("enable-detect", _DETECT, default=True, matches=True)
+    disable_detect: Bool = noted("disable-detect", _DETECT, default=False, matches=False)
+    load_schema_snapshot: Bool = noted("load-schema-snapshot", _HISTORY, default=False, matches=False)
+    load_table_infos: Bool = noted("load-table-infos", _HISTORY, default=False, matches=False)   # v7.1's name
     case_sensitive: Bool = Field(default=False, alias="case-sensitive")   # table-migrate-rule, binlog-filter-rule
     table_migrate_rule: list[Any] = refused("table-migrate-rule", "routing tables to other names is not built "
                                                                   "yet", default=[], matches=[])

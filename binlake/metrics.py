@@ -23,6 +23,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from binlake.report import PlanReport, RunReport
+from ingest.atomic import replace_file
 from ingest.metrics_text import DELAY_BUCKETS, GoCounter, push, render
 
 log = logging.getLogger(__name__)
@@ -65,11 +66,13 @@ class DrainerMetrics:
         self.stages = Gauge("binlake_drain_last_run_stage_seconds", "seconds per stage of the last run",
                             ["stage"], registry=r)
 
-    def observe_checkpoint(self, checkpoint: int | None) -> None:
-        """Set the checkpoint gauges (delay 0 before the first checkpoint)."""
+    def observe_checkpoint(self, checkpoint: int | None) -> float:
+        """Set the checkpoint gauges (delay 0 before the first checkpoint); the delay."""
         ts = checkpoint or 0
+        delay = max(0.0, time.time() - physical_seconds(ts)) if ts else 0.0
         self.checkpoint_tso.set(ts >> 18)
-        self.delay_now.set(max(0.0, time.time() - physical_seconds(ts)) if ts else 0.0)
+        self.delay_now.set(delay)
+        return delay
 
     def succeeded(self, report: PlanReport | RunReport) -> None:
         """Record a finished run from its report."""
@@ -91,9 +94,9 @@ class DrainerMetrics:
             self.pump_position.labels(pump.node_id).set(pump.watermark >> 18)
         if isinstance(report, RunReport):
             self.stale.inc(report.counts.get("stale_row_changes", 0))
-        self.observe_checkpoint(report.checkpoint_after)
+        delay = self.observe_checkpoint(report.checkpoint_after)
         if report.checkpoint_after:
-            self.checkpoint_delay.observe(max(0.0, time.time() - physical_seconds(report.checkpoint_after)))
+            self.checkpoint_delay.observe(delay)
 
     def failed(self) -> None:
         """Record a failed run (the checkpoint gauges keep what the run saw before it failed)."""
@@ -110,11 +113,7 @@ class DrainerMetrics:
         """Write ``DATA_DIR/metrics.prom`` (atomically) and push to ``pushgateway`` when set (job
         ``binlog``, ``instance`` = ``node_id``). A push that fails is logged, not raised: the run's
         outcome does not depend on the monitoring."""
-        path = Path(data_dir) / TEXTFILE
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{TEXTFILE}.tmp")
-        tmp.write_bytes(self.render())
-        tmp.replace(path)
+        replace_file(Path(data_dir) / TEXTFILE, self.render())
         if pushgateway:
             key = {"instance": node_id} if node_id else {}
             if cluster_id:

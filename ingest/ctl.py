@@ -11,7 +11,6 @@ Two commands need no registry: ``encrypt`` (:func:`encrypt_line`, ``ingest.encry
 """
 from __future__ import annotations
 
-import os
 import urllib.parse
 from dataclasses import replace
 from datetime import UTC, datetime, tzinfo
@@ -20,6 +19,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import requests
 
+from ingest.atomic import replace_file
 from ingest.encrypt import encrypt
 from ingest.errors import CtlError, NodeNotFound, RegistryError
 from ingest.registry.base import DRAINER, KINDS, OFFLINE, PUMP, STATES, NodeStatus, Registry
@@ -98,11 +98,7 @@ def generate_meta(pd_urls: str, data_dir: str = DEFAULT_META_DIR, tz: tzinfo | N
     text = f"commitTS = {ts}\n"
     if tz is not None:
         text += format_update_time(ts, UTC) + "\n" + format_update_time(ts, tz)
-    path = Path(data_dir) / SAVEPOINT
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(f".{SAVEPOINT}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    replace_file(Path(data_dir) / SAVEPOINT, text.encode())
     return log_line("meta.go:110", "save meta", meta=f"commitTS: {ts}")
 
 

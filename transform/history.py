@@ -292,10 +292,6 @@ class SchemaHistory:
         return ColumnPast({c.name: born[c.id] for c in final if c.id in born},
                           {c.name: came_from[c.id] for c in final if c.id in came_from})
 
-    def columns_born(self, table_id: int, ts: int) -> dict[str, int]:
-        """:attr:`ColumnPast.born` of ``table_id`` at ``ts``."""
-        return self.column_past(table_id, ts).born
-
     def versions(self, table_id: int) -> list[TableVersion]:
         """Every definition of ``table_id`` in schema-version order."""
         return list(self._versions.get(table_id, []))

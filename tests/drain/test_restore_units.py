@@ -51,12 +51,12 @@ def test_the_tables_alive_at_a_ts_and_their_columns_added_since(cluster: Cluster
     (first, began0), = h.tables_at(t1)
     assert first.table is not None and [c.name for c in first.table.columns] == ["id", "v", "w"]
     alter = max(j.binlog.finished_ts for j in h.done_by(t1))
-    assert h.columns_born(first.table.id, t0) == {}
-    assert h.columns_born(first.table.id, t1) == {"w": alter}
+    assert h.column_past(first.table.id, t0).born == {}
+    assert h.column_past(first.table.id, t1).born == {"w": alter}
     (second, began2), = h.tables_at(t2)
     assert second.table is not None and second.table.id != first.table.id   # TRUNCATE: a new table id
     assert began0 < alter < began2 <= t2
-    assert h.columns_born(second.table.id, t2) == {}                       # w was there when the id began
+    assert h.column_past(second.table.id, t2).born == {}                       # w was there when the id began
     assert [j.binlog.finished_ts for j in h.done_by(t4)] == sorted(j.binlog.finished_ts for j in h.done_by(t4))
     assert len(h.done_by(t0)) < len(h.done_by(t4))
     k = next(v.table for v, _ in h.tables_at(t3) if v.table is not None and v.table.name == "k")
