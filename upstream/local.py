@@ -9,6 +9,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -26,11 +27,25 @@ from upstream.tso import serve_tso
 DEFAULT_CLUSTER_ID = 6_000_000_000_000_000_001
 
 
+_HANDED_OUT: set[int] = set()
+_HANDED_LOCK = threading.Lock()
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that is free right now on ``host``."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+    """A TCP port that is free right now on ``host`` and that this process has not handed out before:
+    callers that bind later (a pump's gRPC and status ports, chosen before either starts) never get
+    the same one, which the kernel would otherwise give twice while nobody holds it."""
+    with _HANDED_LOCK:
+        for _ in range(1000):
+            with socket.socket() as s:
+                s.bind((host, 0))
+                port = int(s.getsockname()[1])
+            if port not in _HANDED_OUT:
+                break
+        else:
+            _HANDED_OUT.clear()
+        _HANDED_OUT.add(port)
+        return port
 
 
 class LocalTSO:
