@@ -128,6 +128,12 @@ def open_sink(options: DrainerConfig, cluster_id: int | None, dry_run: bool = Fa
 Report = PlanReport | RunReport
 
 
+def loopback_channel(options: DrainerConfig) -> int | None:
+    """The channel whose marked transactions a run leaves out: ``[syncer] channel-id`` when
+    ``loopback-control`` is on (TiDB Binlog's, for every db-type), else None."""
+    return int(getattr(options.syncer, "channel_id", 0)) if getattr(options.syncer, "loopback_control", False) else None
+
+
 def run_drain_command(options: DrainerConfig, from_ts: int | None = None, to_ts: int | None = None,
                       dry_run: bool = False, report_path: str | None = None,
                       out: TextIO = sys.stdout, register: Callable[[int], None] | None = None,
@@ -213,7 +219,8 @@ def _drain(options: DrainerConfig, from_ts: int | None, to_ts: int | None, dry_r
                              settings=settings_in_force(spark, options.spark.master, options.spark.conf))
         skip = frozenset() if caps.skips_commit_ts else frozenset(getattr(options.syncer, "ignore_txn_commit_ts", ()))
         result = run_drain(spark, plan, history, options.table_filter(), options.spark.splits_per_pump,
-                           progress=ConsoleProgress(out), per_transaction=caps.per_transaction, skip_commit_ts=skip)
+                           progress=ConsoleProgress(out), per_transaction=caps.per_transaction, skip_commit_ts=skip,
+                           loopback_channel=loopback_channel(options))
         stages.update(result.stages)
         t0 = time.perf_counter()
         try:

@@ -95,9 +95,6 @@ class SyncerSection(TomlModel):
     ignore_schemas: StringList = Field(default_factory=lambda: list(DEFAULT_IGNORE_SCHEMAS), alias="ignore-schemas")
     ignore_table: DBTables = Field(default_factory=list, alias="ignore-table")
     # TiDB Binlog's other [syncer] keys
-    loopback_control: Bool = refused("loopback-control", "two-way replication (TiDB Binlog's mark table) is not "
-                                                          "built yet", default=False, matches=False)
-    channel_id: Int = Field(default=0, alias="channel-id")   # TiDB Binlog's: used with loopback-control only
     enable_dispatch: Bool = noted("enable-dispatch", _DISPATCH, default=True, matches=True)
     disable_dispatch: Bool = noted("disable-dispatch", _DISPATCH, default=False, matches=False)
     enable_detect: Bool = noted("enable-detect", _DETECT, default=True, matches=True)

@@ -183,6 +183,7 @@ class RunBatch:
     tables: dict[int, TableChanges] = field(default_factory=dict)
     nulled_values: int = 0
     stale_rows: int = 0   # row changes written to a table id that had ended before they committed: dropped
+    loopback_txns: int = 0   # transactions left out for carrying the drainer's loopback mark
     frame: DataFrame | None = None
     ddl: list[DDLJob] = field(default_factory=list)   # every DDL job of the range, in commit order
     # job id → the commit ts of the first transaction that needed the job's schema, where it commits

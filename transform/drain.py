@@ -132,13 +132,16 @@ def _pull(spark: SparkSession, plan: Plan, splits: int) -> DataFrame:
 
 def run_drain(spark: SparkSession, plan: Plan, history: SchemaHistory, table_filter: TableFilter | None = None,
               splits_per_pump: int = 1, progress: StageProgress | None = None,
-              per_transaction: bool = False, skip_commit_ts: frozenset[int] = frozenset()) -> DrainResult:
+              per_transaction: bool = False, skip_commit_ts: frozenset[int] = frozenset(),
+              loopback_channel: int | None = None) -> DrainResult:
     """Run the Spark stages of one range and return its changes (nothing is written here);
     ``progress`` hears of each stage. Each pump's range is cut into at least ``splits_per_pump``
     pull tasks, and into enough for one task per core of the cluster (Spark's default parallelism).
     ``per_transaction``: the frame's records are each one transaction's rows of one table.
     ``skip_commit_ts``: transactions left out (TiDB Binlog's ``ignore-txn-commit-ts``); a DDL job's
-    binlog among them is a :class:`DrainError` (the tables follow the DDL history)."""
+    binlog among them is a :class:`DrainError` (the tables follow the DDL history).
+    ``loopback_channel``: transactions carrying that channel's loopback mark are left out
+    (``transform.loopback``)."""
     table_filter = table_filter or TableFilter()
     stages = _Stages(progress)
     batch = ch.RunBatch(plan.cluster_id, plan.from_ts, plan.to_ts, uuid.uuid4().hex[:16],
@@ -151,7 +154,7 @@ def run_drain(spark: SparkSession, plan: Plan, history: SchemaHistory, table_fil
     # when they end, also when one fails; the decoded rows when the sinks have written them
     with ExitStack() as scratch:
         release = _stages(spark, plan, history, table_filter, splits_per_pump, stages, result, scratch,
-                          skip_commit_ts)
+                          skip_commit_ts, loopback_channel)
     result.release = release
     return result
 
@@ -164,7 +167,7 @@ def _kept(scratch: ExitStack, checkpointed: tuple[DataFrame, Callable[[], None]]
 
 def _stages(spark: SparkSession, plan: Plan, history: SchemaHistory, table_filter: TableFilter,
             splits_per_pump: int, stages: _Stages, result: DrainResult, scratch: ExitStack,
-            skip_commit_ts: frozenset[int] = frozenset()) -> Callable[[], None]:
+            skip_commit_ts: frozenset[int] = frozenset(), loopback_channel: int | None = None) -> Callable[[], None]:
     """Pull, pair, decode and collect into ``result``; returns what deletes the decoded rows."""
     batch = result.batch
     # prewrites are decoded in the task that pulled them: at least one pull task per core of the cluster
@@ -214,7 +217,8 @@ def _stages(spark: SparkSession, plan: Plan, history: SchemaHistory, table_filte
     txns = prewrites.join(small, ["start_ts", "source"]).select("start_ts", "commit_ts", "payload")
 
     order = CommitOrder(plan.from_ts, ddl_commits)
-    ctx = spark.sparkContext.broadcast(DecodeContext(history, table_filter, batch.per_transaction, order))
+    ctx = spark.sparkContext.broadcast(DecodeContext(history, table_filter, batch.per_transaction, order,
+                                                     loopback_channel))
     scratch.callback(ctx.destroy)
 
     def decode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -237,7 +241,7 @@ def _stages(spark: SparkSession, plan: Plan, history: SchemaHistory, table_filte
                                                                "data")
     result.counts = {"transactions": txn_count, "lookups": len(lost),
                      "row_changes": sum(t.row_count for t in batch.tables.values()),
-                     "stale_row_changes": batch.stale_rows}
+                     "stale_row_changes": batch.stale_rows, "loopback_transactions": batch.loopback_txns}
     return release_decoded
 
 
@@ -281,6 +285,9 @@ def _assemble(batch: ch.RunBatch, decoded: pa.Table, history: SchemaHistory, tab
     for rec in records:
         if rec["kind"] == "stale":
             batch.stale_rows += rec["rows"]
+            continue
+        if rec["kind"] == "loopback":
+            batch.loopback_txns += rec["rows"]
             continue
         if rec["kind"] in written:
             written[rec["kind"]][rec["table_id"]].append((rec["schema_version"], rec["commit_ts"]))

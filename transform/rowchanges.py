@@ -33,9 +33,10 @@ from transform.codec.rows import DELETE, INSERT, UPDATE, iter_mutation, without_
 from transform.errors import DrainError
 from transform.filters import TableFilter
 from transform.history import CommitOrder, SchemaHistory
+from transform.loopback import carries_mark, is_mark_table
 
 OUT_SCHEMA = pa.schema([
-    pa.field("kind", pa.string(), nullable=False),        # "rows", "ddl", "stale", "written", "written_last"
+    pa.field("kind", pa.string(), nullable=False),   # "rows", "ddl", "stale", "written", "written_last", "loopback"
     pa.field("table_id", pa.int64(), nullable=False),
     pa.field("schema_version", pa.int64(), nullable=False),
     pa.field("commit_ts", pa.int64(), nullable=False),    # ddl: the DDL's commit ts
@@ -101,7 +102,21 @@ class WrittenRecord(TypedDict):
     data: None
 
 
-OutRecord = RowsRecord | DDLRecord | StaleRecord | WrittenRecord  # one row of OUT_SCHEMA, told apart by ``kind``
+class LoopbackRecord(TypedDict):
+    """An ``OUT_SCHEMA`` record counting the transactions a task left out because they carry the
+    drainer's loopback mark (``transform.loopback``)."""
+
+    kind: Literal["loopback"]
+    table_id: int           # 0
+    schema_version: int     # 0
+    commit_ts: int          # the first such commit
+    job_id: int             # 0
+    rows: int               # transactions
+    nulled: int             # 0
+    data: None
+
+
+OutRecord = RowsRecord | DDLRecord | StaleRecord | WrittenRecord | LoopbackRecord   # told apart by ``kind``
 
 _FLUSH_ROWS = 16384   # rows decoded together; their blobs leave the task as one Arrow batch (a few MB)
 _OLD_ORDER = {DELETE: 0, UPDATE: 1, INSERT: 2}
@@ -111,12 +126,14 @@ _OLD_ORDER = {DELETE: 0, UPDATE: 1, INSERT: 2}
 class DecodeContext:
     """What every decode task needs: the schema history, the table filter and where the range's DDL
     jobs committed (``order``); ``per_transaction``: one output record per transaction and table (for
-    the ordered stream), else per decoded batch."""
+    the ordered stream), else per decoded batch; ``loopback_channel``: leave out the transactions that
+    carry this channel's loopback mark (``transform.loopback``)."""
 
     history: SchemaHistory
     filter: TableFilter
     per_transaction: bool = False
     order: CommitOrder = field(default_factory=CommitOrder)
+    loopback_channel: int | None = None
 
 
 @dataclass
@@ -175,6 +192,7 @@ class _Decoder:
         self.stale: dict[tuple[int, int], list[int]] = {}   # (table id, ending version) → [first commit, rows]
         self.written: dict[tuple[int, int], list[int]] = {}  # (table id, prewrite's version) → [first, last commit]
         self.pending = 0
+        self.loopback: list[int] = []   # [first commit, transactions] left out for their loopback mark
         self.seen: set[int] = set()   # start_ts decoded by this task: a transaction stored twice comes once
         # (table id, prewrite schema version) → the commit positions of newer definitions and their versions
         self.steps: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
@@ -216,6 +234,10 @@ class _Decoder:
                        "job_id": b.ddl_job_id, "rows": 0, "nulled": 0, "data": None}
             return
         pv = binlog_pb2.PrewriteValue.FromString(b.prewrite_value)
+        if self.ctx.loopback_channel is not None and self._marked(pv, commit_ts, self.ctx.loopback_channel):
+            first = min(self.loopback[0], commit_ts) if self.loopback else commit_ts
+            self.loopback = [first, (self.loopback[1] if self.loopback else 0) + 1]
+            return
         seq = 0
         for m in pv.mutations:
             version = self._version(m.table_id, pv.schema_version, commit_ts)
@@ -246,11 +268,26 @@ class _Decoder:
         if self.pending >= _FLUSH_ROWS:
             yield from self.flush()
 
-    def flush(self) -> Iterator[RowsRecord | StaleRecord | WrittenRecord]:
+    def _marked(self, pv: binlog_pb2.PrewriteValue, commit_ts: int, channel_id: int) -> bool:
+        """True when the transaction writes ``channel_id``'s row of the loopback mark table."""
+        for m in pv.mutations:
+            at = self.ctx.history.version_at(m.table_id, self._version(m.table_id, pv.schema_version, commit_ts))
+            if at is None or at.table is None or not is_mark_table(at.db, at.table.name):
+                continue
+            rows = _mutation_rows(m)
+            if carries_mark(at.table, [k for k, _ in rows], [r for _, r in rows], channel_id):
+                return True
+        return False
+
+    def flush(self) -> Iterator[RowsRecord | StaleRecord | WrittenRecord | LoopbackRecord]:
         for (table_id, version), (first, count) in self.stale.items():
             yield {"kind": "stale", "table_id": table_id, "schema_version": version, "commit_ts": first,
                    "job_id": 0, "rows": count, "nulled": 0, "data": None}
         self.stale.clear()
+        if self.loopback:
+            yield {"kind": "loopback", "table_id": 0, "schema_version": 0, "commit_ts": self.loopback[0],
+                   "job_id": 0, "rows": self.loopback[1], "nulled": 0, "data": None}
+            self.loopback = []
         for (table_id, version), (first, last) in self.written.items():
             yield {"kind": "written", "table_id": table_id, "schema_version": version, "commit_ts": first,
                    "job_id": 0, "rows": 0, "nulled": 0, "data": None}

@@ -113,6 +113,10 @@ class MySQLSettings(TomlModel):
     sync_ddl: Bool = Field(default=True, alias="sync-ddl")
     # TiDB Binlog's: the upstream's sql_mode, set on every downstream session (unless [syncer.to.params] has one)
     sql_mode: Str = Field(default="", alias="sql-mode")
+    # TiDB Binlog's two-way replication: each applied transaction carries this channel's mark
+    # (sink.mysql.loopback), and transactions carrying it are left out of the run (transform.loopback)
+    loopback_control: Bool = Field(default=False, alias="loopback-control")
+    channel_id: Int = Field(default=0, alias="channel-id")
     ignore_txn_commit_ts: Annotated[list[int], BeforeValidator(_ints)] = Field(default_factory=list,
                                                                                 alias="ignore-txn-commit-ts")
     to: ToSection = Field(default_factory=ToSection)

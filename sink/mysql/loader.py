@@ -28,6 +28,7 @@ import pymysql
 
 from schemas.errors import retry
 from sink.errors import SinkError
+from sink.mysql.loopback import mark_statement
 from sink.mysql.progress import UnkeyedProgress
 from sink.mysql.statements import DML, batched, merged
 from transform import failpoints
@@ -76,9 +77,10 @@ class Worker:
     """One connection that executes DML lists in transactions of ``txn_batch``."""
 
     def __init__(self, connect: Callable[[], Any], txn_batch: int, retries: int, backoff: float,
-                 merge: bool = False, progress: UnkeyedProgress | None = None) -> None:
+                 merge: bool = False, progress: UnkeyedProgress | None = None, mark: str = "") -> None:
         self.connect = connect
         self.progress = progress
+        self.mark = mark   # loopback control: the statement that opens each transaction (sink.mysql.loopback)
         self.conn: Any = None
         self.txn_batch = txn_batch
         self.retries = retries
@@ -101,8 +103,11 @@ class Worker:
             self._run(statements)
 
     def _run(self, statements: list[tuple[str, DML]]) -> None:
-        """Execute ``statements`` as one downstream transaction, retrying transient errors (``retries``
-        times, after ``backoff`` × 2^n seconds, n capped at 5) on a new connection."""
+        """Execute ``statements`` as one downstream transaction (opened by the loopback mark when
+        there is one), retrying transient errors (``retries`` times, after ``backoff`` × 2^n seconds,
+        n capped at 5) on a new connection."""
+        if self.mark:
+            statements = [(self.mark, statements[0][1]), *statements]
         at: list[Any] = ["", statements[0][1]]   # the statement executing and its DML: named on error
 
         def attempt() -> None:
@@ -150,9 +155,10 @@ class Loader:
     def __init__(self, connect: Callable[[], Any], worker_count: int = 16, txn_batch: int = 20,
                  safe_mode: bool = False, retries: int = 10, backoff: float = 0.5,
                  before_flush: Callable[[], None] | None = None, merge: bool = False,
-                 progress: UnkeyedProgress | None = None) -> None:
-        self.workers = [Worker(connect, txn_batch, retries, backoff, merge, progress)
-                        for _ in range(worker_count)]
+                 progress: UnkeyedProgress | None = None, channel_id: int | None = None) -> None:
+        self.workers = [Worker(connect, txn_batch, retries, backoff, merge, progress,
+                               mark_statement(i, channel_id) if channel_id is not None else "")
+                        for i in range(worker_count)]
         self.pool = ThreadPoolExecutor(max_workers=worker_count, thread_name_prefix="binlake-mysql")
         self.causality = Causality()
         self.pending: list[list[DML]] = [[] for _ in self.workers]

@@ -33,6 +33,7 @@ from sink.mysql.config import MySQLSettings
 from sink.mysql.ddl import IGNORED_ERRORS, plan_ddl, split_statements
 from sink.mysql.early import Reshape
 from sink.mysql.loader import ApplyError, Loader
+from sink.mysql.loopback import ensure_marks
 from sink.mysql.progress import Position, UnkeyedProgress, not_applied
 from sink.mysql.relay import RelayLog, decode_dml, encode_ddl, encode_dml, python_rows
 from sink.mysql.statements import DML, TargetTable, literal_sql_mode, number_unkeyed, quote, row_changes
@@ -133,10 +134,13 @@ class MySQLSink(Sink):
         return conn
 
     def _loader(self, safe: bool, relay: RelayLog | None) -> Loader:
+        """The workers of one apply; with ``loopback-control``, the mark rows they bump are written first."""
         s = self.options.settings
+        if s.loopback_control:
+            ensure_marks(self.conn, s.channel_id, s.worker_count)
         return Loader(self._worker_connection, s.worker_count, s.txn_batch, safe,
                       before_flush=relay.sync if relay is not None else None, merge=s.to.merge,
-                      progress=self.progress)
+                      progress=self.progress, channel_id=s.channel_id if s.loopback_control else None)
 
     def write(self, run: ch.RunBatch) -> list[TableReport]:
         """Apply every transaction and DDL of ``run`` in commit order; the checkpoint moves as it goes

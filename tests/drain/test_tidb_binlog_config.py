@@ -133,7 +133,6 @@ def test_every_drainer_key_loads_for_every_db_type(tmp_path: Path, db_type: str)
 
 @pytest.mark.parametrize("extra, message", [
     ("[syncer]\nsync-ddl = false", "sync-ddl = false is for db-type mysql and tidb: a iceberg sink's tables"),
-    ("[syncer]\nloopback-control = true", "loopback-control = True is not supported: two-way replication"),
     ("[syncer]\ntable-migrate-rule = [{source = {schema = 'a'}, target = {schema = 'b'}}]",
      "table-migrate-rule = .* is not supported: routing tables"),
     ("[syncer.binlog-filter-rule.r1]\nignore-event = ['all dml']", "binlog-filter-rule = .* is not supported"),
