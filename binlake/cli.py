@@ -338,7 +338,7 @@ def _drain_parser(sub: Any, sinks: bool = True) -> None:
     p.add_argument("--dry-run", action="store_true", help="print the plan and stop")
     p.add_argument("--follow", action="store_true",
                    help="keep running ranges back to back as an online drainer (SIGTERM stops it cleanly)")
-    p.add_argument("--interval", type=float, default=5.0, help="--follow: seconds between runs (default 5)")
+    p.add_argument("--interval", type=float, help="--follow: seconds between runs (default: detect-interval, 5)")
     p.add_argument("--addr", dest="addr", help="--follow: gRPC address pumps notify (default 127.0.0.1:8249)")
     p.add_argument("--status-addr", dest="status-addr",
                    help="--follow: HTTP /status, /metrics, /state (default 127.0.0.1:8259)")

@@ -136,12 +136,11 @@ class DrainerBase(TomlModel):
     compressor: Annotated[str, BeforeValidator(_compressor)] = ""   # PullBinlogs streams: "" or "gzip" (TiDB's key)
     log_level: Str = Field(default="info", alias="log-level")
     log_file: Str = Field(default="", alias="log-file")
-    detect_interval: Int = noted("detect-interval", "binlake reads the pumps the registry lists when each run "
-                                                     "(each --follow range) starts; nothing polls them between",
-                                 default=10)
-    synced_check_time: Int = noted("synced-check-time", "a batch run is synced when it ends; --follow reports "
-                                                         "the checkpoint's lag on /status and /metrics instead",
-                                   default=5)
+    # --follow (TiDB Binlog's meanings there): seconds between ranges, each of which re-reads the pumps
+    # the registry lists (--interval overrides it); minutes without rows applied after which /status
+    # says Synced. A batch run reads the registry when it starts and is synced when it ends.
+    detect_interval: Int = Field(default=5, alias="detect-interval", ge=1)
+    synced_check_time: Int = Field(default=5, alias="synced-check-time", ge=0)
     tables: Annotated[list[tuple[str, str]], BeforeValidator(parse_tables)] = Field(default_factory=list)
     upstream: UpstreamSection = Field(default_factory=UpstreamSection)
     syncer: SyncerSection = Field(default_factory=SyncerSection)
@@ -154,6 +153,13 @@ class DrainerBase(TomlModel):
         if not getattr(self.syncer, "sync_ddl", True) and not caps.replays_ddl:
             raise ValueError(f"[syncer] sync-ddl = false is for db-type mysql and tidb: a {self.syncer.db_type} "
                              f"sink's tables follow the upstream's DDL history")
+
+    def notes(self) -> list[tuple[str, Any, str]]:
+        checkpoint = getattr(getattr(self.syncer, "to", None), "checkpoint", None)
+        if checkpoint is None or not checkpoint.type or self.sink_spec().capabilities.replays_ddl:
+            return []
+        return [("syncer.to.checkpoint.type", checkpoint.type, f"a {self.syncer.db_type} sink keeps its checkpoint "
+                                                                f"with its data, whatever this says")]
 
     @property
     def registry_uri(self) -> str:

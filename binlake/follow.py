@@ -6,13 +6,16 @@ the registry as an *online* drainer the way TiDB Binlog's drainer is.
 - HTTP on ``addr`` too, as TiDB's drainer serves it (``binlogctl -cmd pause-drainer`` sends its
   request to the registered host), and on ``status-addr`` (the registry label pumps and
   ``binlake ctl`` use): ``GET /status``
-  (TiDB's keys: ``PumpPos``, each pump's node id → the commit ts drained from it, ``Synced``,
-  ``LastTS``, ``TsMap``), ``GET /metrics`` (Prometheus, TiDB Binlog's drainer names),
+  (TiDB's keys: ``PumpPos``, each pump's node id → the commit ts drained from it, ``Synced``: no
+  rows applied for ``synced-check-time`` minutes, ``LastTS``, ``TsMap``), ``GET /metrics``
+  (Prometheus, TiDB Binlog's drainer names),
   ``PUT /state/<node-id>/pause|close`` (``ingest.state_route``, as the pumps answer it).
 - The registry entry is rewritten every second with ``maxCommitTS`` = the checkpoint, so a pump
   taken offline waits for this drainer to pass its last binlog, as with TiDB's. The first entry
   already holds the sink's saved checkpoint (TiDB's drainer registers its checkpoint at start), and
   ``updateTS`` is a TSO (``binlake.presence``); written by ``ingest.registry.presence``.
+- Ranges start ``--interval`` seconds apart (default ``detect-interval``); each reads the pumps the
+  registry lists then, as TiDB's drainer re-detects them every ``detect-interval``.
 - SIGTERM (or ``pause``) finishes the current range, writes its checkpoint, leaves the entry
   ``paused`` and exits 0; ``close`` leaves it ``offline``.
 """
@@ -70,9 +73,9 @@ def _cistern(security: SecurityConfig) -> Methods:
 class Follower:
     """The follow loop and its servers (``run`` blocks until stopped)."""
 
-    def __init__(self, options: DrainerConfig, interval: float, out: TextIO) -> None:
+    def __init__(self, options: DrainerConfig, interval: float | None, out: TextIO) -> None:
         self.options = options
-        self.interval = interval
+        self.interval = interval if interval is not None else float(options.detect_interval)
         self.out = out
         self.stop = threading.Event()
         self.final_state = PAUSED
@@ -173,7 +176,7 @@ class Follower:
 
     def status(self) -> dict[str, Any]:
         """TiDB's drainer ``/status`` body."""
-        synced = time.monotonic() - self.last_applied > 300
+        synced = time.monotonic() - self.last_applied > self.options.synced_check_time * 60
         return {"PumpPos": dict(self.pump_pos), "Synced": synced, "LastTS": self.checkpoint, "TsMap": ""}
 
     def request_state(self, action: str) -> str | None:
@@ -259,8 +262,9 @@ def _handler(follower: Follower) -> type[GuardedHandler]:
     return Handler
 
 
-def run_follow(options: DrainerConfig, interval: float, out: TextIO) -> int:
-    """Follow with SIGTERM/SIGINT wired to a clean stop."""
+def run_follow(options: DrainerConfig, interval: float | None, out: TextIO) -> int:
+    """Follow with SIGTERM/SIGINT wired to a clean stop; ``interval`` (seconds between ranges)
+    defaults to ``detect-interval``."""
     follower = Follower(options, interval, out)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: follower.stop.set())

@@ -174,6 +174,11 @@ class TomlModel(BaseModel):
     def validate_config(self) -> None:
         """Raise ``ValueError`` naming the rule a valid set of fields still breaks (default: none)."""
 
+    def notes(self) -> list[tuple[str, Any, str]]:
+        """(key, value, why) of keys set that binlake accepts without honouring them, where that
+        depends on other keys (:meth:`warnings` reports them with the :func:`noted` ones; default: none)."""
+        return []
+
     def _compat(self, kind: str) -> list[tuple[str, Any, str]]:
         out = []
         for name in sorted(self.model_fields_set):
@@ -189,7 +194,7 @@ class TomlModel(BaseModel):
     def warnings(self, prefix: str = "") -> list[str]:
         """One line per key set that binlake accepts and does not honour as TiDB Binlog does
         (:func:`noted`), saying what binlake does instead; nested tables' included."""
-        out = [f"{prefix}{key} = {value!r}: {why}" for key, value, why in self._compat("warn")]
+        out = [f"{prefix}{key} = {value!r}: {why}" for key, value, why in self._compat("warn") + self.notes()]
         for name in type(self).model_fields:
             value = getattr(self, name)
             if isinstance(value, TomlModel):

@@ -20,29 +20,53 @@ def _ints(value: Any) -> list[int]:
     return list(value)
 
 
-_ELSEWHERE = ("a checkpoint in another database is not built: binlake writes the checkpoint row on the "
-              "downstream, in the transaction of the rows it covers; remove the key")
 _KAFKA = "used by db-type kafka only (binlake has no Kafka output yet); not used"
 _FILE = "used by db-type file only (binlake has no protobuf file output yet); not used"
 _ORACLE = "used by db-type oracle only, which binlake does not support; not used"
 
 
-class CheckpointSection(TomlModel):
-    """``[syncer.to.checkpoint]``: where the MySQL sink keeps its checkpoint row on the downstream
-    (TiDB Binlog's keys; a checkpoint in another database is refused)."""
+CHECKPOINT_ELSEWHERE = ("mysql", "tidb")   # [syncer.to.checkpoint] type: the checkpoint in its own database
+_CHECKPOINT_DB_KEYS = ("host", "port", "user", "password", "encrypted_password")
 
-    type: Str = noted("type", "binlake keeps a MySQL/TiDB sink's checkpoint on its downstream and a lake "
-                              "sink's in the lake, whatever this says", default="", matches="mysql")
+
+class CheckpointSection(TomlModel):
+    """``[syncer.to.checkpoint]``: where the MySQL sink keeps its checkpoint row, as TiDB Binlog does:
+    on the downstream (``type`` empty, the default), or with ``type = "mysql"``/``"tidb"`` in the
+    database ``host``, ``port``, ``user``, ``password`` name, over ``security`` (TiDB Binlog's
+    defaults: 127.0.0.1, 3306, root, no password)."""
+
+    type: Str = ""
     schema_: Str = Field(default="tidb_binlog", alias="schema")
     table: Str = "checkpoint"
-    host: Str = refused("host", _ELSEWHERE, default="", matches="")
-    port: Int = refused("port", _ELSEWHERE, default=0, matches=0)
-    user: Str = refused("user", _ELSEWHERE, default="", matches="")
-    password: Str = refused("password", _ELSEWHERE, default="", matches="")
-    encrypted_password: Str = refused("encrypted_password", _ELSEWHERE, default="", matches="")
-    security: dict[str, Any] = refused("security", _ELSEWHERE, default={}, matches={})
+    host: Str = ""
+    port: Int = Field(default=0, ge=0, le=65535)
+    user: Str = ""
+    password: Str = Field(default="", repr=False)
+    encrypted_password: Str = Field(default="", repr=False)   # decrypted as [syncer.to]'s is
+    security: SecurityConfig = Field(default_factory=SecurityConfig)
     oracle_service_name: Str = noted("oracle-service-name", _ORACLE, default="", matches="")
     oracle_connect_string: Str = noted("oracle-connect-string", _ORACLE, default="", matches="")
+
+    def validate_config(self) -> None:
+        if self.type not in ("", *CHECKPOINT_ELSEWHERE):
+            raise ValueError(f"[syncer.to.checkpoint] type = {self.type!r} is not supported: the checkpoint is on "
+                             f"the downstream (no type) or in a MySQL/TiDB database (\"mysql\", \"tidb\")")
+
+    @property
+    def elsewhere(self) -> bool:
+        """True when the checkpoint has a database of its own (``type`` mysql or tidb)."""
+        return self.type in CHECKPOINT_ELSEWHERE
+
+    def secret(self) -> str:
+        """The checkpoint database's password: ``encrypted_password`` decrypted, else ``password``."""
+        return decrypt(self.encrypted_password) if self.encrypted_password else self.password
+
+    def notes(self) -> list[tuple[str, Any, str]]:
+        if self.elsewhere:
+            return []
+        return [(key, getattr(self, key), "used with type = \"mysql\" or \"tidb\" only (TiDB Binlog ignores it too "
+                                          "without a type): the checkpoint is on the downstream")
+                for key in _CHECKPOINT_DB_KEYS if key in self.model_fields_set]
 
 
 class ToSection(TomlModel):

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 
 TO_SECURITY = "[syncer.to.security]"
+CHECKPOINT_SECURITY = "[syncer.to.checkpoint.security]"
 
 
 def target_of(settings: MySQLSettings) -> MySQLTarget:
@@ -31,6 +32,18 @@ def target_of(settings: MySQLSettings) -> MySQLTarget:
     if to.dsn:
         return MySQLTarget.from_dsn(to.dsn, params=params, read_timeout=to.read_timeout, tls=tls)
     return MySQLTarget(to.host, to.port, to.user, to.secret(), params, to.read_timeout, tls)
+
+
+def checkpoint_target_of(settings: MySQLSettings) -> MySQLTarget | None:
+    """The database ``[syncer.to.checkpoint]`` names for the checkpoint row (``type`` mysql or tidb,
+    TiDB Binlog's defaults for what is not set); None: the checkpoint is on the downstream."""
+    from sink.mysql.target import MySQLTarget, TLSFiles
+
+    cp = settings.to.checkpoint
+    if not cp.elsewhere:
+        return None
+    return MySQLTarget(cp.host or "127.0.0.1", cp.port or 3306, cp.user or "root", cp.secret(), {},
+                       settings.to.read_timeout, TLSFiles.of(cp.security, CHECKPOINT_SECURITY))
 
 
 class MySQLVerifier(Verifier):
@@ -51,7 +64,13 @@ class MySQLVerifier(Verifier):
         if self.cluster_id is None:
             raise ConfigError("give --cluster-id or --pd-urls: the checkpoint row is the cluster's")
         where = self.settings.to.checkpoint
-        cp = CheckpointTable(self.conn, self.cluster_id, where.schema_, where.table).load()
+        elsewhere = checkpoint_target_of(self.settings)
+        conn = elsewhere.connect() if elsewhere is not None else self.conn
+        try:
+            cp = CheckpointTable(conn, self.cluster_id, where.schema_, where.table).load()
+        finally:
+            if conn is not self.conn:
+                conn.close()
         if cp is None:
             return None
         if not cp.consistent:
@@ -98,7 +117,8 @@ class MySQLSpec(SinkSpec[MySQLSettings]):
         from sink.mysql.sink import MySQLOptions, MySQLSink
 
         return MySQLSink(target_of(ctx.settings), MySQLOptions(
-            settings=ctx.settings, tidb=ctx.name == "tidb", table_filter=ctx.table_filter, dry_run=ctx.dry_run))
+            settings=ctx.settings, tidb=ctx.name == "tidb", table_filter=ctx.table_filter, dry_run=ctx.dry_run,
+            checkpoint_target=checkpoint_target_of(ctx.settings)))
 
     def open(self, ctx: SinkContext[MySQLSettings]) -> Sink:
         sink = self._sink(ctx)
@@ -122,7 +142,7 @@ class MySQLSpec(SinkSpec[MySQLSettings]):
             cluster_id = ctx.cluster_id
             if cluster_id is None:
                 where = ctx.settings.to.checkpoint
-                cluster_id = CheckpointTable.sole_cluster(sink.conn, where.schema_, where.table)
+                cluster_id = CheckpointTable.sole_cluster(sink.checkpoint_conn, where.schema_, where.table)
                 if cluster_id is None:
                     return None
             sink.load_checkpoint(cluster_id)

@@ -57,16 +57,23 @@ class MySQLOptions:
     table_filter: TableFilter = field(default_factory=TableFilter)
     ddl_retries: int = 5
     dry_run: bool = False               # reads only: nothing written to the downstream or the relay log
+    checkpoint_target: MySQLTarget | None = None   # [syncer.to.checkpoint] type mysql/tidb: the row's database
 
 
 class MySQLSink(Sink):
-    """Replicates into a MySQL-protocol database; the checkpoint lives there too."""
-
+    """Replicates into a MySQL-protocol database; the checkpoint lives there too, or in the database
+    ``checkpoint_target`` names."""
 
     def __init__(self, target: MySQLTarget, options: MySQLOptions | None = None) -> None:
         self.target = target
         self.options = options or MySQLOptions()
         self.conn: Any = target.connect()
+        cp = self.options.checkpoint_target
+        try:
+            self.checkpoint_conn: Any = cp.connect() if cp is not None else self.conn
+        except BaseException:
+            self.conn.close()
+            raise
         self.table: CheckpointTable | None = None
         self.loaded: Checkpoint | None = None
         self.progress: UnkeyedProgress | None = None
@@ -79,7 +86,7 @@ class MySQLSink(Sink):
         """Open this cluster's checkpoint row (creating the table, except in a dry run, which reads a
         missing table as no checkpoint); other clusters' rows are theirs."""
         where = self.options.settings.to.checkpoint
-        self.table = CheckpointTable(self.conn, cluster_id, where.schema_, where.table)
+        self.table = CheckpointTable(self.checkpoint_conn, cluster_id, where.schema_, where.table)
         self.progress = UnkeyedProgress(cluster_id, where.schema_, f"{where.table}_unkeyed")
         if self.options.dry_run:
             self.loaded = self.table.load() if self.table.exists() else None
@@ -384,13 +391,14 @@ class MySQLSink(Sink):
         return [f"safe mode: {self.safe_mode_reason}"] if self.safe_mode_reason else []
 
     def close(self) -> None:
-        """Close the relay log and the control connection."""
+        """Close the relay log, the control connection and the checkpoint database's."""
         if self.relay is not None:
             self.relay.close()
-        try:
-            self.conn.close()
-        except (pymysql.Error, OSError):  # already closed or broken
-            pass
+        for conn in {id(c): c for c in (self.conn, self.checkpoint_conn)}.values():
+            try:
+                conn.close()
+            except (pymysql.Error, OSError):  # already closed or broken
+                pass
 
 
 def _refuse_late(run: ch.RunBatch, ddl: ch.DDLJob) -> None:

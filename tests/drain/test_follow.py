@@ -3,11 +3,13 @@ pumps taken offline through ``binlake ctl`` wait for it and a rejoining pump not
 and ``/metrics``, and SIGTERM leaving the checkpoint written and the registry entry paused."""
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -15,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from binlake.drain_config import DrainerConfig
+from binlake.follow import Follower
 from ingest.registry import load_registry
 from ingest.registry.base import DRAINER, OFFLINE, ONLINE, PAUSED, PUMP
 from tests.drain.conftest import Env
@@ -152,11 +156,14 @@ def test_a_terminal_error_stops_the_follower_with_its_message(tmp_path: Path) ->
 
 
 def test_a_transient_error_is_retried_until_stopped(tmp_path: Path) -> None:
-    """No pump registered yet (a transient PlanError): the follower tries again every interval and
-    SIGTERM still stops it cleanly (exit 0)."""
+    """No pump registered yet (a transient PlanError): the follower tries again every interval
+    (``detect-interval``, TiDB Binlog's key, when ``--interval`` is not given) and SIGTERM still stops
+    it cleanly (exit 0)."""
     log_path = tmp_path / "follow.log"
+    conf = tmp_path / "drainer.toml"
+    conf.write_text("detect-interval = 1\n")
     with open(log_path, "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "binlake.cli", "drain", "--follow", "--interval", "0.2",
+        proc = subprocess.Popen([sys.executable, "-m", "binlake.cli", "drain", "--follow", "--config", str(conf),
                                  "--cluster-id", "7", "--registry", f"file://{tmp_path / 'registry.json'}",
                                  "--sink", "parquet", "--parquet-dir", str(tmp_path / "cdc"),
                                  "--spark-master", "local[1]", "--addr", f"127.0.0.1:{free_port()}",
@@ -172,3 +179,13 @@ def test_a_transient_error_is_retried_until_stopped(tmp_path: Path) -> None:
     output = log_path.read_text()
     assert code == 0, output[-3000:]
     assert "terminal" not in output and "registry state paused" in output
+    assert "every 1 s" in output
+
+
+@pytest.mark.parametrize("minutes, synced", [(0, True), (5, False)])
+def test_status_says_synced_after_synced_check_time_without_rows(minutes: int, synced: bool) -> None:
+    options = DrainerConfig(synced_check_time=minutes)
+    follower = Follower(options, None, io.StringIO())
+    time.sleep(0.01)
+    assert follower.status()["Synced"] is synced
+    assert follower.interval == options.detect_interval == 5

@@ -15,6 +15,7 @@ import pytest
 
 from binlake.drain import run_verify_command
 from binlake.drain_config import DrainerConfig
+from ingest.encrypt import encrypt
 from tests.drain.conftest import Env
 from tests.drain.crashing_cli import CRASH_STATUS
 from tests.drain.test_drain_cli import ROOT, binlake, cli_args
@@ -414,3 +415,39 @@ def test_ignore_txn_commit_ts_leaves_out_those_transactions_in_every_sink(env: E
     with pytest.raises(DrainError, match=r"ignore-txn-commit-ts names the DDL binlog of job \d+ \(commit ts "
                                          rf"{alter_ts}\).*remove that ts"):
         env.drain(pq, to_ts=to_ts)
+
+
+def test_the_checkpoint_kept_in_another_mysql_is_read_and_written_there(env: Env, maria: MariaDBServer) -> None:
+    with MariaDBServer() as elsewhere:
+        o = mysql_options(env, maria)
+        cp = o.syncer.to.checkpoint
+        cp.type, cp.port, cp.user, cp.schema_ = "mysql", elsewhere.port, elsewhere.USER, "cp_db"
+        cp.encrypted_password = encrypt(elsewhere.PASSWORD)     # its own, not [syncer.to]'s
+
+        def row() -> dict[str, Any]:
+            found = elsewhere.query(f"SELECT checkPoint FROM cp_db.checkpoint "
+                                    f"WHERE clusterID = {env.cluster.cluster_id}")
+            assert len(found) == 1
+            parsed: dict[str, Any] = json.loads(found[0][0])
+            return parsed
+
+        env.sql("create table c (id int primary key, v int)")
+        env.sql("insert into c values (1, 1), (2, 2)")
+        first = env.drain(o)
+        assert row()["commitTS"] == first["to_ts"] and row()["consistent"] is True
+        assert maria.query("SELECT table_schema FROM information_schema.tables WHERE table_name = 'checkpoint'") == []
+        env.sql("update c set v = 9 where id = 1")
+        second = env.drain(o)
+        assert second["checkpoint_before"] == first["to_ts"]
+
+        # an unclean stop recorded there: the next run resumes from it in safe mode
+        conn: Any = elsewhere.connect()
+        with conn.cursor() as cur:
+            cur.execute("REPLACE INTO cp_db.checkpoint VALUES (%s, %s)",
+                        (env.cluster.cluster_id, json.dumps({"consistent": False, "commitTS": first["to_ts"]})))
+        conn.close()
+        replay = env.drain(o, to_ts=second["to_ts"])
+        assert replay["from_ts"] == first["to_ts"] and any("safe mode" in n for n in replay["notes"])
+        assert row()["consistent"] is True
+        assert "test.c" in verify_mysql(env, o)      # at the checkpoint read there
+        assert maria.query("SELECT * FROM test.c ORDER BY id") == [(1, 9), (2, 2)]

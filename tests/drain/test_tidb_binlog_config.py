@@ -13,7 +13,7 @@ from binlake.drain import INITIAL_TS_FILE, initial_ts
 from binlake.drain_config import DrainerConfig
 from ingest.config import ConfigError, load_config, print_warnings
 from ingest.pump.config import PumpConfig
-from sink.mysql.plugin import target_of
+from sink.mysql.plugin import checkpoint_target_of, target_of
 from sink.registry import names
 from upstream.local import LocalTSO
 
@@ -105,7 +105,7 @@ table = "checkpoint"
 """
 
 # what a drain prints for that file: the keys binlake accepts without doing what TiDB Binlog does
-WARNED = ["detect-interval", "synced-check-time", "syncer.to.dir", "syncer.to.retention-time",
+WARNED = ["syncer.to.dir", "syncer.to.retention-time",
           "syncer.to.zookeeper-addrs", "syncer.to.kafka-addrs", "syncer.to.kafka-version",
           "syncer.to.kafka-max-messages", "syncer.to.kafka-max-message-size", "syncer.to.kafka-client-id"]
 
@@ -127,8 +127,11 @@ def test_every_drainer_key_loads_for_every_db_type(tmp_path: Path, db_type: str)
     print_warnings(o, path, out)
     lines = out.getvalue().splitlines()
     assert all(line.startswith(f"binlake: warning: {path}: ") for line in lines)
-    assert sorted(line.removeprefix(f"binlake: warning: {path}: ").split(" = ")[0] for line in lines) == sorted(WARNED)
-    assert "detect-interval = 10: binlake reads the pumps the registry lists when each run" in out.getvalue()
+    # type = "mysql": a MySQL/TiDB sink's checkpoint in that database (TiDB Binlog's), a lake's stays in the lake
+    lake = [] if db_type in ("mysql", "tidb") else ["syncer.to.checkpoint.type"]
+    assert sorted(line.removeprefix(f"binlake: warning: {path}: ").split(" = ")[0] for line in lines) \
+        == sorted(WARNED + lake)
+    assert o.detect_interval == 10 and o.synced_check_time == 5     # --follow's (tests/drain/test_follow.py)
 
 
 @pytest.mark.parametrize("extra, message", [
@@ -137,8 +140,8 @@ def test_every_drainer_key_loads_for_every_db_type(tmp_path: Path, db_type: str)
      "table-migrate-rule = .* is not supported: routing tables"),
     ("[syncer.binlog-filter-rule.r1]\nignore-event = ['all dml']", "binlog-filter-rule = .* is not supported"),
     ("[syncer.to]\nsync-mode = 2", "sync-mode = 2 is not supported: only 1 \\(SyncFullColumn\\)"),
-    ("[syncer.to.checkpoint]\nhost = 'cp-db'", "host = 'cp-db' is not supported: a checkpoint in another database"),
-    ("[syncer.to.checkpoint.security]\nssl-ca = '/ca.pem'", "security = .* is not supported: a checkpoint in another"),
+    ("[syncer]\ndb-type = 'mysql'\n[syncer.to.checkpoint]\ntype = 'oracle'",
+     "type = 'oracle' is not supported: the checkpoint is on the downstream"),
     ("[syncer]\ndb-type = 'pb'", "db-type 'pb' is not supported: TiDB Binlog's protobuf files"),
     ("[syncer]\nreplicate-do-db = ['~(']", "filter pattern '~\\(' is not a valid regular expression"),
     ("initial-commit-ts = -2", "greater than or equal to -1"),
@@ -221,3 +224,16 @@ def test_every_pump_key_loads_and_the_leveldb_tunables_warn(tmp_path: Path) -> N
     warned = o.warnings()
     assert len(warned) == 10 and all(w.startswith("storage.kv.") for w in warned)
     assert any(w.startswith("storage.kv.compaction-L0-trigger = 8: binlake's pump stores in LevelDB") for w in warned)
+
+
+def test_checkpoint_database_keys_without_a_type_are_reported_unused() -> None:
+    o = load_config(DrainerConfig, None, {"syncer.db-type": "mysql", "syncer.to.checkpoint.host": "cp-db",
+                                          "syncer.to.checkpoint.port": 4000})
+    assert checkpoint_target_of(o.syncer) is None
+    assert [w.split(": ", 1)[0] for w in o.warnings()] == ["syncer.to.checkpoint.host = 'cp-db'",
+                                                           "syncer.to.checkpoint.port = 4000"]
+    o = load_config(DrainerConfig, None, {"syncer.db-type": "tidb", "syncer.to.checkpoint.type": "tidb",
+                                          "syncer.to.checkpoint.port": 4000})
+    target = checkpoint_target_of(o.syncer)
+    assert target is not None and (target.host, target.port, target.user) == ("127.0.0.1", 4000, "root")
+    assert o.warnings() == []
