@@ -11,6 +11,7 @@ from ingest.config import Bool, Int, Str, StringList, TomlModel, UrlList, noted,
 from ingest.security import SecurityConfig
 from sink.plugin import SinkContext, SinkSpec
 from sink.registry import UnknownSinkError, canonical, spec_for, specs
+from transform.event_filter import EventFilter
 from transform.filters import DEFAULT_IGNORE_SCHEMAS, TableFilter
 
 _PB_FILES = ("TiDB Binlog's protobuf files (what reparo reads) are not built yet; db-type = \"parquet\" writes "
@@ -85,6 +86,31 @@ class UpstreamSection(TomlModel):
     security: SecurityConfig = Field(default_factory=SecurityConfig)   # [upstream.security]: verified TLS to dsn
 
 
+class FilterRuleSection(TomlModel):
+    """``[syncer.binlog-filter-rule.NAME]``: the event types and DDL queries left out on the tables
+    of every ``[[syncer.table-migrate-rule]]`` that names it (``transform.event_filter``)."""
+
+    ignore_event: list[str] = Field(default_factory=list, alias="ignore-event")
+    ignore_sql: list[str] = Field(default_factory=list, alias="ignore-sql")
+
+
+class SourceSection(TomlModel):
+    """A table-migrate-rule's ``source``: schema and table patterns (``*``, ``?``, ``[…]``)."""
+
+    schema_: Str = Field(default="", alias="schema")
+    table: Str = ""
+
+
+class MigrateRuleSection(TomlModel):
+    """``[[syncer.table-migrate-rule]]``: the tables (``source``) the ``binlog-filter-rule`` names
+    apply to. ``target`` routes tables to other names, which TiDB Binlog does for db-type oracle only."""
+
+    binlog_filter_rule: list[str] = Field(default_factory=list, alias="binlog-filter-rule")
+    source: SourceSection = Field(default_factory=SourceSection)
+    target: dict[str, Any] | None = refused("target", "routing tables to other names is not built yet",
+                                            default=None, matches=None)
+
+
 class SyncerSection(TomlModel):
     """``[syncer]``: the sink and TiDB Binlog's table filters. A sink whose spec's section is
     ``syncer`` (the MySQL sink: TiDB Binlog's loader keys) adds its keys here."""
@@ -101,11 +127,10 @@ class SyncerSection(TomlModel):
     disable_detect: Bool = noted("disable-detect", _DETECT, default=False, matches=False)
     load_schema_snapshot: Bool = noted("load-schema-snapshot", _HISTORY, default=False, matches=False)
     load_table_infos: Bool = noted("load-table-infos", _HISTORY, default=False, matches=False)   # v7.1's name
-    case_sensitive: Bool = Field(default=False, alias="case-sensitive")   # table-migrate-rule, binlog-filter-rule
-    table_migrate_rule: list[Any] = refused("table-migrate-rule", "routing tables to other names is not built "
-                                                                  "yet", default=[], matches=[])
-    binlog_filter_rule: dict[str, Any] = refused("binlog-filter-rule", "event and SQL filter rules are not built "
-                                                                       "yet", default={}, matches={})
+    # TiDB Binlog's binlog event filter: named rules, applied to tables by the migrate rules naming them
+    case_sensitive: Bool = Field(default=False, alias="case-sensitive")
+    table_migrate_rule: list[MigrateRuleSection] = Field(default_factory=list, alias="table-migrate-rule")
+    binlog_filter_rule: dict[str, FilterRuleSection] = Field(default_factory=dict, alias="binlog-filter-rule")
 
 
 class SparkSection(TomlModel):
@@ -149,7 +174,15 @@ class DrainerBase(TomlModel):
 
     def validate_config(self) -> None:
         self.table_filter()   # a filter pattern that is not a regex is refused now, not at the first table
+        events = self.event_filter()   # so is a binlog-filter-rule TiDB Binlog would refuse
         caps = self.sink_spec().capabilities
+        ddl_rules = [] if caps.replays_ddl else events.ddl_rules()
+        if ddl_rules:
+            rule = ddl_rules[0]
+            raise ValueError(f"[syncer] {rule.label} can leave out DDL (ignore-event {list(rule.events)}, "
+                             f"ignore-sql {list(rule.sql)}): that is for db-type mysql and tidb; a "
+                             f"{self.syncer.db_type} sink's tables follow the upstream's DDL history (its rules "
+                             f"may leave out insert, update and delete)")
         if not getattr(self.syncer, "sync_ddl", True) and not caps.replays_ddl:
             raise ValueError(f"[syncer] sync-ddl = false is for db-type mysql and tidb: a {self.syncer.db_type} "
                              f"sink's tables follow the upstream's DDL history")
@@ -173,6 +206,14 @@ class DrainerBase(TomlModel):
         return TableFilter(tuple(s.replicate_do_db), tuple(s.replicate_do_table), tuple(s.ignore_schemas),
                            tuple(s.ignore_table), tuple(self.tables))
 
+    def event_filter(self) -> EventFilter:
+        """TiDB Binlog's binlog event filter these options describe (``FilterRuleError``, a
+        ``ValueError``, for a rule TiDB Binlog would refuse)."""
+        s = self.syncer
+        rules = {name: (r.ignore_event, r.ignore_sql) for name, r in s.binlog_filter_rule.items()}
+        attached = [(m.source.schema_, m.source.table, m.binlog_filter_rule) for m in s.table_migrate_rule]
+        return EventFilter.from_config(rules, attached, s.case_sensitive)
+
     def sink_spec(self) -> SinkSpec[Any]:
         """The spec of the sink ``[syncer] db-type`` names."""
         return spec_for(self.syncer.db_type)
@@ -182,7 +223,8 @@ class DrainerBase(TomlModel):
         """What the configured sink (or ``spec``'s) is opened with."""
         spec = spec or self.sink_spec()
         name = self.syncer.db_type if self.syncer.db_type in spec.names else spec.names[0]
-        return SinkContext(name, spec.settings(self), cluster_id, dry_run, self.table_filter(), self.data_dir)
+        return SinkContext(name, spec.settings(self), cluster_id, dry_run, self.table_filter(), self.data_dir,
+                           self.event_filter())
 
 
 _composed: dict[tuple[int, ...], type[DrainerBase]] = {}

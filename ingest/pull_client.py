@@ -21,7 +21,7 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError
 
-from ingest.errors import IngestError
+from ingest.errors import IngestError, MalformedBinlog
 from ingest.http2.framing import HTTP2_OPTIONS, WireRpcError
 from ingest.http2.stream import stream_call
 from schemas import binlog_pb2, pump_pb2
@@ -33,7 +33,7 @@ COMPRESSORS = ("", "gzip")   # TiDB Binlog's drainer ``compressor``
 
 class PullStreamError(IngestError):
     """A PullBinlogs stream broke the protocol's promises: it ended, went backwards in commit ts, or
-    carried something that is not a binlog (transient: a stream ends when its pump stops)."""
+    carried an answer that is not a ``PullBinlogResp`` (transient: a stream ends when its pump stops)."""
 
     transient = True
 
@@ -56,12 +56,18 @@ class Pulled:
 
 
 def parse_answer(raw: bytes | bytearray, addr: str) -> Pulled:
-    """One ``PullBinlogResp``'s binlog; ``PullStreamError`` when it is not one."""
+    """One ``PullBinlogResp``'s binlog: ``PullStreamError`` when the answer is not a
+    ``PullBinlogResp``, ``MalformedBinlog`` when its payload is not a binlog (TiDB Binlog's drainer
+    counts that as ``unmarshal_binlog`` and stops)."""
     try:
         payload = pump_pb2.PullBinlogResp.FromString(bytes(raw)).entity.payload
+    except DecodeError as exc:
+        raise PullStreamError(f"pump {addr} sent a PullBinlogs answer that is not one: {exc}") from exc
+    try:
         b = binlog_pb2.Binlog.FromString(payload)
     except DecodeError as exc:
-        raise PullStreamError(f"pump {addr} sent a PullBinlogs answer that is not a binlog: {exc}") from exc
+        raise MalformedBinlog(f"pump {addr} sent a PullBinlogs payload of {len(payload)} bytes that is not a "
+                              f"binlog: {exc}") from exc
     return Pulled(b.tp, b.start_ts, b.commit_ts, b.ddl_job_id, b.ddl_schema_state, payload)
 
 

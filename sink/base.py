@@ -1,8 +1,10 @@
 """The sink contract: take one run's :class:`transform.changes.RunBatch`, exactly once per table,
-and keep the run checkpoint (the ``to_ts`` up to which every table is complete)."""
+and keep the run checkpoint (the ``to_ts`` up to which every table is complete); tell a
+:class:`SinkObserver` what writing took (the drainer's metrics)."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -24,9 +26,31 @@ class TableReport(BaseModel):
     ddl: list[str] = Field(default_factory=list, description="DDLs applied (their queries)")
 
 
+class SinkObserver:
+    """Hears what a sink's :meth:`Sink.write` took (TiDB Binlog's drainer measures the same); this
+    base class hears nothing. Methods may be called from the sink's worker threads."""
+
+    def executed(self, seconds: float) -> None:
+        """One item was handed to the downstream in ``seconds``. The MySQL sink's items are each
+        upstream transaction (its DMLs given to the loader, with the wait for the batch in flight when
+        that hand-over flushes, and any DDL that had to run before it) and each DDL binlog (the flush
+        before it and its execution); a lake sink's one item is the whole run (its Spark pass and
+        every table's commit)."""
+
+    def queried(self, kind: str, seconds: float) -> None:
+        """One downstream statement (``kind`` ``exec``), commit (``commit``) or loopback mark
+        (``update_mark_table``) of the MySQL sink's workers took ``seconds``."""
+
+    def dispatched(self, sizes: Sequence[int]) -> None:
+        """A flush of the MySQL sink handed ``sizes[i]`` DMLs to worker ``i``."""
+
+
 class Sink(ABC):
     """A destination for row changes. ``write`` is idempotent per table: a table whose stored
-    markers show the run's range already written is skipped (``TableReport.skipped``)."""
+    markers show the run's range already written is skipped (``TableReport.skipped``). ``observer``
+    hears what writing took (set it before :meth:`write`)."""
+
+    observer: SinkObserver = SinkObserver()
 
     @abstractmethod
     def checkpoint(self) -> int | None:

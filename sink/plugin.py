@@ -18,6 +18,7 @@ from typing import Any, Generic, TypeVar
 from ingest.config import TomlModel
 from sink.base import Sink
 from sink.verify_report import VerifyReport
+from transform.event_filter import EventFilter
 from transform.filters import TableFilter
 
 C = TypeVar("C", bound=TomlModel)
@@ -56,8 +57,9 @@ class Flag:
 @dataclass
 class SinkContext(Generic[C]):
     """Everything a sink is opened with: its name as chosen, its config section, the cluster the run
-    reads (None while unknown, e.g. without PD), the table filter, and whether the run is a dry run
-    (which must change nothing: no directory, table or row is created)."""
+    reads (None while unknown, e.g. without PD), the table filter, whether the run is a dry run
+    (which must change nothing: no directory, table or row is created), and the binlog event filter
+    (the drain leaves out the row changes it ignores; a sink that replays DDL skips the DDL it ignores)."""
 
     name: str
     settings: C
@@ -65,6 +67,7 @@ class SinkContext(Generic[C]):
     dry_run: bool = False
     table_filter: TableFilter = field(default_factory=TableFilter)
     data_dir: str = ""
+    event_filter: EventFilter = field(default_factory=EventFilter)
 
 
 @dataclass(frozen=True)

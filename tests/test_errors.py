@@ -25,7 +25,8 @@ KINDS: dict[str, dict[str, bool]] = {
                       "CtlError": False},
     "ingest.pump.node": {"NotifyError": True},
     "ingest.pull_client": {"PullStreamError": True},
-    "transform.errors": {"TransformError": False, "DrainError": True},
+    "transform.errors": {"TransformError": False, "DrainError": True, "UndecodableBinlog": False,
+                         "FilterRuleError": False, "GoRegexError": False},
     "transform.plan": {"PlanError": True, "PumpUnreachableError": True},
     "transform.history": {"HistoryError": True},
     "transform.ddl": {"UnreplicableDDLError": False},
@@ -57,8 +58,10 @@ OTHER_KINDS = {"upstream.local": {"MariaDBError": False}}
 # exceptions of PACKAGES that are not named errors: protocol control flow inside the HTTP/2 server
 # and the gRPC client, never shown to a user as such
 NOT_NAMED = {"WireRpcError", "HpackError", "HeaderListTooLarge", "RpcAbort", "ConnectionError_"}
-# the codec's errors stay ValueErrors, the harness's MariaDBError a RuntimeError (callers catch those)
-ALSO = {"CodecError": ValueError, "SchemaError": ValueError, "MariaDBError": RuntimeError}
+# the codec's errors stay ValueErrors (and the filter rules', which the configuration's validation
+# catches), the harness's MariaDBError a RuntimeError (callers catch those)
+ALSO = {"CodecError": ValueError, "SchemaError": ValueError, "FilterRuleError": ValueError, "GoRegexError": ValueError,
+        "MariaDBError": RuntimeError}
 BUILTIN_ROOTS = {name for name, obj in vars(builtins).items()
                  if isinstance(obj, type) and issubclass(obj, BaseException)}
 

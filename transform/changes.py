@@ -141,10 +141,13 @@ class DDLEvent:
 @dataclass(frozen=True)
 class DDLJob:
     """A DDL job committed inside the run's range, as the upstream ran it (schema-level ones too):
-    sinks that replay statements (MySQL) apply ``job.query`` in commit order."""
+    sinks that replay statements (MySQL) apply ``job.query`` in commit order. ``names``: the
+    (schema, table) TiDB Binlog's drainer names the job by (``SchemaHistory.names_of``; None: the
+    job's own lower-cased ones)."""
 
     commit_ts: int
     job: Job
+    names: tuple[str, str] | None = None
 
 
 @dataclass
@@ -184,6 +187,7 @@ class RunBatch:
     nulled_values: int = 0
     stale_rows: int = 0   # row changes written to a table id that had ended before they committed: dropped
     loopback_txns: int = 0   # transactions left out for carrying the drainer's loopback mark
+    ignored_rows: int = 0   # row changes left out: the binlog event filter ignores them
     frame: DataFrame | None = None
     ddl: list[DDLJob] = field(default_factory=list)   # every DDL job of the range, in commit order
     # job id → the commit ts of the first transaction that needed the job's schema, where it commits

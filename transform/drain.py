@@ -20,6 +20,11 @@ Stages (each timed in :attr:`DrainResult.stages`):
    disks: they are ``RunBatch.frame``.
 4. **collect** — the driver collects one small record per segment piece (table id, schema version,
    row count, first commit_ts), never the rows.
+
+What the pumps sent (payload sizes, commit-to-arrival seconds, as histogram counts per pump: see
+``transform.pull``) reaches the driver through a Spark accumulator and is handed to ``pulled`` as the
+pull stage ends. A pull or decode task failing on a binlog that does not decode fails the run with
+:class:`UndecodableBinlog`.
 """
 from __future__ import annotations
 
@@ -34,15 +39,18 @@ from functools import partial
 from typing import Protocol, TypeVar
 
 import pyarrow as pa
+from pyspark.accumulators import Accumulator
 from pyspark.errors import PythonException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ingest import binlog as bl
+from ingest.errors import MalformedBinlog
 from transform import changes as ch
 from transform.codec.model import Job
 from transform.ddl import needed_before, written_late
-from transform.errors import DrainError
+from transform.errors import DrainError, UndecodableBinlog
+from transform.event_filter import EventFilter
 from transform.filters import TableFilter
 from transform.history import (
     DROP_SCHEMA,
@@ -54,7 +62,17 @@ from transform.history import (
     TableVersion,
 )
 from transform.plan import Plan
-from transform.pull import LOOKUP_SOURCE, PUMP_SCAN, RAW_SCHEMA, TASK_DDL, lookup_prewrites, pull_tasks, split_range
+from transform.pull import (
+    LOOKUP_SOURCE,
+    PUMP_SCAN,
+    RAW_SCHEMA,
+    TASK_DDL,
+    Reads,
+    ReadsParam,
+    lookup_prewrites,
+    pull_tasks,
+    split_range,
+)
 from transform.rowchanges import OUT_SCHEMA, DecodeContext, OutRecord, decode_transactions
 from transform.spark import local_checkpoint, spark_ddl
 from transform.worker import tune_worker
@@ -63,6 +81,8 @@ T = TypeVar("T")
 # transactions whose pairs (start_ts, commit_ts, source: ~40 bytes each) are broadcast to the decode
 # tasks; a range with more shuffles its prewrites instead (the driver builds the broadcast)
 BROADCAST_PAIRS = 1_000_000
+# how a task's MalformedBinlog is named in the traceback Spark hands back
+_MALFORMED = f"{MalformedBinlog.__module__}.{MalformedBinlog.__qualname__}: "
 
 log = logging.getLogger(__name__)
 
@@ -80,12 +100,17 @@ class DrainResult:
 
 @contextmanager
 def _task_errors(stage: str) -> Iterator[None]:
-    """Re-raise a Spark task's Python error as a DrainError carrying its own message."""
+    """Re-raise a Spark task's Python error as a DrainError carrying its own message
+    (:class:`UndecodableBinlog` for a binlog that does not decode)."""
     try:
         yield
     except PythonException as e:
-        lines = [ln for ln in str(e).splitlines() if ln.strip()]
-        cause = next((ln.strip() for ln in reversed(lines) if "Error:" in ln or "Exception:" in ln),
+        lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+        malformed = next((ln for ln in reversed(lines) if ln.startswith(_MALFORMED)), None)
+        if malformed is not None:
+            raise UndecodableBinlog(f"{stage} stage: a binlog received from a pump does not decode: "
+                                    f"{malformed.removeprefix(_MALFORMED)}") from e
+        cause = next((ln for ln in reversed(lines) if "Error:" in ln or "Exception:" in ln),
                      lines[-1] if lines else repr(e))
         raise DrainError(f"{stage} stage failed in a Spark task: {cause}") from e
 
@@ -120,20 +145,22 @@ class _Stages:
         return value
 
 
-def _pull(spark: SparkSession, plan: Plan, splits: int) -> DataFrame:
+def _pull(spark: SparkSession, plan: Plan, splits: int, received: Accumulator[Reads]) -> DataFrame:
     # a PullBinlogs task seeks to its sub-range's start as a scan does (the pump's index is keyed by ts)
-    tasks = [(p.addr, plan.cluster_id, a, b, p.protocol)
+    tasks = [(p.addr, p.node_id, plan.cluster_id, a, b, p.protocol)
              for p in plan.pumps for a, b in split_range(plan.from_ts, plan.to_ts, splits)]
-    rows = [(addr, cluster, a, b, source, protocol) for source, (addr, cluster, a, b, protocol) in enumerate(tasks)]
+    rows = [(addr, node, cluster, a, b, source, protocol)
+            for source, (addr, node, cluster, a, b, protocol) in enumerate(tasks)]
     df = spark.createDataFrame(rows, TASK_DDL)
-    return df.repartition(len(rows)).mapInArrow(partial(pull_tasks, plan.security, plan.compressor),
+    return df.repartition(len(rows)).mapInArrow(partial(pull_tasks, plan.security, plan.compressor, received),
                                                 spark_ddl(RAW_SCHEMA))
 
 
 def run_drain(spark: SparkSession, plan: Plan, history: SchemaHistory, table_filter: TableFilter | None = None,
               splits_per_pump: int = 1, progress: StageProgress | None = None,
               per_transaction: bool = False, skip_commit_ts: frozenset[int] = frozenset(),
-              loopback_channel: int | None = None) -> DrainResult:
+              loopback_channel: int | None = None, pulled: Callable[[Reads], None] | None = None,
+              event_filter: EventFilter | None = None) -> DrainResult:
     """Run the Spark stages of one range and return its changes (nothing is written here);
     ``progress`` hears of each stage. Each pump's range is cut into at least ``splits_per_pump``
     pull tasks, and into enough for one task per core of the cluster (Spark's default parallelism).
@@ -141,7 +168,9 @@ def run_drain(spark: SparkSession, plan: Plan, history: SchemaHistory, table_fil
     ``skip_commit_ts``: transactions left out (TiDB Binlog's ``ignore-txn-commit-ts``); a DDL job's
     binlog among them is a :class:`DrainError` (the tables follow the DDL history).
     ``loopback_channel``: transactions carrying that channel's loopback mark are left out
-    (``transform.loopback``)."""
+    (``transform.loopback``). ``pulled`` is told what each pump sent (by node id) once the pull
+    stage has ended. ``event_filter``: the row changes it ignores are left out (counted as
+    ``ignored_row_changes``)."""
     table_filter = table_filter or TableFilter()
     stages = _Stages(progress)
     batch = ch.RunBatch(plan.cluster_id, plan.from_ts, plan.to_ts, uuid.uuid4().hex[:16],
@@ -154,7 +183,7 @@ def run_drain(spark: SparkSession, plan: Plan, history: SchemaHistory, table_fil
     # when they end, also when one fails; the decoded rows when the sinks have written them
     with ExitStack() as scratch:
         release = _stages(spark, plan, history, table_filter, splits_per_pump, stages, result, scratch,
-                          skip_commit_ts, loopback_channel)
+                          skip_commit_ts, loopback_channel, pulled, event_filter or EventFilter())
     result.release = release
     return result
 
@@ -167,12 +196,17 @@ def _kept(scratch: ExitStack, checkpointed: tuple[DataFrame, Callable[[], None]]
 
 def _stages(spark: SparkSession, plan: Plan, history: SchemaHistory, table_filter: TableFilter,
             splits_per_pump: int, stages: _Stages, result: DrainResult, scratch: ExitStack,
-            skip_commit_ts: frozenset[int] = frozenset(), loopback_channel: int | None = None) -> Callable[[], None]:
+            skip_commit_ts: frozenset[int] = frozenset(), loopback_channel: int | None = None,
+            pulled: Callable[[Reads], None] | None = None,
+            event_filter: EventFilter | None = None) -> Callable[[], None]:
     """Pull, pair, decode and collect into ``result``; returns what deletes the decoded rows."""
     batch = result.batch
     # prewrites are decoded in the task that pulled them: at least one pull task per core of the cluster
     splits = max(splits_per_pump, -(-spark.sparkContext.defaultParallelism // max(1, len(plan.pumps))))
-    raw = _kept(scratch, stages.run("pull", lambda: local_checkpoint(_pull(spark, plan, splits))))
+    received = spark.sparkContext.accumulator({}, ReadsParam())
+    raw = _kept(scratch, stages.run("pull", lambda: local_checkpoint(_pull(spark, plan, splits, received))))
+    if pulled is not None:
+        pulled(received.value)
     # pairing moves no payload: the transactions' small records (start_ts, commit_ts, the pull task
     # holding the prewrite copy to decode) are paired apart, then join the prewrites where they were pulled
     prewrites = raw.where(F.col("tp") == bl.PREWRITE).select("start_ts", "source", "payload")
@@ -218,7 +252,7 @@ def _stages(spark: SparkSession, plan: Plan, history: SchemaHistory, table_filte
 
     order = CommitOrder(plan.from_ts, ddl_commits)
     ctx = spark.sparkContext.broadcast(DecodeContext(history, table_filter, batch.per_transaction, order,
-                                                     loopback_channel))
+                                                     loopback_channel, event_filter or EventFilter()))
     scratch.callback(ctx.destroy)
 
     def decode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -241,7 +275,8 @@ def _stages(spark: SparkSession, plan: Plan, history: SchemaHistory, table_filte
                                                                "data")
     result.counts = {"transactions": txn_count, "lookups": len(lost),
                      "row_changes": sum(t.row_count for t in batch.tables.values()),
-                     "stale_row_changes": batch.stale_rows, "loopback_transactions": batch.loopback_txns}
+                     "stale_row_changes": batch.stale_rows, "loopback_transactions": batch.loopback_txns,
+                     "ignored_row_changes": batch.ignored_rows}
     return release_decoded
 
 
@@ -289,12 +324,15 @@ def _assemble(batch: ch.RunBatch, decoded: pa.Table, history: SchemaHistory, tab
         if rec["kind"] == "loopback":
             batch.loopback_txns += rec["rows"]
             continue
+        if rec["kind"] == "ignored":
+            batch.ignored_rows += rec["rows"]
+            continue
         if rec["kind"] in written:
             written[rec["kind"]][rec["table_id"]].append((rec["schema_version"], rec["commit_ts"]))
             continue
         if rec["kind"] == "ddl":
             job = history.job(rec["job_id"])
-            batch.ddl.append(ch.DDLJob(rec["commit_ts"], job))
+            batch.ddl.append(ch.DDLJob(rec["commit_ts"], job, history.names_of(job)))
             tid = _event_table_id(job)
             if job.type == DROP_SCHEMA:  # every table of the database ends here
                 for ended in history.ended_by(job.id):

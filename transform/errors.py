@@ -14,3 +14,20 @@ class DrainError(TransformError):
     that failed (a pump gone mid-stream, …) (named). Transient: a task's cause is known only as text."""
 
     transient = True
+
+
+class UndecodableBinlog(DrainError):
+    """A binlog received from a pump does not decode (TiDB Binlog's drainer counts it as
+    ``unmarshal_binlog`` and stops); terminal: the pump keeps sending the same bytes."""
+
+    transient = False
+
+
+class FilterRuleError(TransformError, ValueError):
+    """A ``[syncer.binlog-filter-rule]`` / ``[[syncer.table-migrate-rule]]`` the drainer cannot use: an
+    unknown event type, a pattern or regular expression Go would refuse, a rule name not defined
+    (named, with the rule)."""
+
+
+class GoRegexError(TransformError, ValueError):
+    """A regular expression of the configuration that Go's ``regexp.Compile`` refuses (RE2's reason)."""

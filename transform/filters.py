@@ -8,42 +8,25 @@ that must match the whole name (``^pattern$``: ``a.b`` also matches ``axb``, ``t
 it, and then no ignore-schemas or ignore-table rule does."""
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+from transform.errors import GoRegexError
+from transform.goregex import GoPattern, compile_go
 
 DEFAULT_IGNORE_SCHEMAS = ("INFORMATION_SCHEMA", "PERFORMANCE_SCHEMA", "mysql")
 
 
-# Go's regexp (RE2) syntax Python's re lacks: ASCII classes ([[:digit:]]) and \z, the end of the text
-_POSIX = {"alnum": "0-9A-Za-z", "alpha": "A-Za-z", "ascii": "\\x00-\\x7f", "blank": "\\t ",
-          "cntrl": "\\x00-\\x1f\\x7f", "digit": "0-9", "graph": "!-~", "lower": "a-z", "print": " -~",
-          "punct": "!-/:-@\\[-`{-~", "space": "\\t\\n\\v\\f\\r ", "upper": "A-Z", "word": "0-9A-Za-z_",
-          "xdigit": "0-9A-Fa-f"}
-_GO_ONLY = re.compile(r"\[:(\^?)(" + "|".join(_POSIX) + r"):\]|\\z")
-
-
-def _python_regex(go: str) -> str:
-    """A Go regex in Python's syntax (both engines read the other constructs alike; a negated ASCII
-    class is refused)."""
-    def sub(m: re.Match[str]) -> str:
-        if m.group(0) == "\\z":
-            return "\\Z"
-        if m.group(1):
-            raise re.error(f"negated class [:^{m.group(2)}:] is not supported")
-        return _POSIX[m.group(2)]
-    return _GO_ONLY.sub(sub, go)
-
-
-def _matcher(pattern: str) -> re.Pattern[str]:
+def _matcher(pattern: str) -> GoPattern:
+    # TiDB's filter compiles "(?i)" + the pattern with Go's regexp
     text = pattern[1:] if pattern.startswith("~") else f"^{pattern}$"
     try:
-        return re.compile(_python_regex(text), re.IGNORECASE)
-    except re.error as e:   # a ValueError: the configuration names the key
+        return compile_go("(?i)" + text)
+    except GoRegexError as e:   # a ValueError: the configuration names the key
         raise ValueError(f"filter pattern {pattern!r} is not a valid regular expression: {e}") from None
 
 
-def _any(patterns: Sequence[re.Pattern[str]], name: str) -> bool:
+def _any(patterns: Sequence[GoPattern], name: str) -> bool:
     return any(p.search(name) for p in patterns)
 
 
@@ -57,10 +40,10 @@ class TableFilter:
     ignore_tables: tuple[tuple[str, str], ...] = ()
     only: tuple[tuple[str, str], ...] = field(default=())   # --tables db.t,… (exact, on top of the rules)
     # the patterns compiled once (set in __post_init__; not arguments, not part of equality or repr)
-    _do_db: list[re.Pattern[str]] = field(init=False, repr=False, compare=False)
-    _do_tbl: list[tuple[re.Pattern[str], re.Pattern[str]]] = field(init=False, repr=False, compare=False)
-    _ig_db: list[re.Pattern[str]] = field(init=False, repr=False, compare=False)
-    _ig_tbl: list[tuple[re.Pattern[str], re.Pattern[str]]] = field(init=False, repr=False, compare=False)
+    _do_db: list[GoPattern] = field(init=False, repr=False, compare=False)
+    _do_tbl: list[tuple[GoPattern, GoPattern]] = field(init=False, repr=False, compare=False)
+    _ig_db: list[GoPattern] = field(init=False, repr=False, compare=False)
+    _ig_tbl: list[tuple[GoPattern, GoPattern]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # TiDB Binlog lower-cases the do-rules' patterns when it loads them (so ``\\D`` becomes ``\\d``)

@@ -292,6 +292,19 @@ class SchemaHistory:
         return ColumnPast({c.name: born[c.id] for c in final if c.id in born},
                           {c.name: came_from[c.id] for c in final if c.id in came_from})
 
+    def names_of(self, job: Job) -> tuple[str, str]:
+        """The (schema, table) names TiDB Binlog's drainer gives a DDL job, as they were created (not
+        lower-cased): the schema's; the table's after the job (the new name of a rename), the dropped
+        one's for a drop, "" for a job on the schema itself."""
+        db = self._dbs.get(job.schema_id) or job.schema_name
+        info = job.binlog.table_info
+        if info is not None and job.type not in (DROP_TABLE, DROP_VIEW):
+            return db, info.name
+        if not job.table_id:
+            return db, ""
+        before = self.version_at(job.table_id, job.binlog.schema_version - 1)
+        return db, before.table.name if before is not None and before.table is not None else job.table_name
+
     def versions(self, table_id: int) -> list[TableVersion]:
         """Every definition of ``table_id`` in schema-version order."""
         return list(self._versions.get(table_id, []))

@@ -11,20 +11,30 @@ start_ts) or TiDB's ``/binlog.Pump/PullBinlogs`` (``pull_range``: commit binlogs
 prewrite joined in by the pump, sought from the sub-range's start). A pulled commit becomes the two
 rows a scan would give: a prewrite row carrying the joined binlog (the decoder reads only its
 prewrite fields) and a commit row without payload, so pairing and decoding treat both sources alike.
+
+Each task also counts what its pump sent (:class:`PumpReads`, TiDB Binlog's drainer observes the same
+per binlog): the payload bytes of every binlog received, and for every binlog carrying its commit ts
+(commits, fake binlogs) the seconds from that ts's physical time to its arrival. The counts go to the
+driver through a Spark accumulator (:class:`ReadsParam`), summed per pump node id: a few hundred
+numbers per pump, never rows. A commit binlog that does not decode fails the task with
+:class:`ingest.errors.MalformedBinlog`.
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+from pyspark.accumulators import Accumulator, AccumulatorParam
 
 from ingest import binlog as bl
 from ingest.errors import MalformedBatch
+from ingest.metrics_text import DURATION_BUCKETS, SIZE_BUCKETS, BucketCounts
 from ingest.pull_client import PullClient
 from ingest.scan_client import ScanBatch, ScanClient
 from ingest.security import SecurityConfig
-from schemas import binlog_pb2
 from transform.codec import mysqltypes as mt
 
 RAW_SCHEMA = pa.schema([
@@ -35,12 +45,50 @@ RAW_SCHEMA = pa.schema([
     pa.field("source", pa.int32(), nullable=False),   # the pull task that read it (pairing picks one copy)
     pa.field("ddl_job_id", pa.int64(), nullable=False),   # commits of DDL jobs (not delete-only states): the job
 ])
-TASK_DDL = "addr string, cluster_id long, from_ts long, to_ts long, source int, protocol string"
+TASK_DDL = "addr string, node_id string, cluster_id long, from_ts long, to_ts long, source int, protocol string"
 PUMP_SCAN = "PumpScan"         # a pump's protocol: binlake.v1.PumpScan (scans, prewrite lookups, Watermark)
 PULL_BINLOGS = "PullBinlogs"   # … or binlog.Pump/PullBinlogs, TiDB Binlog's drainer protocol
 PULL_ROWS = 8192               # pulled commits per Arrow batch
 PULL_IDLE_TIMEOUT = 120.0      # seconds a PullBinlogs pump may send nothing before the task fails
 LOOKUP_SOURCE = -1   # ``source`` of prewrites looked up on the driver (older than the range)
+
+
+@dataclass
+class PumpReads:
+    """What pull tasks received from one pump: each binlog's payload bytes (``size``) and, for each
+    binlog carrying its commit ts, the seconds from that ts's physical time to its arrival (``reach``)."""
+
+    size: BucketCounts = field(default_factory=lambda: BucketCounts(SIZE_BUCKETS))
+    reach: BucketCounts = field(default_factory=lambda: BucketCounts(DURATION_BUCKETS))
+
+    def merge(self, other: PumpReads) -> None:
+        """Add ``other``'s counts to these."""
+        self.size.merge(other.size)
+        self.reach.merge(other.reach)
+
+
+Reads = dict[str, PumpReads]   # by pump node id
+
+
+class ReadsParam(AccumulatorParam[Reads]):
+    """Sums the :data:`Reads` of every pull task into one (a Spark accumulator's rules)."""
+
+    def zero(self, value: Reads) -> Reads:
+        return {}
+
+    def addInPlace(self, value1: Reads, value2: Reads) -> Reads:
+        for node, reads in value2.items():
+            value1.setdefault(node, PumpReads()).merge(reads)
+        return value1
+
+
+def observe_batch(batch: ScanBatch, reads: PumpReads) -> None:
+    """Count a scan batch: every record's payload size; the reach of its commits and fake binlogs."""
+    now = time.time()
+    reads.size.observe_many(batch.lengths)
+    committed = (batch.tp == bl.COMMIT) | ((batch.tp == bl.ROLLBACK) & (batch.start_ts == batch.commit_ts)
+                                           & (batch.start_ts != 0))
+    reads.reach.observe_many(now - (batch.commit_ts[committed] >> 18) / 1000)   # seconds since the commit
 
 
 def payload_array(batch: ScanBatch) -> pa.BinaryArray:
@@ -83,10 +131,9 @@ def ddl_job_ids(batch: ScanBatch, commits: np.ndarray) -> pa.Int64Array:
     binlog), 0 for DML commits, prewrites and the delete-only state's extra DDL binlog."""
     out = np.zeros(len(batch.tp), np.int64)
     data = memoryview(batch.data)
-    parse = binlog_pb2.Binlog.FromString
     for i in np.flatnonzero(commits).tolist():
         off = int(batch.offsets[i])
-        b = parse(data[off:off + int(batch.lengths[i])])
+        b = bl.parse(bytes(data[off:off + int(batch.lengths[i])]))   # MalformedBinlog when it does not decode
         out[i] = ddl_commit_job(b.ddl_job_id, b.ddl_schema_state)
     return pa.array(out, pa.int64())
 
@@ -98,21 +145,25 @@ def ddl_commit_job(job_id: int, schema_state: int) -> int:
 
 
 def scan_range(addr: str, cluster_id: int, from_ts: int, to_ts: int, source: int = 0,
-               security: SecurityConfig | None = None) -> Iterator[pa.RecordBatch]:
-    """Every prewrite and real commit of one pump with key ts in ``(from_ts, to_ts]`` (TLS with ``security``)."""
+               security: SecurityConfig | None = None, reads: PumpReads | None = None) -> Iterator[pa.RecordBatch]:
+    """Every prewrite and real commit of one pump with key ts in ``(from_ts, to_ts]`` (TLS with
+    ``security``); every record received is counted in ``reads``."""
     credentials = security.grpc_channel_credentials() if security else None
     with ScanClient(addr, cluster_id, timeout=600.0, credentials=credentials) as client:
         for batch in client.scan_batches(from_ts, to_ts):
             if len(batch.tp):
+                if reads is not None:
+                    observe_batch(batch, reads)
                 yield batch_to_arrow(batch, source)
 
 
 def pull_range(addr: str, cluster_id: int, from_ts: int, to_ts: int, source: int = 0,
                security: SecurityConfig | None = None, compressor: str = "",
-               idle_timeout: float = PULL_IDLE_TIMEOUT) -> Iterator[pa.RecordBatch]:
+               idle_timeout: float = PULL_IDLE_TIMEOUT, reads: PumpReads | None = None) -> Iterator[pa.RecordBatch]:
     """Every real commit of one pump's PullBinlogs stream with commit ts in ``(from_ts, to_ts]``, as a
     prewrite row (the joined binlog) and a commit row each. ``to_ts`` must not be above the pump's
-    watermark: the read ends at the first binlog at or past it."""
+    watermark: the read ends at the first binlog at or past it. Every binlog received (fake ones
+    too) is counted in ``reads``."""
     credentials = security.grpc_channel_credentials() if security else None
     client = PullClient(addr, cluster_id, idle_timeout, credentials, compressor)
     tp: list[int] = []
@@ -121,6 +172,9 @@ def pull_range(addr: str, cluster_id: int, from_ts: int, to_ts: int, source: int
     payload: list[bytes | None] = []
     job: list[int] = []
     for item in client.read_range(from_ts, to_ts):
+        if reads is not None:
+            reads.size.observe(len(item.payload))
+            reads.reach.observe(time.time() - (item.commit_ts >> 18) / 1000)
         if item.fake or item.tp != bl.COMMIT:
             continue
         ddl = ddl_commit_job(item.ddl_job_id, item.ddl_schema_state)
@@ -144,19 +198,24 @@ def _pulled(tp: list[int], start: list[int], commit: list[int], payload: list[by
                                       schema=RAW_SCHEMA)
 
 
-def pull_tasks(security: SecurityConfig, compressor: str,
+def pull_tasks(security: SecurityConfig, compressor: str, received: Accumulator[Reads],
                batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: each input row is a task (addr, cluster_id, from_ts, to_ts, source,
-    protocol); the executor reads ``security``'s files at their paths (they must exist there too)."""
+    """``mapInArrow`` body: each input row is a task (addr, node_id, cluster_id, from_ts, to_ts,
+    source, protocol); the executor reads ``security``'s files at their paths (they must exist there
+    too). What the pumps sent is added to ``received`` (a Spark accumulator of :class:`ReadsParam`)
+    once every task of the partition has ended."""
+    counted: Reads = {}
     for tasks in batches:
         for task in tasks.to_pylist():
             args = (task["addr"], task["cluster_id"], task["from_ts"], task["to_ts"], task["source"], security)
+            reads = counted.setdefault(task["node_id"], PumpReads())
             if task["protocol"] == PULL_BINLOGS:
-                yield from pull_range(*args, compressor=compressor)
+                yield from pull_range(*args, compressor=compressor, reads=reads)
             elif task["protocol"] == PUMP_SCAN:
-                yield from scan_range(*args)
+                yield from scan_range(*args, reads=reads)
             else:
                 raise ValueError(f"unknown pump protocol {task['protocol']!r}")
+    received.add(counted)
 
 
 def split_range(from_ts: int, to_ts: int, parts: int) -> list[tuple[int, int]]:

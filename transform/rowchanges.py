@@ -24,6 +24,7 @@ from typing import Literal, TypedDict
 import numpy as np
 import pyarrow as pa
 
+from ingest import binlog as bl
 from schemas import binlog_pb2
 from transform import changes as ch
 from transform.codec import mysqltypes as mt
@@ -31,12 +32,14 @@ from transform.codec.batch import BEFORE_COLUMN, HANDLE_COLUMN, INVALID_TIMES_KE
 from transform.codec.model import TableInfo
 from transform.codec.rows import DELETE, INSERT, UPDATE, iter_mutation, without_double_writes
 from transform.errors import DrainError
+from transform.event_filter import EventFilter
 from transform.filters import TableFilter
 from transform.history import CommitOrder, SchemaHistory
 from transform.loopback import carries_mark, is_mark_table
 
 OUT_SCHEMA = pa.schema([
-    pa.field("kind", pa.string(), nullable=False),   # "rows", "ddl", "stale", "written", "written_last", "loopback"
+    pa.field("kind", pa.string(), nullable=False),   # "rows", "ddl", "stale", "ignored", "written", "written_last",
+                                                     # "loopback"
     pa.field("table_id", pa.int64(), nullable=False),
     pa.field("schema_version", pa.int64(), nullable=False),
     pa.field("commit_ts", pa.int64(), nullable=False),    # ddl: the DDL's commit ts
@@ -74,12 +77,13 @@ class DDLRecord(TypedDict):
 
 
 class StaleRecord(TypedDict):
-    """An ``OUT_SCHEMA`` record counting the row changes a task dropped because they wrote a table id
-    that had ended (truncated away or dropped) before they committed (``SchemaHistory.ended``)."""
+    """An ``OUT_SCHEMA`` record counting the row changes a task dropped: ``stale`` ones wrote a table
+    id that had ended (truncated away or dropped) before they committed (``SchemaHistory.ended``),
+    ``ignored`` ones are of a type the binlog event filter ignores on their table."""
 
-    kind: Literal["stale"]
+    kind: Literal["stale", "ignored"]
     table_id: int
-    schema_version: int     # the version that ended the table
+    schema_version: int     # stale: the version that ended the table; ignored: the one decoded with
     commit_ts: int          # the first such commit
     job_id: int             # 0
     rows: int
@@ -127,13 +131,15 @@ class DecodeContext:
     """What every decode task needs: the schema history, the table filter and where the range's DDL
     jobs committed (``order``); ``per_transaction``: one output record per transaction and table (for
     the ordered stream), else per decoded batch; ``loopback_channel``: leave out the transactions that
-    carry this channel's loopback mark (``transform.loopback``)."""
+    carry this channel's loopback mark (``transform.loopback``); ``events``: leave out the row changes
+    the binlog event filter ignores (by the table's name when the transaction committed)."""
 
     history: SchemaHistory
     filter: TableFilter
     per_transaction: bool = False
     order: CommitOrder = field(default_factory=CommitOrder)
     loopback_channel: int | None = None
+    events: EventFilter = field(default_factory=EventFilter)
 
 
 @dataclass
@@ -155,6 +161,12 @@ def _mutation_rows(m: binlog_pb2.TableMutation, table: TableInfo | None = None) 
     elif table is not None and len(rows) > 1:
         rows = without_double_writes(table, rows)
     return rows
+
+
+def _kinds(m: binlog_pb2.TableMutation) -> set[str]:
+    """The kinds of row change a mutation holds."""
+    return {kind for kind, rows in ((INSERT, m.inserted_rows), (UPDATE, m.updated_rows), (DELETE, m.deleted_rows))
+            if len(rows)}
 
 
 def segment_table(table: TableInfo, decoded: pa.RecordBatch, commit: np.ndarray, start: np.ndarray,
@@ -193,6 +205,8 @@ class _Decoder:
         self.written: dict[tuple[int, int], list[int]] = {}  # (table id, prewrite's version) → [first, last commit]
         self.pending = 0
         self.loopback: list[int] = []   # [first commit, transactions] left out for their loopback mark
+        self.ignores: dict[tuple[int, int], frozenset[str]] = {}   # (table id, version) → row kinds ignored
+        self.ignored: dict[tuple[int, int], list[int]] = {}   # (table id, version) → [first commit, rows]
         self.seen: set[int] = set()   # start_ts decoded by this task: a transaction stored twice comes once
         # (table id, prewrite schema version) → the commit positions of newer definitions and their versions
         self.steps: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
@@ -223,11 +237,25 @@ class _Decoder:
             self.allowed[key] = ok
         return ok
 
+    def _ignores(self, table_id: int, version: int) -> frozenset[str]:
+        """The row-change kinds the binlog event filter ignores on the table as named at ``version``."""
+        key = (table_id, version)
+        if key not in self.ignores:
+            at = self.ctx.history.version_at(table_id, version)
+            self.ignores[key] = (frozenset() if at is None or at.table is None
+                                 else self.ctx.events.ignored_rows(at.db, at.table.name))
+        return self.ignores[key]
+
+    def _ignore(self, key: tuple[int, int], commit_ts: int, rows: int) -> None:
+        count = self.ignored.setdefault(key, [commit_ts, 0])
+        count[0] = min(count[0], commit_ts)
+        count[1] += rows
+
     def txn(self, start_ts: int, commit_ts: int, payload: bytes) -> Iterator[OutRecord]:
         if start_ts in self.seen:
             return
         self.seen.add(start_ts)
-        b = binlog_pb2.Binlog.FromString(payload)
+        b = bl.parse(payload)   # MalformedBinlog when it does not decode
         if b.ddl_job_id:
             if b.ddl_schema_state != mt.STATE_DELETE_ONLY:
                 yield {"kind": "ddl", "table_id": 0, "schema_version": 0, "commit_ts": commit_ts,
@@ -242,6 +270,11 @@ class _Decoder:
         for m in pv.mutations:
             version = self._version(m.table_id, pv.schema_version, commit_ts)
             if not self._allowed(m.table_id, version, commit_ts):
+                continue
+            ignores = self._ignores(m.table_id, version) if self.ctx.events else frozenset()
+            kinds = _kinds(m) if ignores else set()
+            if kinds and ignores.issuperset(kinds):   # the table sees nothing of this transaction
+                self._ignore((m.table_id, version), commit_ts, len(_mutation_rows(m)))
                 continue
             span = self.written.setdefault((m.table_id, pv.schema_version), [commit_ts, commit_ts])
             span[0], span[1] = min(span[0], commit_ts), max(span[1], commit_ts)
@@ -258,6 +291,9 @@ class _Decoder:
             if g is None:
                 g = self.groups[(m.table_id, version)] = _Group(self.ctx.history.table_at(m.table_id, version))
             for kind, row in _mutation_rows(m, g.table):
+                if kind in ignores:
+                    self._ignore(key, commit_ts, 1)
+                    continue
                 g.kinds.append(kind)
                 g.payloads.append(row)
                 g.commit.append(commit_ts)
@@ -284,6 +320,10 @@ class _Decoder:
             yield {"kind": "stale", "table_id": table_id, "schema_version": version, "commit_ts": first,
                    "job_id": 0, "rows": count, "nulled": 0, "data": None}
         self.stale.clear()
+        for (table_id, version), (first, count) in self.ignored.items():
+            yield {"kind": "ignored", "table_id": table_id, "schema_version": version, "commit_ts": first,
+                   "job_id": 0, "rows": count, "nulled": 0, "data": None}
+        self.ignored.clear()
         if self.loopback:
             yield {"kind": "loopback", "table_id": 0, "schema_version": 0, "commit_ts": self.loopback[0],
                    "job_id": 0, "rows": self.loopback[1], "nulled": 0, "data": None}

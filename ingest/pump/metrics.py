@@ -1,10 +1,13 @@
 """Prometheus metrics of one pump, TiDB Binlog's pump's names, types, labels and buckets (its Grafana
-dashboard and alert rules read them: ``ingest.metrics_text``), then binlake's own."""
+dashboard and alert rules read them: ``ingest.metrics_text``), the node row's ``go_goroutines`` and
+``go_memstats_heap_inuse_bytes`` (this process's threads and resident bytes: ``ingest.node_metrics``),
+then binlake's own."""
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from ingest.metrics_text import DURATION_BUCKETS, SIZE_BUCKETS, WRITE_DURATION_BUCKETS, GoCounter, render
+from ingest.node_metrics import NodeCollector
 
 
 class PumpMetrics:
@@ -41,6 +44,7 @@ class PumpMetrics:
                              "(memory: the recent-entries cache; leveldb)", ["source"], registry=r)
         self.resolved = Counter("binlog_pump_storage_resolved_prewrites_total",
                                 "prewrites resolved through the upstream", ["result"], registry=r)
+        NodeCollector(r)
 
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric (counters named as TiDB's Go pump names them)."""

@@ -28,6 +28,7 @@ every table committed. With ``tag_runs`` each table's snapshot at the end of a r
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -84,6 +85,9 @@ class IcebergSink(Sink):
     # -- the run -----------------------------------------------------------------------------
 
     def write(self, run: ch.RunBatch) -> list[TableReport]:
+        """Plan, move, stage, one Spark pass, then commit table by table; the whole write is one item
+        to ``observer`` (the run is the lake's commit batch)."""
+        started = time.perf_counter()
         plans = plan_run(run)
         for p in plans:
             self._tables.move(p, run, self._meta)
@@ -100,6 +104,7 @@ class IcebergSink(Sink):
                     report.rows[op] = report.rows.get(op, 0) + n
                 report.ddl = first.ddl + report.ddl
                 reports[report.table] = report
+        self.observer.executed(time.perf_counter() - started)
         return list(reports.values())
 
     def _commit(self, w: execute.Work, written: Mapping[str, execute.Written], run: ch.RunBatch) -> TableReport:

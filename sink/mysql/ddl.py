@@ -1,5 +1,5 @@
-"""DDL for the MySQL sink: which upstream DDL jobs are applied, and their text made acceptable to
-MySQL and MariaDB.
+"""DDL for the MySQL sink: which upstream DDL jobs are applied (the table filters, TiDB Binlog's
+binlog event filter), and their text made acceptable to MySQL and MariaDB.
 
 TiDB writes its own options in ``/*T![feature] … */`` comments, which MySQL and MariaDB ignore as
 plain comments; what TiDB may write outside comments is removed here: ``AUTO_RANDOM(…)``,
@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from transform import ddl as ddl_kinds
+from transform.changes import DDLJob
 from transform.codec.model import Job
+from transform.event_filter import EventFilter, ddl_event
 from transform.filters import TableFilter
 from transform.history import CREATE_SCHEMA, CREATE_TABLE, CREATE_TABLES, DROP_SCHEMA
 
@@ -220,3 +222,26 @@ def plan_ddl(job: Job, table_filter: TableFilter, tidb: bool, commit_ts: int = 0
     if job.type == CREATE_TABLE and table is not None and not tidb:
         query = with_charset(query, table.charset, table.collate)
     return DDLStatement(db, query, create_db=db if job.type == CREATE_TABLE else None)
+
+
+def without_ignored(stmt: DDLStatement, ddl: DDLJob, events: EventFilter) -> DDLStatement:
+    """``stmt`` less what TiDB Binlog's binlog event filter ignores: the job, by the names the drainer
+    gives it (``DDLJob.names``), its query's event type and its query; a CREATE TABLES batch (which TiDB
+    Binlog never runs downstream) statement by statement, each as the CREATE TABLE job it stands for."""
+    job = ddl.job
+    if stmt.skip or not events:
+        return stmt
+    db, table = ddl.names or (job.schema_name, job.table_name)
+    if job.type != CREATE_TABLES:
+        rule = events.rule_for(db, table, ddl_event(job.query), job.query)
+        return stmt if rule is None else replace(stmt, skip=f"{rule.label} ignores it")
+    names = {t.name.lower(): t.name for t in job.binlog.multiple_table_infos}
+    ignored = set()
+    for each in split_statements(job.query):
+        name = _created_table(each)
+        if name is not None and events.rule_for(db, names.get(name.lower(), name), ddl_event(each), each):
+            ignored.add(name.lower())
+    kept = [s for s in split_statements(stmt.sql) if (_created_table(s) or "").lower() not in ignored]
+    if not kept:
+        return replace(stmt, skip=f"binlog-filter-rule ignores every table of the batch in {db}")
+    return replace(stmt, sql=";\n".join(kept))

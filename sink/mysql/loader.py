@@ -14,11 +14,13 @@ statement ``MERGE_FACTOR`` times ``txn_batch`` rows — the net change of a bigg
 a flush's cost is mostly its round trips and the commits' fsyncs, not its rows.
 Transient errors (lost connection, deadlock, lock wait timeout) are retried with backoff on a new
 connection; any other error stops the load with :class:`ApplyError` naming the statement and the
-commit_ts.
+commit_ts. A :class:`~sink.base.SinkObserver` hears each statement's and commit's time and each
+flush's DMLs per worker (TiDB Binlog's loader reports the same).
 """
 from __future__ import annotations
 
 import logging
+import time
 import zlib
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -27,6 +29,7 @@ from typing import Any
 import pymysql
 
 from schemas.errors import retry
+from sink.base import SinkObserver
 from sink.errors import SinkError
 from sink.mysql.loopback import mark_statement
 from sink.mysql.progress import UnkeyedProgress
@@ -77,8 +80,10 @@ class Worker:
     """One connection that executes DML lists in transactions of ``txn_batch``."""
 
     def __init__(self, connect: Callable[[], Any], txn_batch: int, retries: int, backoff: float,
-                 merge: bool = False, progress: UnkeyedProgress | None = None, mark: str = "") -> None:
+                 merge: bool = False, progress: UnkeyedProgress | None = None, mark: str = "",
+                 observer: SinkObserver | None = None) -> None:
         self.connect = connect
+        self.observer = observer or SinkObserver()
         self.progress = progress
         self.mark = mark   # loopback control: the statement that opens each transaction (sink.mysql.loopback)
         self.conn: Any = None
@@ -117,8 +122,13 @@ class Worker:
             with self.conn.cursor() as cur:
                 for sql, dml in statements:
                     at[:] = sql, dml
+                    began = time.perf_counter()
                     cur.execute(sql)
+                    self.observer.queried("update_mark_table" if self.mark and sql is self.mark else "exec",
+                                          time.perf_counter() - began)
+            began = time.perf_counter()
             self.conn.commit()
+            self.observer.queried("commit", time.perf_counter() - began)
 
         def transient(e: BaseException) -> bool:
             self.close(rollback=True)
@@ -155,9 +165,11 @@ class Loader:
     def __init__(self, connect: Callable[[], Any], worker_count: int = 16, txn_batch: int = 20,
                  safe_mode: bool = False, retries: int = 10, backoff: float = 0.5,
                  before_flush: Callable[[], None] | None = None, merge: bool = False,
-                 progress: UnkeyedProgress | None = None, channel_id: int | None = None) -> None:
+                 progress: UnkeyedProgress | None = None, channel_id: int | None = None,
+                 observer: SinkObserver | None = None) -> None:
+        self.observer = observer or SinkObserver()
         self.workers = [Worker(connect, txn_batch, retries, backoff, merge, progress,
-                               mark_statement(i, channel_id) if channel_id is not None else "")
+                               mark_statement(i, channel_id) if channel_id is not None else "", self.observer)
                         for i in range(worker_count)]
         self.pool = ThreadPoolExecutor(max_workers=worker_count, thread_name_prefix="binlake-mysql")
         self.causality = Causality()
@@ -203,6 +215,7 @@ class Loader:
         if self.pending_count:
             if self.before_flush is not None:
                 self.before_flush()
+            self.observer.dispatched([len(dmls) for dmls in self.pending])
             self._inflight = [self.pool.submit(w.execute, dmls, self.safe_mode)
                               for w, dmls in zip(self.workers, self.pending) if dmls]
             self.pending = [[] for _ in self.workers]

@@ -118,7 +118,7 @@ class MySQLSpec(SinkSpec[MySQLSettings]):
 
         return MySQLSink(target_of(ctx.settings), MySQLOptions(
             settings=ctx.settings, tidb=ctx.name == "tidb", table_filter=ctx.table_filter, dry_run=ctx.dry_run,
-            checkpoint_target=checkpoint_target_of(ctx.settings)))
+            checkpoint_target=checkpoint_target_of(ctx.settings), event_filter=ctx.event_filter))
 
     def open(self, ctx: SinkContext[MySQLSettings]) -> Sink:
         sink = self._sink(ctx)

@@ -30,7 +30,7 @@ from sink.base import Sink, TableReport
 from sink.errors import SinkError
 from sink.mysql.checkpoint import Checkpoint, CheckpointTable
 from sink.mysql.config import MySQLSettings
-from sink.mysql.ddl import IGNORED_ERRORS, plan_ddl, split_statements
+from sink.mysql.ddl import IGNORED_ERRORS, plan_ddl, split_statements, without_ignored
 from sink.mysql.early import Reshape
 from sink.mysql.loader import ApplyError, Loader
 from sink.mysql.loopback import ensure_marks
@@ -42,6 +42,7 @@ from transform import changes as ch
 from transform import ddl as ddl_kinds
 from transform.codec.model import TableInfo
 from transform.ddl import UnreplicableDDLError
+from transform.event_filter import EventFilter
 from transform.filters import TableFilter
 from transform.ordered import PerBundle, ordered_transactions
 
@@ -58,6 +59,7 @@ class MySQLOptions:
     ddl_retries: int = 5
     dry_run: bool = False               # reads only: nothing written to the downstream or the relay log
     checkpoint_target: MySQLTarget | None = None   # [syncer.to.checkpoint] type mysql/tidb: the row's database
+    event_filter: EventFilter = field(default_factory=EventFilter)   # a run's DDL it ignores is not run
 
 
 class MySQLSink(Sink):
@@ -147,7 +149,8 @@ class MySQLSink(Sink):
             ensure_marks(self.conn, s.channel_id, s.worker_count)
         return Loader(self._worker_connection, s.worker_count, s.txn_batch, safe,
                       before_flush=relay.sync if relay is not None else None, merge=s.to.merge,
-                      progress=self.progress, channel_id=s.channel_id if s.loopback_control else None)
+                      progress=self.progress, channel_id=s.channel_id if s.loopback_control else None,
+                      observer=self.observer)
 
     def write(self, run: ch.RunBatch) -> list[TableReport]:
         """Apply every transaction and DDL of ``run`` in commit order; the checkpoint moves as it goes
@@ -228,6 +231,7 @@ class MySQLSink(Sink):
             for txn in ordered_transactions(run):
                 if txn.commit_ts <= floor or txn.commit_ts in self.options.settings.ignore_txn_commit_ts:
                     continue
+                began = time.perf_counter()   # the item's hand-over time (SinkObserver.executed)
                 if txn.ddl is not None:
                     loader.flush()
                     _refuse_late(run, txn.ddl)
@@ -237,6 +241,7 @@ class MySQLSink(Sink):
                             del shapes[tid]
                     else:
                         self._apply_ddl(txn.ddl, reports, relay)
+                    self.observer.executed(time.perf_counter() - began)
                     version = max(version, txn.ddl.job.binlog.schema_version)
                     loader.end_txn(txn.commit_ts)
                     save(txn.commit_ts)
@@ -267,6 +272,7 @@ class MySQLSink(Sink):
                     loader.flush(wait=False)
                     if time.monotonic() - saved_at >= 1.0 and loader.applied_ts > floor:
                         save(loader.applied_ts)
+                self.observer.executed(time.perf_counter() - began)
             loader.flush()
         finally:
             loader.close()
@@ -327,15 +333,18 @@ class MySQLSink(Sink):
     def _apply_ddl(self, ddl: ch.DDLJob, reports: dict[str, TableReport], relay: RelayLog | None,
                    relay_ts: int = 0, in_run: bool = True) -> bool:
         """Run one DDL job (filtered, rewritten for MySQL); False when it is skipped, or when a run's
-        ``sync-ddl`` is false. ``relay_ts``: the ts its relay-log record carries when that is not its
-        own commit ts (a DDL run before the transaction at ``relay_ts + 1`` that needed it: relay
-        recovery must not move the checkpoint past what it applied)."""
+        ``sync-ddl`` is false or its binlog-filter-rule ignores the job. ``relay_ts``: the ts its
+        relay-log record carries when that is not its own commit ts (a DDL run before the transaction
+        at ``relay_ts + 1`` that needed it: relay recovery must not move the checkpoint past what it
+        applied)."""
         job = ddl.job
         stmt = plan_ddl(job, self.options.table_filter, self.options.tidb, ddl.commit_ts)
         name = f"{job.schema_name}.{job.table_name}" if job.table_name else job.schema_name
         if in_run and not stmt.skip and not self.options.settings.sync_ddl:
             log.info("DDL at %d not run on the downstream (sync-ddl = false): %s", ddl.commit_ts, job.query)
             return False
+        if in_run:
+            stmt = without_ignored(stmt, ddl, self.options.event_filter)
         if stmt.skip:
             log.info("DDL at %d skipped (%s): %s", ddl.commit_ts, stmt.skip, job.query)
             return False

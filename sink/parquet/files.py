@@ -47,6 +47,7 @@ import errno
 import fcntl
 import json
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -382,14 +383,18 @@ class ParquetSink(Sink):
     def write(self, run: RunBatch) -> list[TableReport]:
         """Commit every table of ``run`` atomically (tables in table-id order); tables whose
         committed ranges already cover the run are skipped. Raises :class:`ClusterMismatchError`
-        for a run of another cluster, before writing anything."""
+        for a run of another cluster, before writing anything. The whole write is one item to
+        ``observer`` (the run is the lake's commit batch)."""
+        started = time.perf_counter()
         self.check_cluster(run.cluster_id)
         self._ensure_root()
         self._lock()
         try:
-            return [self._write_table(run, tc) for _, tc in sorted(run.tables.items())]
+            reports = [self._write_table(run, tc) for _, tc in sorted(run.tables.items())]
         finally:
             self._unlock()
+        self.observer.executed(time.perf_counter() - started)
+        return reports
 
     def _write_table(self, run: RunBatch, tc: TableChanges) -> TableReport:
         label = f"{tc.db}.{tc.name}"

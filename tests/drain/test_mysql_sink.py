@@ -378,6 +378,39 @@ def test_sync_ddl_false_runs_no_ddl_on_the_downstream(env: Env, maria: MariaDBSe
     assert checkpoint_row(maria, env.cluster.cluster_id)["commitTS"] == report["to_ts"]
 
 
+def test_binlog_filter_rules_leave_out_ddl_and_dml_on_the_downstream(env: Env, maria: MariaDBServer) -> None:
+    """TiDB Binlog's ``[syncer.binlog-filter-rule]`` on the tables its ``[[syncer.table-migrate-rule]]``
+    names: the ignored deletes and the TRUNCATE are not applied (the downstream keeps those rows), an
+    ALTER whose query an ``ignore-sql`` pattern finds is not run; other tables and other DDL are."""
+    o = mysql_options(env, maria, binlog_filter_rule={
+        "keep-rows": {"ignore-event": ["delete", "truncate table"], "ignore-sql": ["add index iv\\b"]}},
+        table_migrate_rule=[{"source": {"schema": "test", "table": "kept*"}, "binlog-filter-rule": ["keep-rows"]}])
+    for t in ("kept", "other"):
+        env.sql(f"create table {t} (id int primary key, v varchar(8))")
+        env.sql(f"insert into {t} values (1, 'a'), (2, 'b'), (3, 'c')")
+        env.sql(f"delete from {t} where id = 2")
+        env.sql(f"update {t} set v = 'z' where id = 1")
+        env.sql(f"alter table {t} add index iv (v)")
+        env.sql(f"alter table {t} add index iw (id, v)")
+        env.sql(f"truncate table {t}")
+        env.sql(f"insert into {t} values (5, 'e')")
+    report = env.drain(o)
+    assert maria.query("SELECT id, v FROM test.kept ORDER BY id") == [(1, "z"), (2, "b"), (3, "c"), (5, "e")]
+    assert maria.query("SELECT id, v FROM test.other ORDER BY id") == [(5, "e")]
+    indexes = maria.query("SELECT DISTINCT table_name, index_name FROM information_schema.statistics "
+                          "WHERE table_schema = 'test' AND index_name <> 'PRIMARY' ORDER BY 1, 2")
+    assert indexes == [("kept", "iw"), ("other", "iv"), ("other", "iw")]
+    tables = {t["table"]: t for t in report["tables"]}
+    assert tables["test.kept"]["rows"] == {"I": 4, "U": 1}              # the ignored delete is not counted
+    assert not any(q.lower().startswith(("truncate", "alter table kept add index iv"))
+                   for q in tables["test.kept"]["ddl"])
+    assert report["counts"]["ignored_row_changes"] == 1
+    assert checkpoint_row(maria, env.cluster.cluster_id)["commitTS"] == report["to_ts"]
+    # verify compares the other table and says why it leaves test.kept out (its rows differ on purpose)
+    checked = verify_mysql(env, o)
+    assert "note: test.kept not compared: [syncer.binlog-filter-rule]" in checked and "test.other" in checked
+
+
 def test_ignore_txn_commit_ts_leaves_out_those_transactions_in_every_sink(env: Env, maria: MariaDBServer) -> None:
     """TiDB Binlog's ``ignore-txn-commit-ts``: the MySQL sink skips those transactions (DDL too); the
     lake sinks leave out those transactions and refuse a DDL's ts, since their tables follow the DDL

@@ -56,7 +56,6 @@ replicate-do-db = ["~^b.*", "s1"]
 load-schema-snapshot = false
 load-table-infos = false
 case-sensitive = false
-table-migrate-rule = []
 
 [syncer.relay]
 log-dir = ""
@@ -73,6 +72,16 @@ tbl-name = "~^a.*"
 [[syncer.ignore-table]]
 db-name = "test"
 tbl-name = "log"
+
+[[syncer.table-migrate-rule]]
+binlog-filter-rule = ["keep-deleted"]
+source = {{ schema = "shop*", table = "order?" }}
+
+[syncer.binlog-filter-rule]
+
+[syncer.binlog-filter-rule.keep-deleted]
+ignore-event = ["delete"]
+ignore-sql = []
 
 [syncer.to]
 host = "127.0.0.1"
@@ -132,13 +141,84 @@ def test_every_drainer_key_loads_for_every_db_type(tmp_path: Path, db_type: str)
     assert sorted(line.removeprefix(f"binlake: warning: {path}: ").split(" = ")[0] for line in lines) \
         == sorted(WARNED + lake)
     assert o.detect_interval == 10 and o.synced_check_time == 5     # --follow's (tests/drain/test_follow.py)
+    events = o.event_filter()   # row changes only: every db-type takes it (transform.event_filter)
+    assert events.rule_for("shop1", "orders", "delete") is not None
+    assert events.rule_for("shop1", "orders", "insert") is None
+    assert events.rule_for("shop1", "ordered", "delete") is None
+
+
+# the rules of TiDB Binlog's own binlog-filter integration test (tests/binlogfilter/drainer.toml), which
+# leave out DDL (by event type and by SQL pattern) and row changes
+DDL_RULES = """
+[[syncer.table-migrate-rule]]
+binlog-filter-rule = ["truncate-table-filter", "add-column-aaa-filter", "delete-filter"]
+source = { schema = "do_not_truncate_database*", table = "do_not_truncate_table*" }
+
+[[syncer.table-migrate-rule]]
+binlog-filter-rule = ["add-column-aaa-filter"]
+source = { schema = "do_not_add_col_database*", table = "do_not_add_col_table*" }
+
+[[syncer.table-migrate-rule]]
+binlog-filter-rule = ["delete-filter"]
+source = { schema = "do_not_delete_database*", table = "do_not_delete_table*" }
+
+[syncer.binlog-filter-rule]
+
+[syncer.binlog-filter-rule.truncate-table-filter]
+ignore-event = ["truncate table"]
+ignore-sql = []
+
+[syncer.binlog-filter-rule.add-column-aaa-filter]
+ignore-event = []
+ignore-sql = ["alter table .* add column aaa int"]
+
+[syncer.binlog-filter-rule.delete-filter]
+ignore-event = ["delete"]
+ignore-sql = []
+"""
+
+
+@pytest.mark.parametrize("db_type", names())
+def test_rules_leaving_out_ddl_are_for_the_mysql_sink_only(tmp_path: Path, db_type: str) -> None:
+    f = tmp_path / "drainer.toml"
+    f.write_text(f"[syncer]\ndb-type = '{db_type}'\n{DDL_RULES}")
+    if db_type not in ("mysql", "tidb"):
+        with pytest.raises(ConfigError, match=f"truncate-table-filter, add-column-aaa-filter, delete-filter on schema "
+                                              f"'do_not_truncate_database\\*', .* can leave out DDL .*: that is for "
+                                              f"db-type mysql and tidb; a {db_type} sink's tables follow the "
+                                              f"upstream's DDL history"):
+            load_config(DrainerConfig, f, {})
+        return
+    events = load_config(DrainerConfig, f, {}).event_filter()
+    truncate = "TRUNCATE TABLE do_not_truncate_table1"
+    assert events.rule_for("do_not_truncate_database1", "do_not_truncate_table1", "truncate table", truncate)
+    assert not events.rule_for("do_not_add_col_database1", "do_not_add_col_table1", "truncate table", truncate)
+    add = "ALTER TABLE do_not_add_col_table1 ADD COLUMN aaa int"
+    assert events.rule_for("do_not_add_col_database1", "do_not_add_col_table1", "alter table", add)
+    other = "ALTER TABLE do_not_add_col_table1 ADD COLUMN bbb int"
+    assert not events.rule_for("do_not_add_col_database1", "do_not_add_col_table1", "alter table", other)
+    assert events.rule_for("do_not_delete_database1", "do_not_delete_table1", "delete")
+    assert not events.rule_for("do_not_delete_database1", "do_not_delete_table1", "update")
 
 
 @pytest.mark.parametrize("extra, message", [
     ("[syncer]\nsync-ddl = false", "sync-ddl = false is for db-type mysql and tidb: a iceberg sink's tables"),
     ("[syncer]\ntable-migrate-rule = [{source = {schema = 'a'}, target = {schema = 'b'}}]",
-     "table-migrate-rule = .* is not supported: routing tables"),
-    ("[syncer.binlog-filter-rule.r1]\nignore-event = ['all dml']", "binlog-filter-rule = .* is not supported"),
+     "target = .* is not supported: routing tables"),
+    ("[syncer]\ntable-migrate-rule = [{source = {schema = 'a'}, binlog-filter-rule = ['r1']}]\n"
+     "[syncer.binlog-filter-rule.r1]\nignore-event = ['insrt']",
+     "binlog-filter-rule r1 on schema 'a', table '': event type 'insrt' is not one of"),
+    ("[syncer]\ntable-migrate-rule = [{source = {schema = 'a'}, binlog-filter-rule = ['r1']}]\n"
+     "[syncer.binlog-filter-rule.r1]\nignore-sql = ['(?=drop)']",
+     "binlog-filter-rule r1 .*: ignore-sql \\['\\(\\?=drop\\)'\\] is not a valid regular expression"),
+    ("[syncer]\ntable-migrate-rule = [{source = {schema = 'a*b'}, binlog-filter-rule = ['r1']}]\n"
+     "[syncer.binlog-filter-rule.r1]\nignore-event = ['insert']",
+     "pattern 'a\\*b' is not valid: '\\*' may only be its last character"),
+    ("[syncer]\ntable-migrate-rule = [{source = {schema = 'a'}, binlog-filter-rule = ['r2']}]\n"
+     "[syncer.binlog-filter-rule.r1]\nignore-event = ['insert']",
+     "names binlog-filter-rule 'r2', which is not defined \\(defined: r1\\)"),
+    ("[syncer.binlog-filter-rule.r1]\nevents = ['insert']",
+     "unknown configuration key 'syncer.binlog-filter-rule.r1.events'"),
     ("[syncer.to]\nsync-mode = 2", "sync-mode = 2 is not supported: only 1 \\(SyncFullColumn\\)"),
     ("[syncer]\ndb-type = 'mysql'\n[syncer.to.checkpoint]\ntype = 'oracle'",
      "type = 'oracle' is not supported: the checkpoint is on the downstream"),

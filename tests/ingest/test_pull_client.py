@@ -12,6 +12,7 @@ import grpc
 import pytest
 
 from ingest import binlog as bl
+from ingest.errors import MalformedBinlog
 from ingest.http2.framing import WireRpcError
 from ingest.http2.stream import stream_call
 from ingest.pull_client import PullClient, PullStreamError
@@ -101,7 +102,10 @@ def test_a_stream_that_ends_goes_backwards_or_is_not_binlogs_fails_by_name(fake:
         list(PullClient(addr, CLUSTER, idle_timeout=5).read_range(0, 30))
     pump.script = []
     pump.extra = [b"\x0a\x03\x12\x01\xff"]   # an Entity whose payload is not a Binlog
-    with pytest.raises(PullStreamError, match="not a binlog"):
+    with pytest.raises(MalformedBinlog, match="payload of 1 bytes that is not a binlog"):
+        list(PullClient(addr, CLUSTER, idle_timeout=5).read_range(0, 30))
+    pump.extra = [b"\x0a\x05\xff"]   # not a PullBinlogResp at all
+    with pytest.raises(PullStreamError, match="answer that is not one"):
         list(PullClient(addr, CLUSTER, idle_timeout=5).read_range(0, 30))
 
 

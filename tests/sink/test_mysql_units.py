@@ -15,7 +15,7 @@ import pytest
 
 from schemas import secondary_binlog_pb2 as sb
 from sink.mysql.checkpoint import Checkpoint, CheckpointFormatError
-from sink.mysql.ddl import for_mysql, plan_ddl, split_statements, with_charset
+from sink.mysql.ddl import for_mysql, plan_ddl, split_statements, with_charset, without_ignored
 from sink.mysql.early import Reshape
 from sink.mysql.loader import Causality
 from sink.mysql.progress import UnkeyedProgress, not_applied
@@ -29,6 +29,7 @@ from transform import ordered
 from transform.codec import mysqltypes as mt
 from transform.codec.model import HistoryInfo, Job, TableInfo
 from transform.ddl import UnreplicableDDLError
+from transform.event_filter import EventFilter
 from transform.filters import TableFilter
 
 
@@ -420,6 +421,30 @@ def test_a_create_tables_batch_is_each_of_its_statements() -> None:
         "CREATE TABLE IF NOT EXISTS d.c (i INT) DEFAULT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"]
     assert (stmt.use, stmt.create_db, stmt.skip) == ("d", "d", "")
     assert plan_ddl(job, TableFilter(ignore_schemas=("d",)), True).skip
+
+
+def test_a_ddl_a_binlog_filter_rule_ignores_is_skipped_and_a_batch_loses_the_tables_it_ignores() -> None:
+    """By the names TiDB Binlog gives the job, its query's event type and its query; a CREATE TABLES
+    batch statement by statement."""
+    events = EventFilter.from_config({"r": (["truncate table", "create table"], ["add column aaa"])},
+                                     [("d", "B*", ["r"])], case_sensitive=True)
+
+    def skip(tp: int, query: str, names: tuple[str, str], **binlog: Any) -> str:
+        ddl = ch.DDLJob(5, _job(tp, query, table=names[1].lower(), **binlog), names)
+        return without_ignored(plan_ddl(ddl.job, TableFilter(), False), ddl, events).skip
+
+    assert skip(11, "TRUNCATE TABLE B1", ("d", "B1")) == "binlog-filter-rule r on schema 'd', table 'B*' ignores it"
+    assert not skip(11, "TRUNCATE TABLE b1", ("d", "b1"))               # case-sensitive: TiDB's names as created
+    assert skip(5, "ALTER TABLE B1 ADD COLUMN aaa INT", ("d", "B1"))    # by its query
+    assert not skip(5, "ALTER TABLE B1 ADD COLUMN bbb INT", ("d", "B1"))
+    query = "CREATE TABLE a (i INT); CREATE TABLE B2 (i INT)"
+    infos = tuple(TableInfo.from_json({"id": i, "name": {"O": n, "L": n.lower()}, "cols": []})
+                  for i, n in ((1, "a"), (2, "B2")))
+    batch = ch.DDLJob(5, _job(60, query, table="", multiple_table_infos=infos), ("d", ""))
+    stmt = without_ignored(plan_ddl(batch.job, TableFilter(), True), batch, events)
+    assert split_statements(stmt.sql) == ["CREATE TABLE a (i INT)"] and not stmt.skip
+    only = ch.DDLJob(5, _job(60, "CREATE TABLE B2 (i INT)", table="", multiple_table_infos=infos[1:]), ("d", ""))
+    assert without_ignored(plan_ddl(only.job, TableFilter(), True), only, events).skip
 
 
 def test_ddl_that_changes_nothing_downstream_is_skipped_and_recovered_rows_are_refused() -> None:
