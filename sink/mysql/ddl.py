@@ -26,6 +26,7 @@ from transform.event_filter import EventFilter, ddl_event
 from transform.filters import TableFilter
 from transform.history import CREATE_SCHEMA, CREATE_TABLE, CREATE_TABLES, DROP_SCHEMA
 
+TIDB_SYS_SCHEMA = "sys"   # TiDB's own (v8: bootstrap views over its information_schema), not replayed into MySQL
 # MySQL error codes meaning "already done": database exists / doesn't exist, table exists, unknown
 # table, duplicate column or key name, can't drop a column or key that is not there
 IGNORED_ERRORS = frozenset({1007, 1008, 1050, 1051, 1060, 1061, 1091})
@@ -198,6 +199,9 @@ def plan_ddl(job: Job, table_filter: TableFilter, tidb: bool, commit_ts: int = 0
         return DDLStatement(None, query, skip=f"{ddl_kinds.name(job)} changes no table (TiDB Binlog skips it)")
     if not tidb and job.type in ddl_kinds.TTL:
         return DDLStatement(None, query, skip="TTL is TiDB's (the rows TiDB's TTL jobs delete come as row changes)")
+    if not tidb and db.lower() == TIDB_SYS_SCHEMA:
+        return DDLStatement(None, query, skip="sys is TiDB's system schema (its bootstrap builds views over TiDB's own "
+                                              "information_schema); MySQL and MariaDB keep a sys schema of their own")
     if job.type == ddl_kinds.FLASHBACK_CLUSTER:
         raise ddl_kinds.UnreplicableDDLError(_refusal(job, tidb, commit_ts))
     if job.type == CREATE_TABLES:

@@ -135,6 +135,12 @@ def test_ddl_loses_tidb_only_syntax_and_gains_the_upstream_charset() -> None:
     db = Job(id=3, type=1, schema_id=2, table_id=0, schema_name="mysql", query="create database mysql",
              binlog=HistoryInfo(schema_version=4))
     assert "filtered out" in plan_ddl(db, TableFilter(), False).skip
+    # TiDB v8's bootstrap view in its sys schema: not replayed into MySQL (whose sys is its own), into TiDB as is
+    view = Job(id=4, type=21, schema_id=3, table_id=9, schema_name="sys", table_name="schema_unused_indexes",
+               query="CREATE OR REPLACE VIEW sys.schema_unused_indexes AS SELECT 1",
+               binlog=HistoryInfo(schema_version=5))
+    assert plan_ddl(view, TableFilter(), False).skip.startswith("sys is TiDB's system schema")
+    assert plan_ddl(view, TableFilter(), True).skip == ""
 
 
 def test_checkpoint_json_is_tidb_binlogs_and_bad_rows_are_named() -> None:
