@@ -60,18 +60,71 @@ ICEBERG_REST_JARS := \
 	org/slf4j/slf4j-api/2.0.17/slf4j-api-2.0.17.jar@7b751d952061954d5abfed7181c1f645d336091b679891591d63329c622eb832 \
 	org/slf4j/slf4j-simple/2.0.17/slf4j-simple-2.0.17.jar@ddfea59ac074c6d3e24ac2c38622d2d963895e17f70b38ed4bdae4d780be6964
 
+# Apache Kafka's broker (main class kafka.Kafka, KRaft mode: broker and controller in one process) for
+# the Kafka sink's tests (tests/servers.py KafkaServer), run by the same Java 17. Maven Central's
+# org.apache.kafka:kafka_2.13 4.4.0 and its runtime dependencies as Maven resolves them, plus slf4j-simple
+# as the log binding (they bring none: the broker's log would be dropped), each pinned by sha256
+# (checked against Maven Central's .sha1 when pinned), into the git-ignored .peers/.
+KAFKA := $(PEERS)/kafka
+KAFKA_JARS := \
+	org/apache/kafka/kafka_2.13/4.4.0/kafka_2.13-4.4.0.jar@76d3314f873571677ff98620ab9a431e508e3687f921a3df4f70d692a970475e \
+	org/apache/kafka/kafka-clients/4.4.0/kafka-clients-4.4.0.jar@1ab07317eb6633241392449d329dbdc5d9251e6ffc4926860f42dd966e88bdf9 \
+	org/apache/kafka/kafka-coordinator-common/4.4.0/kafka-coordinator-common-4.4.0.jar@e380267a17981edbadaa2e2e785f18dc1b5671abf2d1084eb7da06a765c71d0c \
+	org/apache/kafka/kafka-group-coordinator-api/4.4.0/kafka-group-coordinator-api-4.4.0.jar@bf11d7586c7363ba72a16ac5ef80c65365de9166469f7f6fc4ac5d2e0a98213a \
+	org/apache/kafka/kafka-group-coordinator/4.4.0/kafka-group-coordinator-4.4.0.jar@3fc830ace54f6a13f9f536bc0564bf39a68797365a4c4b194bd7db4fb893b2bc \
+	org/apache/kafka/kafka-metadata/4.4.0/kafka-metadata-4.4.0.jar@6c52de74ecd670332e1e1324f5d40311275ac49b22699b6722e5fb07dd266fcb \
+	org/apache/kafka/kafka-raft/4.4.0/kafka-raft-4.4.0.jar@687f278ce5d82b7f53644643e21e1a7452530f202826108990f0fe4f3d334d4f \
+	org/apache/kafka/kafka-server-common/4.4.0/kafka-server-common-4.4.0.jar@e50931831a27a2f3eb6cf74e8d63cc325b4e98656f30e94f8829297951ca5080 \
+	org/apache/kafka/kafka-server/4.4.0/kafka-server-4.4.0.jar@5f5456c2976203525080220212639f7033274b94458ceabf44197f4800bd615c \
+	org/apache/kafka/kafka-share-coordinator/4.4.0/kafka-share-coordinator-4.4.0.jar@6969a7961ca98d37a039bbe0af0fe761d6b0dd07ca9666802f47821167afbb6e \
+	org/apache/kafka/kafka-storage-api/4.4.0/kafka-storage-api-4.4.0.jar@edd47a86cdce283fc15d033090417a5dec29642eb807713f2e807e3c46b5ca46 \
+	org/apache/kafka/kafka-storage/4.4.0/kafka-storage-4.4.0.jar@9eaa4dafacc251080ece0efa8511283da5de6931e843457f6af87f02f9b50039 \
+	org/apache/kafka/kafka-tools-api/4.4.0/kafka-tools-api-4.4.0.jar@348b63a7d22739703ad34613a1154702568d462c3a8adb1dd655482251f4e529 \
+	org/apache/kafka/kafka-transaction-coordinator/4.4.0/kafka-transaction-coordinator-4.4.0.jar@1d5324d59776d6b7f324cfdc87647b1e88f9823332201c0324e7ae9f210d915d \
+	at/yawk/lz4/lz4-java/1.11.2/lz4-java-1.11.2.jar@8a7458657938e9b692224db83aac458c13abd7a59ab75c3d3b08bd2233a646a2 \
+	com/dynatrace/hash4j/hash4j/0.22.0/hash4j-0.22.0.jar@23028a3fd006e530bf495f551083208187cafd8f80624d048eba56442f16a50e \
+	com/fasterxml/jackson/core/jackson-annotations/2.21/jackson-annotations-2.21.jar@53ca085f4a150f703f49e1aabd935bd03b43e1ea3d55d135438292af22cef56b \
+	com/fasterxml/jackson/core/jackson-core/2.21.7/jackson-core-2.21.7.jar@8c5623b98f32d5f7e1287ff61ed50e08ab7b11381e991fff89327faabba42261 \
+	com/fasterxml/jackson/core/jackson-databind/2.21.7/jackson-databind-2.21.7.jar@1290c2795e93e8a6861a6c4d9ff0d844d32f5ea178362cb2721edf5561e828b1 \
+	com/fasterxml/jackson/dataformat/jackson-dataformat-yaml/2.21.7/jackson-dataformat-yaml-2.21.7.jar@df2b3e6a194181dc067b7211d750926b4ae9e4f3c892a0005b8219a9b59be681 \
+	com/fasterxml/jackson/datatype/jackson-datatype-jdk8/2.21.7/jackson-datatype-jdk8-2.21.7.jar@b8f62f98363ed9aa259b3a479a64fcbe7e081158a8bec6733972e900d12f4e47 \
+	com/github/ben-manes/caffeine/caffeine/3.2.0/caffeine-3.2.0.jar@ec411dfdf0c03f25218648ce89861630b71680e5858a9a7278ebac8e55cab3d7 \
+	com/github/luben/zstd-jni/1.5.7-17/zstd-jni-1.5.7-17.jar@c9043e2da8a16c13b6cd7661a5cb56685a573c3546ef4bd0ead67b0b67c2e107 \
+	com/google/re2j/re2j/1.8/re2j-1.8.jar@7b52c72156dd7f98b3237a5b35c1d34fba381b21048c89208913ad80a45dfbd7 \
+	com/typesafe/scala-logging/scala-logging_2.13/3.9.6/scala-logging_2.13-3.9.6.jar@0ad0c3f4d89d538b3b6c300158555e266aa69cf1b5f6522aba8b5bad238eb994 \
+	com/yammer/metrics/metrics-core/2.2.0/metrics-core-2.2.0.jar@6b7a14a6f34c10f8683f7b5e2f39df0f07b58c7dff0e468ebbc713905c46979c \
+	commons-beanutils/commons-beanutils/1.11.0/commons-beanutils-1.11.0.jar@9e44ba68ec9a3f21286fa2a8bbb003b735c0f69101bb43144b79f4f8aaa74709 \
+	commons-collections/commons-collections/3.2.2/commons-collections-3.2.2.jar@eeeae917917144a68a741d4c0dff66aa5c5c5fd85593ff217bced3fc8ca783b8 \
+	commons-digester/commons-digester/2.1/commons-digester-2.1.jar@e0b2b980a84fc6533c5ce291f1917b32c507f62bcad64198fff44368c2196a3d \
+	commons-logging/commons-logging/1.3.5/commons-logging-1.3.5.jar@6d7a744e4027649fbb50895df9497d109f98c766a637062fe8d2eabbb3140ba4 \
+	commons-validator/commons-validator/1.10.1/commons-validator-1.10.1.jar@ed74711a78d793ca37f6075e4a1e93d107233dfd20d0bb17e32bad88d38e56aa \
+	net/sf/jopt-simple/jopt-simple/5.0.4/jopt-simple-5.0.4.jar@df26cc58f235f477db07f753ba5a3ab243ebe5789d9f89ecf68dd62ea9a66c28 \
+	net/sourceforge/argparse4j/argparse4j/0.7.0/argparse4j-0.7.0.jar@65ceb669d88f63306c680f8088bbf765bbca72d288a61a03703000076c3d3f56 \
+	org/apache/logging/log4j/log4j-api/2.25.5/log4j-api-2.25.5.jar@64777f73ea0b3104c04eb82befbdccc30a425a19e83ad06cb2f93aa303511863 \
+	org/apache/logging/log4j/log4j-core/2.25.5/log4j-core-2.25.5.jar@050c4f85deb48b055e9c041ac39043fbb79ce477841a11a1eb2969c86c6a0072 \
+	org/bitbucket/b_c/jose4j/0.9.6/jose4j-0.9.6.jar@7314af50cde9c99e8eaf43eee617a23edcc6bb43036221064355094999d837ef \
+	org/hdrhistogram/HdrHistogram/2.2.2/HdrHistogram-2.2.2.jar@22d1d4316c4ec13a68b559e98c8256d69071593731da96136640f864fa14fad8 \
+	org/jspecify/jspecify/1.0.0/jspecify-1.0.0.jar@1fad6e6be7557781e4d33729d49ae1cdc8fdda6fe477bb0cc68ce351eafdfbab \
+	org/pcollections/pcollections/4.0.2/pcollections-4.0.2.jar@2bbeef5797a241300c4f7513cd546239629ed7deda4fc0c31df90bb95f5f13ef \
+	org/scala-lang/scala-library/2.13.18/scala-library-2.13.18.jar@4e85d96ff7bc7dc627985523c3541b9917aaa08e956391380c42db21a2c4e5a0 \
+	org/scala-lang/scala-reflect/2.13.18/scala-reflect-2.13.18.jar@6935ff1982b2ac93d695f15aa66921be2f602921277afe002f018fd8c7d6e29b \
+	org/slf4j/slf4j-api/1.7.36/slf4j-api-1.7.36.jar@d3ef575e3e4979678dc01bf1dcce51021493b4d11fb7f1be8ad982877c16a1c0 \
+	org/slf4j/slf4j-simple/1.7.36/slf4j-simple-1.7.36.jar@2f39bed943d624dfa8f4102d0571283a10870b6aa36f197a8a506f147010c10f \
+	org/xerial/snappy/snappy-java/1.1.10.7/snappy-java-1.1.10.7.jar@4c766cb3f855415ee734b2392949a0b6f12a60879334a74518deaf6270d32e36 \
+	org/yaml/snakeyaml/2.5/snakeyaml-2.5.jar@e6682acf1ace77508ef13649cbf4f8d09d2cf5457bdb61d25ffb6ac0233d78dd
+
 # binlake's processes set their own environment defaults (SPARK_LOCAL_IP, ...): binlake/process.py
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo demo-mysql test lint deps airflow-env system-deps peers iceberg-rest proto bench clean
+.PHONY: demo demo-mysql test lint deps airflow-env system-deps peers iceberg-rest kafka proto bench clean
 
 # Python environment: pinned by pyproject.toml (binlake) and emulator/pyproject.toml (the TiDB emulator and
 # the demo harness, a distribution of their own: not in binlake's wheel), transitively frozen by constraints.txt.
 $(STAMP): pyproject.toml emulator/pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q -c constraints.txt -e '.[spark,iceberg,mysql,quality,dev]' -e ./emulator 2>&1 \
+	$(BIN)/pip install -q -c constraints.txt -e '.[spark,iceberg,mysql,kafka,quality,dev]' -e ./emulator 2>&1 \
 		| { grep -v '^WARNING: Location' || true; }
-	cd / && $(CURDIR)/$(BIN)/python -c "import grpc, plyvel, pyarrow, pyspark, pyiceberg, pydantic, duckdb, pymysql, mysql_mimic, schemas.pump_pb2, upstream.demo"
+	cd / && $(CURDIR)/$(BIN)/python -c "import grpc, plyvel, pyarrow, pyspark, pyiceberg, pydantic, duckdb, pymysql, confluent_kafka, mysql_mimic, schemas.pump_pb2, upstream.demo"
 	touch $@
 
 deps: $(STAMP)
@@ -115,22 +168,31 @@ $(PEERS)/%: tests/peers/%/main.go tests/peers/go.mod
 
 peers: $(PEER_BINS)
 
-# The REST catalog's jars, each downloaded once and checked against its pinned sha256; the classpath
-# file lists them in order (tests/servers.py reads it).
-$(ICEBERG_REST)/classpath: Makefile
-	mkdir -p $(ICEBERG_REST)
-	@for entry in $(ICEBERG_REST_JARS); do \
-		path=$${entry%@*}; sum=$${entry#*@}; jar=$(ICEBERG_REST)/$${path##*/}; \
+# Jars from Maven Central into folder $(1), each downloaded once and checked against its pinned sha256
+# ($(2): path@sha256 entries); $(1)/classpath lists them in order (tests/servers.py reads it).
+define FETCH_JARS
+	mkdir -p $(1)
+	@for entry in $(2); do \
+		path=$${entry%@*}; sum=$${entry#*@}; jar=$(1)/$${path##*/}; \
 		if ! echo "$$sum  $$jar" | sha256sum -c --status 2>/dev/null; then \
 			curl -fsSL --retry 3 -o "$$jar.part" "$(MAVEN_CENTRAL)/$$path"; \
 			echo "$$sum  $$jar.part" | sha256sum -c --quiet >&2 || { rm -f "$$jar.part"; exit 1; }; \
 			mv "$$jar.part" "$$jar"; \
 		fi; \
 		echo "$$jar"; \
-	done > $@.part
-	mv $@.part $@
+	done > $(1)/classpath.part
+	mv $(1)/classpath.part $(1)/classpath
+endef
+
+$(ICEBERG_REST)/classpath: Makefile
+	$(call FETCH_JARS,$(ICEBERG_REST),$(ICEBERG_REST_JARS))
 
 iceberg-rest: $(ICEBERG_REST)/classpath
+
+$(KAFKA)/classpath: Makefile
+	$(call FETCH_JARS,$(KAFKA),$(KAFKA_JARS))
+
+kafka: $(KAFKA)/classpath
 
 # Regenerate schemas/*_pb2*.py from the .proto files (tests/test_schemas.py checks they are current).
 proto: deps
@@ -145,7 +207,7 @@ lint: deps
 # stopped by the tests. The tidb-servers build (about 20 min cold on 2 cores) at low priority while
 # the tests that do not need them run, taking the CPU those leave idle; the real-TiDB tier runs once
 # they are built. A pytest run that collects nothing (PYTEST_ARGS chose none of its tests) passes.
-test: lint system-deps airflow-env iceberg-rest $(GO_TOOLS)
+test: lint system-deps airflow-env iceberg-rest kafka $(GO_TOOLS)
 	@mkdir -p $(PEERS); \
 	nice -n 15 $(MAKE) -s $(TIDB_SERVERS) > $(PEERS)/build.log 2>&1 & builder=$$!; \
 	status=0; \

@@ -19,7 +19,7 @@ if str(ROOT) not in sys.path:
 configure_process(HARNESS)   # the environment of the commands the tests run in-process (local Spark, pyiceberg)
 
 if TYPE_CHECKING:
-    from tests.servers import EtcdServer, MariaDBServer, MotoS3, PostgresServer, RestCatalogServer
+    from tests.servers import EtcdServer, KafkaServer, MariaDBServer, MotoS3, PostgresServer, RestCatalogServer
 
 
 @pytest.fixture(scope="session")
@@ -69,6 +69,23 @@ def iceberg_rest_catalog() -> Iterator[RestCatalogServer]:
             pytest.fail(why)
         pytest.skip(why)
     with RestCatalogServer(classpath) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def kafka_server() -> Iterator[KafkaServer]:
+    """A one-node Apache Kafka broker in KRaft mode (the jars ``make kafka`` downloads into ``.peers/``) on
+    127.0.0.1 for the whole session, started by the first test that asks for it. Without those jars the
+    test is skipped, or fails when ``CI=true`` (``make test`` downloads them first). A test that stops
+    it starts it again (``start()``: same port, same data) before it ends."""
+    from tests.servers import KafkaServer, kafka_classpath
+    classpath = kafka_classpath()
+    if classpath is None:
+        why = "the Kafka broker's jars are not in .peers/kafka: run `make kafka`"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(why)
+        pytest.skip(why)
+    with KafkaServer(classpath) as server:
         yield server
 
 

@@ -1,12 +1,13 @@
 """Real servers for integration tests: a throwaway single-node etcd (Debian's, installed on first
 use), PostgreSQL and MariaDB (Debian's, likewise), a Spark standalone cluster started from the pyspark package,
 an S3 endpoint (``moto_server``), Apache Iceberg's REST catalog server (the jars ``make iceberg-rest``
-downloads).
+downloads), an Apache Kafka broker (the jars ``make kafka`` downloads).
 
 Generic on purpose: any test folder may ``from tests.servers import EtcdServer, SparkStandalone``.
 """
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -18,6 +19,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -470,13 +472,28 @@ _ROOT = Path(__file__).resolve().parent.parent
 ICEBERG_REST_CLASSPATH = _ROOT / ".peers" / "iceberg-rest" / "classpath"
 
 
+KAFKA_CLASSPATH = _ROOT / ".peers" / "kafka" / "classpath"
+
+
+def _listed_jars(listing: Path) -> list[Path] | None:
+    """The jars a Makefile ``classpath`` file lists, in its order, or None when it is missing or a
+    listed jar is gone."""
+    if not listing.exists():
+        return None
+    jars = [_ROOT / line for line in listing.read_text().split()]
+    return jars if jars and all(j.is_file() for j in jars) else None
+
+
 def iceberg_rest_classpath() -> list[Path] | None:
     """The jars of the Iceberg REST catalog server, in the order ``make iceberg-rest`` listed them
     (``.peers/iceberg-rest/classpath``), or None when that has not run or a listed jar is gone."""
-    if not ICEBERG_REST_CLASSPATH.exists():
-        return None
-    jars = [_ROOT / line for line in ICEBERG_REST_CLASSPATH.read_text().split()]
-    return jars if jars and all(j.is_file() for j in jars) else None
+    return _listed_jars(ICEBERG_REST_CLASSPATH)
+
+
+def kafka_classpath() -> list[Path] | None:
+    """The jars of Apache Kafka's broker, in the order ``make kafka`` listed them
+    (``.peers/kafka/classpath``), or None when that has not run or a listed jar is gone."""
+    return _listed_jars(KAFKA_CLASSPATH)
 
 
 class RestCatalogServer:
@@ -560,4 +577,149 @@ class RestCatalogServer:
     def __exit__(self, *exc: object) -> None:
         stop_group(self.proc, 10)
         self.proc = None
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class KafkaServer:
+    """A one-node Apache Kafka broker in KRaft mode (``kafka.Kafka`` as broker and controller in one
+    JVM, on the classpath ``make kafka`` downloads) on free 127.0.0.1 ports, its log dir in a temporary
+    directory. The internal topics have one partition and replication factor 1 with min ISR 1, so
+    transactions and consumer groups work on one node. ``extra`` adds or overrides server properties
+    (``{"auto.create.topics.enable": "false"}``).
+
+    Context manager: on entry the storage is formatted, the broker started and ready (a client has
+    created and deleted a topic); on exit it is stopped and its directory removed. ``stop()`` and
+    ``start()`` may also be called directly: a restart keeps the data, the ports and the cluster id."""
+
+    MAIN_CLASS = "kafka.Kafka"
+    STORAGE_TOOL = "kafka.tools.StorageTool"   # what the release's kafka-storage.sh runs
+    # small for a 2-core machine: ready in about 5 s using 3-4 CPU s, about 280 MiB resident; the C1
+    # compiler only (TieredStopAtLevel=1) starts a second sooner with about half the CPU, and
+    # bench/kafka_clients.py measured no lower produce rates with it
+    JVM_OPTIONS = ("-Xms64m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true")
+
+    def __init__(self, classpath: list[Path], startup_timeout: float = 90.0,
+                 extra: dict[str, str] | None = None) -> None:
+        self.classpath = classpath
+        self.startup_timeout = startup_timeout
+        self.extra = dict(extra or {})
+        self.port, self.controller_port = free_port(), free_port()
+        self.dir = Path(tempfile.mkdtemp(prefix="binlake-kafka-"))
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._log = self.dir / "server.log"
+        self._java: str | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        """``127.0.0.1:<port>``: a client's ``bootstrap.servers``."""
+        return f"127.0.0.1:{self.port}"
+
+    def properties(self) -> dict[str, str]:
+        """The broker's server.properties."""
+        controller = f"127.0.0.1:{self.controller_port}"
+        return {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@{controller}",
+            "listeners": f"PLAINTEXT://{self.bootstrap},CONTROLLER://{controller}",
+            "advertised.listeners": f"PLAINTEXT://{self.bootstrap}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "log.dirs": str(self.dir / "data"),
+            "num.partitions": "1",
+            "num.network.threads": "2",
+            "num.io.threads": "2",
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "transaction.state.log.num.partitions": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            **self.extra,
+        }
+
+    def _java_command(self, main: str, *args: str) -> list[str]:
+        assert self._java is not None
+        return [self._java, *self.JVM_OPTIONS, "-cp", os.pathsep.join(str(j) for j in self.classpath),
+                main, *args]
+
+    def _format(self) -> None:
+        """Write server.properties and format the log dir with a new cluster id (a no-op once formatted)."""
+        config = self.dir / "server.properties"
+        config.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
+        if (self.dir / "data" / "meta.properties").exists():
+            return
+        cluster_id = "-"
+        while cluster_id.startswith("-"):   # Kafka's Uuid text, never an option's dash (as Uuid.randomUuid)
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        done = subprocess.run(self._java_command(self.STORAGE_TOOL, "format", "-t", cluster_id, "-c", str(config)),
+                              capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL)
+        if done.returncode != 0:
+            raise ServerError(f"kafka storage format failed ({done.returncode}):\n"
+                              f"{done.stdout[-1500:]}{done.stderr[-1500:]}")
+
+    def start(self) -> KafkaServer:
+        """Format the storage on first start, start the broker and wait until it is ready."""
+        if self.proc is not None and self.proc.poll() is None:
+            return self
+        self._java = shutil.which("java")
+        if self._java is None:
+            raise ServerError("no java on PATH for the Kafka broker (Java 17 expected)")
+        self._format()
+        with open(self._log, "ab") as log:
+            self.proc = subprocess.Popen(self._java_command(self.MAIN_CLASS, str(self.dir / "server.properties")),
+                                         cwd=self.dir, stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+        self._wait_ready()
+        return self
+
+    def _wait_ready(self) -> None:
+        """Until a client creates (and deletes) a topic; stops the broker and raises on a timeout or exit."""
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        assert self.proc is not None
+        deadline = time.monotonic() + self.startup_timeout
+        # log_level 0: no line per refused connection while the broker starts; the last error is reported
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        last = ""
+        while True:
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                exited = self.proc.poll()
+                self.stop()
+                state = f"exited with {exited}" if exited is not None else f"not ready after {self.startup_timeout}s"
+                raise ServerError(f"Kafka broker on {self.bootstrap} {state} ({last}):\n{self.log_tail()}")
+            probe = f"binlake-ready-{uuid.uuid4().hex[:8]}"   # a new name: an earlier try may have created its own
+            try:
+                admin.create_topics([NewTopic(probe, 1, 1)], request_timeout=5)[probe].result(timeout=10)
+                admin.delete_topics([probe], request_timeout=5)[probe].result(timeout=10)
+                return
+            except KafkaException as e:
+                last = str(e)
+            time.sleep(0.2)
+
+    def log_tail(self, chars: int = 3000) -> str:
+        """The last ``chars`` characters of the broker's log (stdout and stderr)."""
+        try:
+            return self._log.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        """Stop the broker (SIGTERM: a controlled shutdown; SIGKILL after 30 s). Keeps the data."""
+        stop_group(self.proc, 30)
+        self.proc = None
+
+    def __enter__(self) -> KafkaServer:
+        try:
+            return self.start()
+        except BaseException:
+            self.__exit__()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
