@@ -54,6 +54,17 @@ def moto_s3() -> Iterator[MotoS3]:
         yield server
 
 
+def _jars(classpath: list[Path] | None, whose: str, target: str) -> list[Path]:
+    """``classpath``; when it is None (the jars are not downloaded) the test is skipped, or fails
+    when ``CI=true`` (``make test`` downloads them first)."""
+    if classpath is None:
+        why = f"{whose} jars are not in .peers/{target}: run `make {target}`"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(why)
+        pytest.skip(why)
+    return classpath
+
+
 @pytest.fixture(scope="session")
 def iceberg_rest_catalog() -> Iterator[RestCatalogServer]:
     """Apache Iceberg's REST catalog server (the jars ``make iceberg-rest`` downloads into ``.peers/``)
@@ -62,12 +73,7 @@ def iceberg_rest_catalog() -> Iterator[RestCatalogServer]:
     checkpoint in it belongs to the first cluster drained into it (another one is refused), so a
     test draining a cluster of its own starts a ``RestCatalogServer`` of its own."""
     from tests.servers import RestCatalogServer, iceberg_rest_classpath
-    classpath = iceberg_rest_classpath()
-    if classpath is None:
-        why = "the Iceberg REST catalog's jars are not in .peers/iceberg-rest: run `make iceberg-rest`"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(why)
-        pytest.skip(why)
+    classpath = _jars(iceberg_rest_classpath(), "the Iceberg REST catalog's", "iceberg-rest")
     with RestCatalogServer(classpath) as server:
         yield server
 
@@ -79,13 +85,7 @@ def kafka_server() -> Iterator[KafkaServer]:
     test is skipped, or fails when ``CI=true`` (``make test`` downloads them first). A test that stops
     it starts it again (``start()``: same port, same data) before it ends."""
     from tests.servers import KafkaServer, kafka_classpath
-    classpath = kafka_classpath()
-    if classpath is None:
-        why = "the Kafka broker's jars are not in .peers/kafka: run `make kafka`"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(why)
-        pytest.skip(why)
-    with KafkaServer(classpath) as server:
+    with KafkaServer(_jars(kafka_classpath(), "the Kafka broker's", "kafka")) as server:
         yield server
 
 

@@ -484,6 +484,14 @@ def _listed_jars(listing: Path) -> list[Path] | None:
     return jars if jars and all(j.is_file() for j in jars) else None
 
 
+def file_tail(path: Path, chars: int = 3000) -> str:
+    """The last ``chars`` characters of a log file ("" when it cannot be read)."""
+    try:
+        return path.read_text(errors="replace")[-chars:]
+    except OSError:
+        return ""
+
+
 def iceberg_rest_classpath() -> list[Path] | None:
     """The jars of the Iceberg REST catalog server, in the order ``make iceberg-rest`` listed them
     (``.peers/iceberg-rest/classpath``), or None when that has not run or a listed jar is gone."""
@@ -540,10 +548,7 @@ class RestCatalogServer:
 
     def log_tail(self, chars: int = 3000) -> str:
         """The last ``chars`` characters of the server's log (stdout and stderr)."""
-        try:
-            return self._log.read_text(errors="replace")[-chars:]
-        except OSError:
-            return ""
+        return file_tail(self._log, chars)
 
     def __enter__(self) -> RestCatalogServer:
         java = shutil.which("java")
@@ -703,10 +708,7 @@ class KafkaServer:
 
     def log_tail(self, chars: int = 3000) -> str:
         """The last ``chars`` characters of the broker's log (stdout and stderr)."""
-        try:
-            return self._log.read_text(errors="replace")[-chars:]
-        except OSError:
-            return ""
+        return file_tail(self._log, chars)
 
     def stop(self) -> None:
         """Stop the broker (SIGTERM: a controlled shutdown; SIGKILL after 30 s). Keeps the data."""
