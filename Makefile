@@ -20,7 +20,7 @@ PEERS := .peers
 GO_ENV := GOTOOLCHAIN=go1.21.13 CGO_ENABLED=0 GOFLAGS='-mod=mod -buildvcs=false'
 TIDB_LINES := v6.4 v7.0 v7.5 v8.3
 TIDB_SERVERS := $(TIDB_LINES:%=$(PEERS)/tidb-server-%)
-GO_TOOLS := $(PEERS)/pdetcd $(PEERS)/pdts $(PEERS)/pumpbench $(PEERS)/gocheck
+GO_TOOLS := $(PEERS)/pdetcd $(PEERS)/pdts $(PEERS)/pumpbench $(PEERS)/gocheck $(PEERS)/kafkareader
 PEER_BINS := $(TIDB_SERVERS) $(GO_TOOLS)
 
 # Apache Iceberg's REST catalog server (org.apache.iceberg.rest.RESTCatalogServer, the main class of the

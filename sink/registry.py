@@ -16,6 +16,7 @@ _REGISTERED: list[str] = [
     "sink.iceberg.plugin:SPEC",
     "sink.parquet.plugin:SPEC",
     "sink.mysql.plugin:SPEC",
+    "sink.kafka.plugin:SPEC",
 ]
 _loaded: dict[str, SinkSpec[Any]] = {}
 

@@ -35,9 +35,10 @@ from sink.mysql.early import Reshape
 from sink.mysql.loader import ApplyError, Loader
 from sink.mysql.loopback import ensure_marks
 from sink.mysql.progress import Position, UnkeyedProgress, not_applied
-from sink.mysql.relay import RelayLog, decode_dml, encode_ddl, encode_dml, python_rows
+from sink.mysql.relay import RelayLog, decode_dml
 from sink.mysql.statements import DML, TargetTable, literal_sql_mode, number_unkeyed, quote, row_changes
 from sink.mysql.target import MySQLTarget
+from sink.secondary import encode_ddl, encode_dml, python_rows
 from transform import changes as ch
 from transform import ddl as ddl_kinds
 from transform.codec.model import TableInfo

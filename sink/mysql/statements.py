@@ -34,8 +34,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sink import secondary
 from transform import changes as ch
-from transform.codec import mysqltypes as mt
 from transform.codec.model import ColumnInfo, TableInfo
 
 NULL = "NULL"
@@ -120,22 +120,9 @@ class TargetTable:
 
     @classmethod
     def of(cls, db: str, table: TableInfo) -> TargetTable:
-        """The downstream view of ``table`` (public, non-generated columns; public unique indexes)."""
-        cols = tuple(c for c in table.columns
-                     if c.state == mt.STATE_PUBLIC and not c.generated_expr_string and not c.hidden)
-        pos = {c.name.lower(): i for i, c in enumerate(cols)}
-        keys: list[tuple[str, tuple[int, ...]]] = []
-        handle = table.pk_handle_column
-        if table.pk_is_handle and handle is not None and handle.name.lower() in pos:
-            keys.append(("PRIMARY", (pos[handle.name.lower()],)))
-        for idx in sorted(table.indices, key=lambda i: not i.primary):
-            if not (idx.unique or idx.primary) or idx.state != mt.STATE_PUBLIC:
-                continue
-            names = [ic.name.lower() for ic in idx.columns]
-            if all(n in pos for n in names):
-                keys.append(("PRIMARY" if idx.primary else idx.name, tuple(pos[n] for n in names)))
-        bits = frozenset(i for i, c in enumerate(cols) if c.family is mt.Family.BIT)
-        return cls(db, table.name, tuple(c.name for c in cols), tuple(keys), bits, cols)
+        """The downstream view of ``table`` (:meth:`sink.secondary.Table.of`)."""
+        t = secondary.Table.of(db, table)
+        return cls(t.db, t.name, t.columns, t.keys, t.bit_columns, t.infos)
 
 
 @dataclass

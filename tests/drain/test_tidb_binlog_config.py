@@ -114,9 +114,10 @@ table = "checkpoint"
 """
 
 # what a drain prints for that file: the keys binlake accepts without doing what TiDB Binlog does
-WARNED = ["syncer.to.dir", "syncer.to.retention-time",
-          "syncer.to.zookeeper-addrs", "syncer.to.kafka-addrs", "syncer.to.kafka-version",
-          "syncer.to.kafka-max-messages", "syncer.to.kafka-max-message-size", "syncer.to.kafka-client-id"]
+WARNED = ["syncer.to.dir", "syncer.to.retention-time"]
+KAFKA = ["syncer.to.zookeeper-addrs", "syncer.to.kafka-addrs", "syncer.to.kafka-version",
+         "syncer.to.kafka-max-messages", "syncer.to.kafka-max-message-size", "syncer.to.kafka-client-id",
+         "syncer.to.topic-name"]
 
 
 def _drainer(tmp_path: Path, db_type: str, extra: str = "") -> Path:
@@ -138,8 +139,9 @@ def test_every_drainer_key_loads_for_every_db_type(tmp_path: Path, db_type: str)
     assert all(line.startswith(f"binlake: warning: {path}: ") for line in lines)
     # type = "mysql": a MySQL/TiDB sink's checkpoint in that database (TiDB Binlog's), a lake's stays in the lake
     lake = [] if db_type in ("mysql", "tidb") else ["syncer.to.checkpoint.type"]
+    kafka = [] if db_type == "kafka" else KAFKA          # the kafka keys, unused by another db-type
     assert sorted(line.removeprefix(f"binlake: warning: {path}: ").split(" = ")[0] for line in lines) \
-        == sorted(WARNED + lake)
+        == sorted(WARNED + lake + kafka)
     assert o.detect_interval == 10 and o.synced_check_time == 5     # --follow's (tests/drain/test_follow.py)
     events = o.event_filter()   # row changes only: every db-type takes it (transform.event_filter)
     assert events.rule_for("shop1", "orders", "delete") is not None
@@ -179,13 +181,13 @@ ignore-sql = []
 
 
 @pytest.mark.parametrize("db_type", names())
-def test_rules_leaving_out_ddl_are_for_the_mysql_sink_only(tmp_path: Path, db_type: str) -> None:
+def test_rules_leaving_out_ddl_are_for_the_sinks_passing_ddl_on(tmp_path: Path, db_type: str) -> None:
     f = tmp_path / "drainer.toml"
     f.write_text(f"[syncer]\ndb-type = '{db_type}'\n{DDL_RULES}")
-    if db_type not in ("mysql", "tidb"):
+    if db_type not in ("mysql", "tidb", "kafka"):
         with pytest.raises(ConfigError, match=f"truncate-table-filter, add-column-aaa-filter, delete-filter on schema "
                                               f"'do_not_truncate_database\\*', .* can leave out DDL .*: that is for "
-                                              f"db-type mysql and tidb; a {db_type} sink's tables follow the "
+                                              f"db-type mysql, tidb and kafka; a {db_type} sink's tables follow the "
                                               f"upstream's DDL history"):
             load_config(DrainerConfig, f, {})
         return
@@ -202,7 +204,7 @@ def test_rules_leaving_out_ddl_are_for_the_mysql_sink_only(tmp_path: Path, db_ty
 
 
 @pytest.mark.parametrize("extra, message", [
-    ("[syncer]\nsync-ddl = false", "sync-ddl = false is for db-type mysql and tidb: a iceberg sink's tables"),
+    ("[syncer]\nsync-ddl = false", "sync-ddl = false is for db-type mysql, tidb and kafka: a iceberg sink's tables"),
     ("[syncer]\ntable-migrate-rule = [{source = {schema = 'a'}, target = {schema = 'b'}}]",
      "target = .* is not supported: routing tables"),
     ("[syncer]\ntable-migrate-rule = [{source = {schema = 'a'}, binlog-filter-rule = ['r1']}]\n"

@@ -19,10 +19,11 @@ from sink.mysql.ddl import for_mysql, plan_ddl, split_statements, with_charset, 
 from sink.mysql.early import Reshape
 from sink.mysql.loader import Causality
 from sink.mysql.progress import UnkeyedProgress, not_applied
-from sink.mysql.relay import RelayLog, RelayLogError, decode_dml, encode_ddl, encode_dml, python_rows
+from sink.mysql.relay import RelayLog, RelayLogError, decode_dml
 from sink.mysql.statements import DML, TargetTable, batched, merged, number_unkeyed, row_changes, statements
 from sink.mysql.target import MySQLTarget, MySQLTargetError
 from sink.mysql.verify import _same
+from sink.secondary import encode_ddl, encode_dml, python_rows
 from tests.codec.tables import PK, col, table
 from transform import changes as ch
 from transform import ordered
