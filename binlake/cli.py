@@ -506,7 +506,36 @@ def _run_maintain(args: argparse.Namespace) -> int:
     return 0
 
 
-_NO_SINK_COMMANDS = ("pump", "ctl", "upstream", "demo")
+def _reparo_parser(sub: Any) -> None:
+    p = sub.add_parser("reparo", help="TiDB Binlog's reparo: replay db-type file's protobuf files into "
+                                      "MySQL/TiDB, or print them",
+                       description="Read the protobuf files TiDB Binlog's or binlake's db-type file wrote in "
+                                   "data-dir and replay the binlogs between start-tso and stop-tso into "
+                                   "[dest-db] (dest-type mysql) or print them as reparo does (dest-type "
+                                   "print). Takes reparo.toml; a flag overrides its key.")
+    p.add_argument("--config", help="reparo.toml")
+    p.add_argument("--data-dir", help="the directory of protobuf files")
+    p.add_argument("--start-datetime", help="from this local time (YYYY-MM-DD HH:MM:SS)")
+    p.add_argument("--stop-datetime", help="up to this local time")
+    p.add_argument("--start-tso", type=int, help="from this commit ts (included)")
+    p.add_argument("--stop-tso", type=int, help="up to this commit ts (included; 0: no end)")
+    p.add_argument("--dest-type", choices=["mysql", "print"], help="replay into [dest-db] or print (default)")
+    p.add_argument("--txn-batch", type=int, help="DMLs per downstream transaction (default 20)")
+    p.add_argument("-c", "--worker-count", type=int, help="parallel appliers (default 16)")
+    p.add_argument("--safe-mode", action="store_true", default=None, help="INSERT as REPLACE, UPDATE as "
+                   "DELETE + REPLACE: a range replayed again converges")
+    p.set_defaults(run=_run_reparo)
+
+
+def _run_reparo(args: argparse.Namespace) -> int:
+    from binlake.reparo import run_reparo_command
+
+    keys = ("data_dir", "start_datetime", "stop_datetime", "start_tso", "stop_tso", "dest_type", "txn_batch",
+            "worker_count", "safe_mode")
+    return run_reparo_command(args.config, {k.replace("_", "-"): getattr(args, k) for k in keys})
+
+
+_NO_SINK_COMMANDS = ("pump", "ctl", "upstream", "demo", "reparo")
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -524,6 +553,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     _check_parser(sub, sinks)
     _restore_parser(sub, sinks)
     _demo_parser(sub)
+    _reparo_parser(sub)
     return parser
 
 

@@ -14,13 +14,11 @@ from sink.registry import UnknownSinkError, canonical, spec_for, specs
 from transform.event_filter import EventFilter
 from transform.filters import DEFAULT_IGNORE_SCHEMAS, TableFilter
 
-_PB_FILES = ("TiDB Binlog's protobuf files (what reparo reads) are not built yet; db-type = \"parquet\" writes "
-             "row-level CDC as Parquet files")
 # TiDB Binlog's db-types binlake has no output for
-_NOT_BUILT = {"file": _PB_FILES, "pb": _PB_FILES,
-              "oracle": "binlake does not write to Oracle"}
+_NOT_BUILT = {"oracle": "binlake does not write to Oracle"}
 KAFKA_KEYS = ("zookeeper-addrs", "kafka-addrs", "kafka-version", "kafka-max-messages", "kafka-max-message-size",
-              "kafka-client-id", "topic-name", "kafka-txn-messages")
+              "kafka-client-id", "topic-name")
+FILE_KEYS = ("dir", "retention-time")
 _DISPATCH = "the MySQL sink always spreads a run's transactions over worker-count workers"
 _DETECT = "the MySQL sink always detects causality (a row's changes stay on one worker)"
 _HISTORY = "binlake reads every table definition from the upstream's DDL history ([upstream] status-url)"
@@ -182,12 +180,12 @@ class DrainerBase(TomlModel):
         if ddl_rules:
             rule = ddl_rules[0]
             raise ValueError(f"[syncer] {rule.label} can leave out DDL (ignore-event {list(rule.events)}, "
-                             f"ignore-sql {list(rule.sql)}): that is for db-type mysql, tidb and kafka; a "
+                             f"ignore-sql {list(rule.sql)}): that is for db-type mysql, tidb, kafka and file; a "
                              f"{self.syncer.db_type} sink's tables follow the upstream's DDL history (its rules "
                              f"may leave out insert, update and delete)")
         if not getattr(self.syncer, "sync_ddl", True) and not caps.replays_ddl:
-            raise ValueError(f"[syncer] sync-ddl = false is for db-type mysql, tidb and kafka: a {self.syncer.db_type} "
-                             f"sink's tables follow the upstream's DDL history")
+            raise ValueError(f"[syncer] sync-ddl = false is for db-type mysql, tidb, kafka and file: a "
+                             f"{self.syncer.db_type} sink's tables follow the upstream's DDL history")
 
     def notes(self) -> list[tuple[str, Any, str]]:
         to = getattr(self.syncer, "to", None)
@@ -196,9 +194,11 @@ class DrainerBase(TomlModel):
         if to is not None and to.checkpoint.type and sink not in ("mysql", "tidb"):
             out.append(("syncer.to.checkpoint.type", to.checkpoint.type,
                         f"a {self.syncer.db_type} sink keeps its checkpoint with its data, whatever this says"))
-        if to is not None and sink != "kafka":
-            out += [(f"syncer.to.{name}", getattr(to, name.replace("-", "_")), "used by db-type kafka only; not used")
-                    for name in KAFKA_KEYS if name.replace("-", "_") in to.model_fields_set]
+        for owner, keys in (("kafka", KAFKA_KEYS), ("file", FILE_KEYS)):
+            if to is not None and sink != owner:
+                out += [(f"syncer.to.{name}", getattr(to, name.replace("-", "_")),
+                         f"used by db-type {owner} only; not used")
+                        for name in keys if name.replace("-", "_") in to.model_fields_set]
         return out
 
     @property

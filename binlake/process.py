@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 # the binlake subcommands (``drain`` covers ``drain --follow``: the same driver, for as long as it runs)
-COMMANDS = ("pump", "ctl", "upstream", "drain", "verify", "check", "maintain", "restore", "demo")
+COMMANDS = ("pump", "ctl", "upstream", "drain", "verify", "check", "maintain", "restore", "demo", "reparo")
 # a test suite or benchmark running pumps, drains and checks in-process or as children
 HARNESS = "harness"
 KINDS = (*COMMANDS, HARNESS)
@@ -86,6 +86,7 @@ GC_POLICIES: dict[str, GCPolicy] = {
     "check": _CPYTHON,
     "maintain": _CPYTHON,
     "restore": _CPYTHON,   # its driver holds metadata; the rows are on Spark's executors
+    "reparo": _CPYTHON,
     "demo": _DRIVER,     # the demo's drains run in its own process, beside the emulator
     HARNESS: _CPYTHON,
 }

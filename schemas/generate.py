@@ -4,7 +4,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-PROTOS = ("binlog.proto", "pump.proto", "cistern.proto", "pdpb.proto", "binlake.proto", "secondary_binlog.proto")
+PROTOS = ("binlog.proto", "pump.proto", "cistern.proto", "pdpb.proto", "binlake.proto", "secondary_binlog.proto",
+          "pb_binlog.proto")
 
 
 def generate(out_dir: Path) -> None:

@@ -17,6 +17,7 @@ _REGISTERED: list[str] = [
     "sink.parquet.plugin:SPEC",
     "sink.mysql.plugin:SPEC",
     "sink.kafka.plugin:SPEC",
+    "sink.pbfile.plugin:SPEC",
 ]
 _loaded: dict[str, SinkSpec[Any]] = {}
 

@@ -14,7 +14,7 @@ import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -60,7 +60,7 @@ class Table:
     infos: tuple[ColumnInfo, ...] = ()
 
     @classmethod
-    def of(cls, db: str, table: TableInfo) -> Table:
+    def of(cls, db: str, table: TableInfo) -> Self:
         """``table`` in ``db`` as a downstream has it."""
         cols = tuple(c for c in table.columns
                      if c.state == mt.STATE_PUBLIC and not c.generated_expr_string and not c.hidden)
@@ -79,14 +79,15 @@ class Table:
         return cls(db, table.name, tuple(c.name for c in cols), tuple(keys), bits, cols)
 
 
-_Spec = tuple[ColumnInfo | None, mt.Family | None, bool]   # a column's info, its family, unsigned
+Spec = tuple[ColumnInfo | None, mt.Family | None, bool]   # a column's info, its family, unsigned
 
 
-def _spec(info: ColumnInfo | None) -> _Spec:
+def spec_of(info: ColumnInfo | None) -> Spec:
     return (info, info.family, info.unsigned) if info is not None else (None, None, False)
 
 
-def _column(value: Any, spec: _Spec) -> sb.Column:
+def column_of(value: Any, spec: Spec) -> sb.Column:
+    """``value`` as TiDB Binlog's ``DatumToColumn`` renders it for a column of ``spec``."""
     if value is None:
         return sb.Column(is_null=True)
     info, family, unsigned = spec
@@ -186,12 +187,12 @@ def encode_dml(commit_ts: int, pieces: Sequence[tuple[Shape, list[Row]]]) -> sb.
                                   decimal=_int32(info.type.decimal) if info else 0)
         for key, cols in target.keys:
             table.unique_keys.add(name=key, column_names=[target.columns[i] for i in cols])
-        specs = [_spec(info) for info in infos]
+        specs = [spec_of(info) for info in infos]
         for op, new, old in rows:
             m = table.mutations.add(type=OPS[op])
-            m.row.columns.extend(_column(v, spec) for v, spec in zip(new, specs))
+            m.row.columns.extend(column_of(v, spec) for v, spec in zip(new, specs))
             if old is not None:
-                m.change_row.columns.extend(_column(v, spec) for v, spec in zip(old, specs))
+                m.change_row.columns.extend(column_of(v, spec) for v, spec in zip(old, specs))
     return out
 
 

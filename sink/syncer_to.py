@@ -12,7 +12,6 @@ from ingest.config import Bool, ConfigError, Duration, Int, Str, TomlModel, note
 from ingest.encrypt import decrypt
 from ingest.security import SecurityConfig
 
-_FILE = "used by db-type file only (binlake has no protobuf file output yet); not used"
 _ORACLE = "used by db-type oracle only, which binlake does not support; not used"
 
 
@@ -82,8 +81,9 @@ class ToSection(TomlModel):
     # TLS to the downstream, verified (CA and host name); without it, TLS when the server offers it, unchecked
     security: SecurityConfig = Field(default_factory=SecurityConfig)
     # other db-types' keys, which TiDB Binlog's files carry beside these
-    dir: Str = noted("dir", _FILE, default="", matches="")
-    retention_time: Int = noted("retention-time", _FILE, default=0, matches=0)
+    # db-type file: the directory of protobuf files (else the drainer's data-dir), kept retention-time days
+    dir: Str = ""
+    retention_time: Int = Field(default=0, alias="retention-time", ge=0)
     # db-type kafka (sink.kafka.config reads them with TiDB Binlog's defaults for what is unset)
     zookeeper_addrs: Str = Field(default="", alias="zookeeper-addrs")
     kafka_addrs: Str = Field(default="", alias="kafka-addrs")
@@ -92,8 +92,6 @@ class ToSection(TomlModel):
     kafka_max_message_size: Int = Field(default=0, alias="kafka-max-message-size")
     kafka_client_id: Str = Field(default="", alias="kafka-client-id")
     topic_name: Str = Field(default="", alias="topic-name")
-    # binlake's: transactions per Kafka transaction (each commits the checkpoint with its messages)
-    kafka_txn_messages: Int = Field(default=10_000, alias="kafka-txn-messages", ge=1)
     oracle_service_name: Str = noted("oracle-service-name", _ORACLE, default="", matches="")
     oracle_connect_string: Str = noted("oracle-connect-string", _ORACLE, default="", matches="")
 

@@ -16,9 +16,10 @@ POINTS: dict[str, str] = {
     "maintain-before-commit": "when a compaction's transaction (binlake maintain) is complete, just before it "
                               "commits; receives the table's name",
     "kafka-produce": "before each message the Kafka sink produces; receives the message's number in the run (1, 2, …)",
-    "kafka-before-commit": "when every message of a Kafka transaction is acknowledged, just before the transaction "
-                           "and its checkpoint commit; receives the transaction's number in the run (1, 2, …)",
-    "kafka-commit": "after each Kafka transaction of a run commits; receives its number in the run (1, 2, …)",
+    "kafka-acked": "when every message a Kafka run produced is acknowledged, before its checkpoint is recorded; "
+                   "receives 1",
+    "kafka-checkpoint": "after a Kafka run recorded its checkpoint in the consumer group; receives 1",
+    "file-append": "before each record the file sink appends; receives the record's number in the run (1, 2, …)",
     "mysql-flush": "after each flush of the MySQL loader (DMLs committed downstream); receives the flush's number "
                    "in the run (1, 2, …)",
 }

@@ -36,14 +36,12 @@ class KafkaOptions:
     max_messages: int
     max_message_size: int
     client_id: str
-    txn_messages: int
 
     @classmethod
     def of(cls, to: ToSection, cluster_id: int) -> KafkaOptions:
         """TiDB Binlog's reading of the keys: ``kafka-addrs`` (else $KAFKA_ADDRS, else 127.0.0.1:9092),
         ``topic-name`` (else ``<cluster-id>_obinlog``), ``kafka-version`` (0.8.2.0), ``kafka-max-messages``
-        (1024), ``kafka-max-message-size`` (1 GiB), ``kafka-client-id``; binlake's ``kafka-txn-messages``
-        (10000). ``zookeeper-addrs`` is refused."""
+        (1024), ``kafka-max-message-size`` (1 GiB), ``kafka-client-id``. ``zookeeper-addrs`` is refused."""
         if to.zookeeper_addrs:
             raise ConfigError("[syncer.to] zookeeper-addrs: binlake does not look the brokers up in ZooKeeper "
                               "(Kafka 4 has none, and TiDB Binlog only reads kafka-addrs from it); set kafka-addrs")
@@ -56,4 +54,4 @@ class KafkaOptions:
                    version=version,
                    max_messages=to.kafka_max_messages if to.kafka_max_messages > 0 else DEFAULT_MAX_MESSAGES,
                    max_message_size=min(size, CLIENT_MAX_MESSAGE_SIZE),
-                   client_id=to.kafka_client_id or "binlake-drainer", txn_messages=to.kafka_txn_messages)
+                   client_id=to.kafka_client_id or "binlake-drainer")

@@ -25,7 +25,7 @@ one column always render the same, so keys compare as their literals.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 from functools import cached_property
 from typing import Any
@@ -36,7 +36,6 @@ import pyarrow.compute as pc
 
 from sink import secondary
 from transform import changes as ch
-from transform.codec.model import ColumnInfo, TableInfo
 
 NULL = "NULL"
 MAX_STATEMENT_BYTES = 4 << 20   # a merged REPLACE stops adding rows here (max_allowed_packet: 16 MiB on MariaDB)
@@ -76,17 +75,10 @@ def literal(value: Any) -> str:
 
 
 @dataclass(frozen=True)
-class TargetTable:
-    """One upstream table at one schema version, as the downstream has it: ``db``.``name``, the
-    written columns' names and the unique keys (column positions), the primary key first; ``infos``
-    the columns' upstream definitions (empty for a table read back from the relay log)."""
-
-    db: str
-    name: str
-    columns: tuple[str, ...]
-    keys: tuple[tuple[str, tuple[int, ...]], ...]
-    bit_columns: frozenset[int] = field(default=frozenset())
-    infos: tuple[ColumnInfo, ...] = ()
+class TargetTable(secondary.Table):
+    """One upstream table at one schema version, as the downstream has it (:class:`sink.secondary.Table`:
+    ``db``.``name``, the written columns' names and the unique keys, the primary key first; ``infos``
+    empty for a table read back from the relay log), with the SQL the statements need."""
 
     @cached_property
     def qualified(self) -> str:
@@ -117,12 +109,6 @@ class TargetTable:
     def column_list(self) -> str:
         """`` (`a`, `b`, …)`` of an INSERT."""
         return "(" + ", ".join(quote(c) for c in self.columns) + ")"
-
-    @classmethod
-    def of(cls, db: str, table: TableInfo) -> TargetTable:
-        """The downstream view of ``table`` (:meth:`sink.secondary.Table.of`)."""
-        t = secondary.Table.of(db, table)
-        return cls(t.db, t.name, t.columns, t.keys, t.bit_columns, t.infos)
 
 
 @dataclass

@@ -28,7 +28,6 @@ def test_the_example_config_loads_and_flags_override_it() -> None:
 @pytest.mark.parametrize("text, message", [
     ("bogus = 1", "unknown configuration key 'bogus'"),
     ("[syncer]\ndb-type = 'sqlite'", "not one of iceberg, parquet"),
-    ("[syncer]\ndb-type = 'kafka'", "db-type 'kafka' is not supported: the Kafka output is not built yet"),
     ("[syncer]\ndb-type = 'oracle'", "binlake does not write to Oracle"),
     ("[syncer]\nreplicate-do-table = [{db-name = 'a', table = 'b'}]", "db-name and tbl-name"),
     ("initial-commit-ts = -2", "initial-commit-ts: Input should be greater than or equal to -1"),

@@ -14,7 +14,7 @@ from binlake.drain_config import DrainerConfig
 from ingest.config import ConfigError, load_config, print_warnings
 from ingest.pump.config import PumpConfig
 from sink.mysql.plugin import checkpoint_target_of, target_of
-from sink.registry import names
+from sink.registry import names, spec_for
 from upstream.local import LocalTSO
 
 # every drainer key TiDB Binlog v4.0-v8.3 reads, at the values its example sets (or a typical one)
@@ -114,7 +114,7 @@ table = "checkpoint"
 """
 
 # what a drain prints for that file: the keys binlake accepts without doing what TiDB Binlog does
-WARNED = ["syncer.to.dir", "syncer.to.retention-time"]
+FILE = ["syncer.to.dir", "syncer.to.retention-time"]
 KAFKA = ["syncer.to.zookeeper-addrs", "syncer.to.kafka-addrs", "syncer.to.kafka-version",
          "syncer.to.kafka-max-messages", "syncer.to.kafka-max-message-size", "syncer.to.kafka-client-id",
          "syncer.to.topic-name"]
@@ -140,8 +140,9 @@ def test_every_drainer_key_loads_for_every_db_type(tmp_path: Path, db_type: str)
     # type = "mysql": a MySQL/TiDB sink's checkpoint in that database (TiDB Binlog's), a lake's stays in the lake
     lake = [] if db_type in ("mysql", "tidb") else ["syncer.to.checkpoint.type"]
     kafka = [] if db_type == "kafka" else KAFKA          # the kafka keys, unused by another db-type
+    files = [] if spec_for(db_type).names[0] == "file" else FILE
     assert sorted(line.removeprefix(f"binlake: warning: {path}: ").split(" = ")[0] for line in lines) \
-        == sorted(WARNED + lake + kafka)
+        == sorted(files + lake + kafka)
     assert o.detect_interval == 10 and o.synced_check_time == 5     # --follow's (tests/drain/test_follow.py)
     events = o.event_filter()   # row changes only: every db-type takes it (transform.event_filter)
     assert events.rule_for("shop1", "orders", "delete") is not None
@@ -184,11 +185,11 @@ ignore-sql = []
 def test_rules_leaving_out_ddl_are_for_the_sinks_passing_ddl_on(tmp_path: Path, db_type: str) -> None:
     f = tmp_path / "drainer.toml"
     f.write_text(f"[syncer]\ndb-type = '{db_type}'\n{DDL_RULES}")
-    if db_type not in ("mysql", "tidb", "kafka"):
+    if not spec_for(db_type).capabilities.replays_ddl:
         with pytest.raises(ConfigError, match=f"truncate-table-filter, add-column-aaa-filter, delete-filter on schema "
                                               f"'do_not_truncate_database\\*', .* can leave out DDL .*: that is for "
-                                              f"db-type mysql, tidb and kafka; a {db_type} sink's tables follow the "
-                                              f"upstream's DDL history"):
+                                              f"db-type mysql, tidb, kafka and file; a {db_type} sink's tables "
+                                              f"follow the upstream's DDL history"):
             load_config(DrainerConfig, f, {})
         return
     events = load_config(DrainerConfig, f, {}).event_filter()
@@ -204,7 +205,8 @@ def test_rules_leaving_out_ddl_are_for_the_sinks_passing_ddl_on(tmp_path: Path, 
 
 
 @pytest.mark.parametrize("extra, message", [
-    ("[syncer]\nsync-ddl = false", "sync-ddl = false is for db-type mysql, tidb and kafka: a iceberg sink's tables"),
+    ("[syncer]\nsync-ddl = false", "sync-ddl = false is for db-type mysql, tidb, kafka and file: a iceberg sink's "
+                                   "tables"),
     ("[syncer]\ntable-migrate-rule = [{source = {schema = 'a'}, target = {schema = 'b'}}]",
      "target = .* is not supported: routing tables"),
     ("[syncer]\ntable-migrate-rule = [{source = {schema = 'a'}, binlog-filter-rule = ['r1']}]\n"
@@ -224,7 +226,6 @@ def test_rules_leaving_out_ddl_are_for_the_sinks_passing_ddl_on(tmp_path: Path, 
     ("[syncer.to]\nsync-mode = 2", "sync-mode = 2 is not supported: only 1 \\(SyncFullColumn\\)"),
     ("[syncer]\ndb-type = 'mysql'\n[syncer.to.checkpoint]\ntype = 'oracle'",
      "type = 'oracle' is not supported: the checkpoint is on the downstream"),
-    ("[syncer]\ndb-type = 'pb'", "db-type 'pb' is not supported: TiDB Binlog's protobuf files"),
     ("[syncer]\nreplicate-do-db = ['~(']", "filter pattern '~\\(' is not a valid regular expression"),
     ("initial-commit-ts = -2", "greater than or equal to -1"),
 ])

@@ -1,0 +1,92 @@
+"""Row changes and DDL read back from TiDB Binlog's protobuf files (``binlake reparo``) applied to
+MySQL/TiDB by the MySQL sink's loader.
+
+The files carry no table definitions: as TiDB Binlog's loader does, each table's unique keys (the
+primary key first) are read from the downstream's ``information_schema`` when its first row change
+comes, and again after a DDL on it.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pymysql
+
+from sink.mysql.ddl import IGNORED_ERRORS
+from sink.mysql.loader import ApplyError, Loader
+from sink.mysql.statements import DML, TargetTable, quote
+from sink.mysql.target import MySQLTarget
+from sink.pb_binlog import Event
+
+log = logging.getLogger(__name__)
+
+_KEYS = ("SELECT index_name, column_name FROM information_schema.statistics WHERE table_schema = %s "
+         "AND table_name = %s AND non_unique = 0 ORDER BY index_name = 'PRIMARY' DESC, index_name, seq_in_index")
+
+
+class Replayer:
+    """Applies binlogs in file order: DML through a :class:`Loader`, a DDL once everything before it is
+    applied."""
+
+    def __init__(self, target: MySQLTarget, worker_count: int, txn_batch: int, safe_mode: bool) -> None:
+        self.conn: Any = target.connect()
+        self.loader = Loader(target.connect, worker_count, txn_batch, safe_mode)
+        self.keys: dict[tuple[str, str], list[tuple[str, list[str]]]] = {}
+
+    def _keys(self, db: str, table: str) -> list[tuple[str, list[str]]]:
+        found = self.keys.get((db, table))
+        if found is None:
+            with self.conn.cursor() as cur:
+                cur.execute(_KEYS, (db, table))
+                named: dict[str, list[str]] = {}
+                for index, column in cur.fetchall():
+                    named.setdefault(str(index), []).append(str(column))
+            self.conn.commit()
+            found = self.keys[(db, table)] = list(named.items())
+        return found
+
+    def _target(self, event: Event) -> TargetTable:
+        names = tuple(c.name for c in event.columns)
+        pos = {n.lower(): i for i, n in enumerate(names)}
+        keys = tuple((name, tuple(pos[c.lower()] for c in cols)) for name, cols in self._keys(event.schema, event.table)
+                     if all(c.lower() in pos for c in cols))
+        return TargetTable(event.schema, event.table, names, keys)
+
+    def dml(self, commit_ts: int, events: list[Event]) -> None:
+        """One transaction's row changes."""
+        for e in events:
+            values = [c.changed if e.op == "U" else c.value for c in e.columns]
+            old = [c.value for c in e.columns] if e.op == "U" else None
+            self.loader.add(DML.of(self._target(e), e.op, values, old, commit_ts))
+        self.loader.end_txn(commit_ts)
+        if self.loader.ready:
+            self.loader.flush(wait=False)
+
+    def ddl(self, commit_ts: int, schema: str, statement: str) -> None:
+        """Run one DDL on ``schema`` after every row change before it is applied."""
+        self.loader.flush()
+        self.keys.clear()
+        self.conn.autocommit(True)
+        try:
+            with self.conn.cursor() as cur:
+                if schema:
+                    try:
+                        cur.execute(f"USE {quote(schema)}")
+                    except pymysql.Error:
+                        pass   # a CREATE DATABASE's own schema, or a database a later DDL creates
+                cur.execute(statement)
+        except pymysql.Error as e:
+            code = e.args[0] if e.args and isinstance(e.args[0], int) else None
+            if code not in IGNORED_ERRORS:
+                raise ApplyError(f"DDL committed at {commit_ts} failed: {e}; statement: {statement[:300]}") from None
+            log.info("DDL at %d already applied (%s): %s", commit_ts, e, statement)
+        finally:
+            self.conn.autocommit(False)
+
+    def finish(self) -> None:
+        """Apply what is pending."""
+        self.loader.flush()
+
+    def close(self) -> None:
+        self.loader.close()
+        self.conn.close()
