@@ -268,6 +268,7 @@ class KafkaSink(Sink):
     def _produce(self, producer: Producer, data: bytes, commit_ts: int,
                  acked: Callable[[KafkaError | None, Message], None]) -> None:
         if len(data) > self.options.max_message_size:
+            producer.flush(ACK_TIMEOUT)   # the transactions before it are sent: the topic stops right before it
             raise KafkaStateError(f"the transaction committed at {commit_ts} is a message of {len(data)} bytes, over "
                                   f"kafka-max-message-size ({self.options.max_message_size}); TiDB Binlog's "
                                   f"consumers cannot read a transaction split over messages, so raise the limit "

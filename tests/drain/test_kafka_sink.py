@@ -18,7 +18,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from binlake.drain_config import DrainerConfig
 from ingest.config import ConfigError
 from schemas import secondary_binlog_pb2 as sb
-from sink.kafka.sink import KafkaSinkError
+from sink.kafka.sink import KafkaSinkError, KafkaStateError
 from sink.mysql.snapshot import read_snapshot
 from sink.mysql.target import MySQLTarget
 from tests.drain.conftest import Env
@@ -266,7 +266,15 @@ def test_a_broker_stopped_during_a_run_fails_it_clearly_and_the_next_run_complet
     assert replay(messages) == upstream(env, env.cluster.ts())
 
 
-def test_zookeeper_discovery_is_refused_with_its_reason(env: Env, kafka_server: KafkaServer) -> None:
+def test_zookeeper_discovery_and_a_transaction_over_the_message_size_are_refused_with_the_reason(
+        env: Env, kafka_server: KafkaServer) -> None:
     o = kafka_options(env, kafka_server, "zk", zookeeper_addrs="127.0.0.1:2181")
     with pytest.raises(ConfigError, match="ZooKeeper"):
         env.drain(o)
+    env.sql("create table big (id int primary key, v varchar(200))")
+    env.sql("insert into big values " + ", ".join(f"({i}, '{'x' * 150}')" for i in range(8)))
+    topic = f"big-{env.cluster.cluster_id}"
+    with pytest.raises(KafkaStateError, match=r"the transaction committed at \d+ is a message of \d+ bytes, over "
+                                              r"kafka-max-message-size \(1000\)"):
+        env.drain(kafka_options(env, kafka_server, topic, kafka_max_message_size=1000))
+    assert [b.type for b in read_topic(kafka_server, topic)] == [sb.DDL]     # the CREATE TABLE before it
