@@ -1,9 +1,10 @@
 """Row changes and DDL read back from TiDB Binlog's protobuf files (``binlake reparo``) applied to
 MySQL/TiDB by the MySQL sink's loader.
 
-The files carry no table definitions: as TiDB Binlog's loader does, each table's unique keys (the
-primary key first) are read from the downstream's ``information_schema`` when its first row change
-comes, and again after a DDL on it.
+The files carry no table definitions: as TiDB Binlog's loader does, each table's columns and unique
+keys (the primary key first) are read from the downstream's ``information_schema`` when its first row
+change comes, and again after any DDL. A row change's columns the downstream table lacks are left out
+(a range replayed again in safe mode crosses a DROP COLUMN already applied).
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ log = logging.getLogger(__name__)
 
 _KEYS = ("SELECT index_name, column_name FROM information_schema.statistics WHERE table_schema = %s "
          "AND table_name = %s AND non_unique = 0 ORDER BY index_name = 'PRIMARY' DESC, index_name, seq_in_index")
+_COLUMNS = "SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND table_name = %s"
 
 
 class Replayer:
@@ -31,33 +33,35 @@ class Replayer:
     def __init__(self, target: MySQLTarget, worker_count: int, txn_batch: int, safe_mode: bool) -> None:
         self.conn: Any = target.connect()
         self.loader = Loader(target.connect, worker_count, txn_batch, safe_mode)
-        self.keys: dict[tuple[str, str], list[tuple[str, list[str]]]] = {}
+        # (db, table) → the downstream's column names (lower case) and unique keys
+        self.shapes: dict[tuple[str, str], tuple[frozenset[str], list[tuple[str, list[str]]]]] = {}
 
-    def _keys(self, db: str, table: str) -> list[tuple[str, list[str]]]:
-        found = self.keys.get((db, table))
+    def _shape(self, db: str, table: str) -> tuple[frozenset[str], list[tuple[str, list[str]]]]:
+        found = self.shapes.get((db, table))
         if found is None:
             with self.conn.cursor() as cur:
+                cur.execute(_COLUMNS, (db, table))
+                columns = frozenset(str(c).lower() for (c,) in cur.fetchall())
                 cur.execute(_KEYS, (db, table))
                 named: dict[str, list[str]] = {}
                 for index, column in cur.fetchall():
                     named.setdefault(str(index), []).append(str(column))
             self.conn.commit()
-            found = self.keys[(db, table)] = list(named.items())
+            found = self.shapes[(db, table)] = (columns, list(named.items()))
         return found
-
-    def _target(self, event: Event) -> TargetTable:
-        names = tuple(c.name for c in event.columns)
-        pos = {n.lower(): i for i, n in enumerate(names)}
-        keys = tuple((name, tuple(pos[c.lower()] for c in cols)) for name, cols in self._keys(event.schema, event.table)
-                     if all(c.lower() in pos for c in cols))
-        return TargetTable(event.schema, event.table, names, keys)
 
     def dml(self, commit_ts: int, events: list[Event]) -> None:
         """One transaction's row changes."""
         for e in events:
-            values = [c.changed if e.op == "U" else c.value for c in e.columns]
-            old = [c.value for c in e.columns] if e.op == "U" else None
-            self.loader.add(DML.of(self._target(e), e.op, values, old, commit_ts))
+            columns, keys = self._shape(e.schema, e.table)
+            kept = [c for c in e.columns if not columns or c.name.lower() in columns]
+            pos = {c.name.lower(): i for i, c in enumerate(kept)}
+            target = TargetTable(e.schema, e.table, tuple(c.name for c in kept),
+                                 tuple((name, tuple(pos[c.lower()] for c in cols)) for name, cols in keys
+                                       if all(c.lower() in pos for c in cols)))
+            values = [c.changed if e.op == "U" else c.value for c in kept]
+            old = [c.value for c in kept] if e.op == "U" else None
+            self.loader.add(DML.of(target, e.op, values, old, commit_ts))
         self.loader.end_txn(commit_ts)
         if self.loader.ready:
             self.loader.flush(wait=False)
@@ -65,7 +69,7 @@ class Replayer:
     def ddl(self, commit_ts: int, schema: str, statement: str) -> None:
         """Run one DDL on ``schema`` after every row change before it is applied."""
         self.loader.flush()
-        self.keys.clear()
+        self.shapes.clear()
         self.conn.autocommit(True)
         try:
             with self.conn.cursor() as cur:
