@@ -27,9 +27,9 @@ target ≥ 0.7), over the sink stage and over the sink's own part. Checks: one m
 transaction of the run (and per DDL), in commit order, the report's row changes equal what was
 written, the baseline topic's end offset equals the message count.
 
-    .venv/bin/python bench/kafka.py                    # 200,000 row changes in transactions of 10
-    .venv/bin/python bench/kafka.py --quick            # 50,000 row changes (~1.5 min)
-    .venv/bin/python bench/kafka.py --profile /tmp/kafka-sink.prof   # cProfile of KafkaSink.write
+    .venv/bin/python bench/kafka_sink.py                    # 200,000 row changes in transactions of 10
+    .venv/bin/python bench/kafka_sink.py --quick            # 50,000 row changes (~1.5 min)
+    .venv/bin/python bench/kafka_sink.py --profile /tmp/kafka-sink.prof   # cProfile of KafkaSink.write
 """
 from __future__ import annotations
 
