@@ -17,12 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from schemas import secondary_binlog_pb2 as sb
-from sink.binlogfile import BinlogFileError, BinlogFiles
+from sink.binlogfile import BinlogFiles
 from sink.mysql.config import DEFAULT_MAX_FILE_SIZE
 from sink.mysql.statements import DML, TargetTable
 from sink.secondary import LETTERS, column_value
-
-RelayLogError = BinlogFileError
 
 
 def decode_dml(binlog: sb.Binlog) -> Iterator[DML]:

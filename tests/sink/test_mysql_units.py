@@ -14,12 +14,13 @@ import pyarrow as pa
 import pytest
 
 from schemas import secondary_binlog_pb2 as sb
+from sink.binlogfile import BinlogFileError
 from sink.mysql.checkpoint import Checkpoint, CheckpointFormatError
 from sink.mysql.ddl import for_mysql, plan_ddl, split_statements, with_charset, without_ignored
 from sink.mysql.early import Reshape
 from sink.mysql.loader import Causality
 from sink.mysql.progress import UnkeyedProgress, not_applied
-from sink.mysql.relay import RelayLog, RelayLogError, decode_dml
+from sink.mysql.relay import RelayLog, decode_dml
 from sink.mysql.statements import DML, TargetTable, batched, merged, number_unkeyed, row_changes, statements
 from sink.mysql.target import MySQLTarget, MySQLTargetError
 from sink.mysql.verify import _same
@@ -261,7 +262,7 @@ def test_relay_records_round_trip_rotate_and_purge(tmp_path: Path) -> None:
     files[2].write_bytes(bytes(data[:-5]) + b"")
     older = tmp_path / "relay" / "binlog-0000000000000000-20260101000000"
     older.write_bytes(bytes(data[:-5]))
-    with pytest.raises(RelayLogError, match="checksum mismatch"):
+    with pytest.raises(BinlogFileError, match="checksum mismatch"):
         list(RelayLog(tmp_path / "relay").read())
 
 
