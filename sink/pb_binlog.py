@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from schemas import pb_binlog_pb2 as pbb
-from sink.secondary import Row, Shape, column_of, spec_of
+from sink.mysql.statements import quote
+from sink.secondary import Row, Table, column_of, spec_of
 from transform.codec import mysqltypes as mt
 from transform.codec.datums import Uint, decode_one, encode_datum
 
@@ -46,7 +47,7 @@ def _datum(value: Any, spec: Any, bit: bool) -> bytes:
     return encode_datum(col.string_value)
 
 
-def encode_dml(commit_ts: int, pieces: Sequence[tuple[Shape, list[Row]]]) -> pbb.Binlog:
+def encode_dml(commit_ts: int, pieces: Sequence[tuple[Table, list[Row]]]) -> pbb.Binlog:
     """One DML transaction (pieces of :func:`sink.secondary.python_rows`)."""
     out = pbb.Binlog(tp=pbb.DML, commit_ts=commit_ts, dml_data=pbb.DMLData())
     for target, rows in pieces:
@@ -68,15 +69,10 @@ def encode_dml(commit_ts: int, pieces: Sequence[tuple[Shape, list[Row]]]) -> pbb
     return out
 
 
-def quote_name(name: str) -> str:
-    """A MySQL identifier quoted as TiDB Binlog quotes it."""
-    return "`" + name.replace("`", "``") + "`"
-
-
 def encode_ddl(commit_ts: int, schema: str, query: str) -> pbb.Binlog:
     """A DDL as TiDB Binlog's file output writes it (``use `schema`; query;``)."""
     if schema:
-        query = f"{query};" if _CREATE_DATABASE.match(query) else f"use {quote_name(schema)}; {query};"
+        query = f"{query};" if _CREATE_DATABASE.match(query) else f"use {quote(schema)}; {query};"
     return pbb.Binlog(tp=pbb.DDL, commit_ts=commit_ts, ddl_query=query.encode())
 
 

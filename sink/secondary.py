@@ -14,7 +14,7 @@ import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Protocol, Self
+from typing import Any, Self
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -29,28 +29,11 @@ OPS = {"I": sb.Insert, "U": sb.Update, "D": sb.Delete}
 LETTERS = {v: k for k, v in OPS.items()}
 
 
-class Shape(Protocol):
-    """A table at one schema version as a downstream has it (``sink.mysql.statements.TargetTable``):
-    its written columns, unique keys (column positions, the primary key first), BIT columns and the
-    columns' upstream definitions (empty when unknown)."""
-
-    @property
-    def db(self) -> str: ...
-    @property
-    def name(self) -> str: ...
-    @property
-    def columns(self) -> tuple[str, ...]: ...
-    @property
-    def keys(self) -> tuple[tuple[str, tuple[int, ...]], ...]: ...
-    @property
-    def bit_columns(self) -> frozenset[int]: ...
-    @property
-    def infos(self) -> tuple[ColumnInfo, ...]: ...
-
-
 @dataclass(frozen=True)
 class Table:
-    """A :class:`Shape`: ``of`` a TableInfo, its public non-generated columns and public unique indexes."""
+    """A table at one schema version as a downstream has it: its written columns (``of`` a TableInfo: the
+    public, non-generated ones), unique keys (column positions, the primary key first), BIT columns and
+    the columns' upstream definitions (empty when unknown)."""
 
     db: str
     name: str
@@ -155,13 +138,13 @@ def _python_values(column: pa.Array | pa.ChunkedArray, bit: bool, fsp: int) -> l
 Row = tuple[str, tuple[Any, ...], tuple[Any, ...] | None]   # op, new values, old values of an update
 
 
-def _values(target: Shape, source: Any) -> list[tuple[Any, ...]]:
+def _values(target: Table, source: Any) -> list[tuple[Any, ...]]:
     fsps = [info.fsp for info in target.infos] or [6] * len(target.columns)
     return list(zip(*(_python_values(source(n), i in target.bit_columns, fsps[i])
                       for i, n in enumerate(target.columns))))
 
 
-def python_rows(target: Shape, rows: pa.Table) -> list[Row]:
+def python_rows(target: Table, rows: pa.Table) -> list[Row]:
     """A decoded piece's row changes as the Python values :func:`encode_dml` takes, in order."""
     ops = rows.column(ch.OP).to_pylist()
     news = _values(target, rows.column)
@@ -173,7 +156,7 @@ def python_rows(target: Shape, rows: pa.Table) -> list[Row]:
     return [(op, new, olds[r] if op == "U" and olds else None) for r, (op, new) in enumerate(zip(ops, news))]
 
 
-def encode_dml(commit_ts: int, pieces: Sequence[tuple[Shape, list[Row]]]) -> sb.Binlog:
+def encode_dml(commit_ts: int, pieces: Sequence[tuple[Table, list[Row]]]) -> sb.Binlog:
     """One DML transaction as a secondary binlog (one ``Table`` per piece of :func:`python_rows`)."""
     out = sb.Binlog(type=sb.DML, commit_ts=commit_ts)
     for target, rows in pieces:
