@@ -14,8 +14,8 @@ fresh topic, in this process (``--spark-master local[2]``). The run report's ``s
 ``KafkaSink.write``: it includes reading the run's transactions in commit order from Spark
 (``transform.ordered.ordered_transactions``: the sort of the run's changes and the driver fetching
 them), so this script also times, inside ``write``, the ordered stream, the rows' conversion to
-Python values (``sink.secondary.python_rows``), the encoding (``encode_dml``/``encode_ddl``, protobuf
-serialization), producing (``Producer.produce``) and the final wait for acknowledgements (``flush``):
+Python values (``sink.secondary.python_rows``), the encoding (``sink.secondary.dml_bytes``, and ``encode_ddl``
+for a DDL), producing (``Producer.produce``) and the final wait for acknowledgements (``flush``):
 the sink's own part is ``write`` less the ordered stream. ``save_checkpoint`` (after the sink
 stage) is timed apart.
 
@@ -171,7 +171,7 @@ class Timers:
 
         self._timed_iter(pt, "ordered_transactions", "ordered stream")
         self._timed(pt, "python_rows", "to Python rows")
-        self._timed(ks, "encode_dml", "encode")
+        self._timed(ks, "dml_bytes", "encode")
         self._timed(ks, "encode_ddl", "encode")
         self._timed(ks.KafkaSink, "_settle", "flush (acks)")
         self._timed(ks.KafkaSink, "save_checkpoint", "save_checkpoint")

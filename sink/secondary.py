@@ -11,9 +11,11 @@ bytes, other strings as text. A table's columns are the public, non-generated on
 from __future__ import annotations
 
 import datetime as dt
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import cached_property
 from typing import Any, Self
 
 import pyarrow as pa
@@ -61,6 +63,11 @@ class Table:
         bits = frozenset(i for i, c in enumerate(cols) if c.family is mt.Family.BIT)
         return cls(db, table.name, tuple(c.name for c in cols), tuple(keys), bits, cols)
 
+    @cached_property
+    def wire(self) -> _Wire:
+        """What every secondary-binlog ``Table`` of this table repeats (:func:`dml_bytes`)."""
+        return _wire(self)
+
 
 Spec = tuple[ColumnInfo | None, mt.Family | None, bool]   # a column's info, its family, unsigned
 
@@ -69,35 +76,71 @@ def spec_of(info: ColumnInfo | None) -> Spec:
     return (info, info.family, info.unsigned) if info is not None else (None, None, False)
 
 
-def column_of(value: Any, spec: Spec) -> sb.Column:
-    """``value`` as TiDB Binlog's ``DatumToColumn`` renders it for a column of ``spec``."""
+_MASK64 = (1 << 64) - 1
+_BYTE = [bytes((i,)) for i in range(128)]
+_DOUBLE = struct.Struct("<d").pack
+_NULL = b"\x08\x01"
+
+
+def _varint(n: int) -> bytes:
+    """``n`` (≥ 0, < 2**64) as a protobuf varint."""
+    if n < 0x80:
+        return _BYTE[n]
+    if n < 0x4000:
+        return bytes(((n & 0x7F) | 0x80, n >> 7))
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _field(tag: bytes, body: bytes) -> bytes:
+    """A length-delimited field: ``tag``, the length, ``body``."""
+    return tag + _varint(len(body)) + body
+
+
+def _text(tag: bytes, text: str) -> bytes:
+    return _field(tag, text.encode())
+
+
+def column_bytes(value: Any, spec: Spec) -> bytes:
+    """``value`` as TiDB Binlog's ``DatumToColumn`` renders it for a column of ``spec``: a serialized
+    ``Column`` (protobuf's own bytes for it: the one field set)."""
     if value is None:
-        return sb.Column(is_null=True)
+        return _NULL
     info, family, unsigned = spec
     if family is mt.Family.ENUM and isinstance(value, str) and info is not None:
         elems = [e.lower() for e in info.type.elems]
-        return sb.Column(uint64_value=elems.index(value.lower()) + 1 if value.lower() in elems else 0)
+        return b"\x18" + _varint(elems.index(value.lower()) + 1 if value.lower() in elems else 0)
     if family is mt.Family.SET and isinstance(value, str) and info is not None:
         elems = [e.lower() for e in info.type.elems]
-        mask = sum(1 << elems.index(p.lower()) for p in value.split(",") if p and p.lower() in elems)
-        return sb.Column(uint64_value=mask)
+        return b"\x18" + _varint(sum(1 << elems.index(p.lower()) for p in value.split(",") if p and p.lower() in elems))
     if family is mt.Family.BIT and isinstance(value, int) and info is not None:
-        return sb.Column(bytes_value=value.to_bytes(max(1, (max(info.type.flen, 1) + 7) // 8), "big"))
+        return _field(b"\x2a", value.to_bytes(max(1, (max(info.type.flen, 1) + 7) // 8), "big"))
     if family is mt.Family.JSON and isinstance(value, str):
-        return sb.Column(bytes_value=value.encode())
+        return _text(b"\x2a", value)
     if isinstance(value, bool):
-        return sb.Column(int64_value=int(value))
+        return b"\x10" + _BYTE[int(value)]
     if isinstance(value, int):
-        return sb.Column(uint64_value=value) if unsigned else sb.Column(int64_value=value)
+        return b"\x18" + _varint(value) if unsigned else b"\x10" + _varint(value & _MASK64)
     if isinstance(value, float):
-        return sb.Column(double_value=value)
+        return b"\x21" + _DOUBLE(value)
     if isinstance(value, Decimal) and info is not None and family is mt.Family.INT:
-        return sb.Column(uint64_value=int(value))          # BIGINT UNSIGNED travels as decimal(20,0)
+        return b"\x18" + _varint(int(value))          # BIGINT UNSIGNED travels as decimal(20,0)
     if isinstance(value, (bytes, bytearray)):
-        return sb.Column(bytes_value=bytes(value))
+        return _field(b"\x2a", bytes(value))
     if isinstance(value, (Decimal, dt.date, dt.datetime)):
-        return sb.Column(string_value=str(json_value(value)))
-    return sb.Column(string_value=str(value))
+        return _text(b"\x32", str(json_value(value)))
+    return _text(b"\x32", str(value))
+
+
+def column_of(value: Any, spec: Spec) -> sb.Column:
+    """``value`` as TiDB Binlog's ``DatumToColumn`` renders it for a column of ``spec``."""
+    col = sb.Column()
+    col.ParseFromString(column_bytes(value, spec))
+    return col
 
 
 def column_value(col: sb.Column, json: bool) -> Any:
@@ -156,27 +199,81 @@ def python_rows(target: Table, rows: pa.Table) -> list[Row]:
     return [(op, new, olds[r] if op == "U" and olds else None) for r, (op, new) in enumerate(zip(ops, news))]
 
 
-def encode_dml(commit_ts: int, pieces: Sequence[tuple[Table, list[Row]]]) -> sb.Binlog:
-    """One DML transaction as a secondary binlog (one ``Table`` per piece of :func:`python_rows`)."""
-    out = sb.Binlog(type=sb.DML, commit_ts=commit_ts)
+# how :func:`_row` writes a column's values: ints as int64 and text as text (the rest by column_bytes),
+# text as text, every value by column_bytes
+_INT64, _PLAIN, _SPECIAL = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class _Wire:
+    """What every ``Table`` message of one table repeats: its head (names, ``column_info``), its
+    ``unique_keys`` (written after the mutations) and how each column's values are written."""
+
+    head: bytes
+    keys: bytes
+    specs: tuple[Spec, ...]
+    kinds: tuple[int, ...]
+
+
+def _wire(target: Table) -> _Wire:
+    infos: list[ColumnInfo | None] = list(target.infos) or [None] * len(target.columns)
+    primary = {target.columns[i] for name, cols in target.keys if name == "PRIMARY" for i in cols}
+    head = [_text(b"\x0a", target.db), _text(b"\x12", target.name)]
+    for name, info in zip(target.columns, infos):
+        head.append(_field(b"\x1a", b"".join((
+            _text(b"\x0a", name),
+            _text(b"\x12", mt.type_to_str(info.tp, info.type.charset) if info else ""),
+            b"\x18" + _BYTE[name in primary],
+            b"\x20" + _varint(_int32(info.type.flen) & _MASK64 if info else 0),
+            b"\x28" + _varint(_int32(info.type.decimal) & _MASK64 if info else 0)))))
+    keys = b"".join(_field(b"\x2a", _text(b"\x0a", key) + b"".join(_text(b"\x12", target.columns[i]) for i in cols))
+                    for key, cols in target.keys)
+    specs = tuple(spec_of(info) for info in infos)
+    kinds = tuple(_SPECIAL if family in _BY_FAMILY else _PLAIN if unsigned else _INT64 for _, family, unsigned in specs)
+    return _Wire(b"".join(head), keys, specs, kinds)
+
+
+_BY_FAMILY = (mt.Family.ENUM, mt.Family.SET, mt.Family.BIT, mt.Family.JSON)   # values column_bytes maps
+
+
+def _row(values: Sequence[Any], wire: _Wire) -> bytes:
+    """A serialized ``Row`` (the common cases written here, as :func:`column_bytes` writes them)."""
+    out = []
+    for v, spec, kind in zip(values, wire.specs, wire.kinds):
+        t = type(v)
+        if t is int and kind == _INT64:
+            body = b"\x10" + _varint(v & _MASK64)
+        elif t is str and kind != _SPECIAL:
+            data = v.encode()
+            body = b"\x32" + _varint(len(data)) + data
+        else:
+            body = column_bytes(v, spec)
+        out.append(b"\x0a" + _varint(len(body)) + body)
+    return b"".join(out)
+
+
+_MUTATION = {"I": b"\x08\x00", "U": b"\x08\x01", "D": b"\x08\x02"}
+
+
+def dml_bytes(commit_ts: int, pieces: Sequence[tuple[Table, list[Row]]]) -> bytes:
+    """One DML transaction as a serialized secondary binlog (one ``Table`` per piece of
+    :func:`python_rows`): the bytes protobuf writes for it, built without a message per value."""
+    tables = []
     for target, rows in pieces:
-        infos: list[ColumnInfo | None] = list(target.infos) or [None] * len(target.columns)
-        primary = {target.columns[i] for name, cols in target.keys if name == "PRIMARY" for i in cols}
-        table = out.dml_data.tables.add(schema_name=target.db, table_name=target.name)
-        for name, info in zip(target.columns, infos):
-            table.column_info.add(name=name, is_primary_key=name in primary,
-                                  mysql_type=mt.type_to_str(info.tp, info.type.charset) if info else "",
-                                  flen=_int32(info.type.flen) if info else 0,
-                                  decimal=_int32(info.type.decimal) if info else 0)
-        for key, cols in target.keys:
-            table.unique_keys.add(name=key, column_names=[target.columns[i] for i in cols])
-        specs = [spec_of(info) for info in infos]
-        for op, new, old in rows:
-            m = table.mutations.add(type=OPS[op])
-            m.row.columns.extend(column_of(v, spec) for v, spec in zip(new, specs))
-            if old is not None:
-                m.change_row.columns.extend(column_of(v, spec) for v, spec in zip(old, specs))
-    return out
+        wire = target.wire
+        mutations = [_field(b"\x22", _MUTATION[op] + _field(b"\x12", _row(new, wire))
+                            + (_field(b"\x1a", _row(old, wire)) if old is not None else b""))
+                     for op, new, old in rows]
+        tables.append(_field(b"\x0a", wire.head + b"".join(mutations) + wire.keys))
+    dml = _field(b"\x1a", b"".join(tables)) if tables else b""
+    return b"\x08\x00\x10" + _varint(commit_ts & _MASK64) + dml
+
+
+def encode_dml(commit_ts: int, pieces: Sequence[tuple[Table, list[Row]]]) -> sb.Binlog:
+    """One DML transaction as a secondary binlog message (:func:`dml_bytes`)."""
+    binlog = sb.Binlog()
+    binlog.ParseFromString(dml_bytes(commit_ts, pieces))
+    return binlog
 
 
 def encode_ddl(commit_ts: int, db: str | None, table: str, query: str) -> sb.Binlog:

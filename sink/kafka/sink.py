@@ -35,7 +35,7 @@ from sink.base import Sink, TableReport
 from sink.errors import SinkError
 from sink.kafka.config import KafkaOptions
 from sink.per_txn import DDLFilters, floor_of, transactions
-from sink.secondary import encode_ddl, encode_dml
+from sink.secondary import dml_bytes, encode_ddl
 from transform import changes as ch
 from transform import failpoints
 from transform.event_filter import EventFilter
@@ -244,12 +244,12 @@ class KafkaSink(Sink):
         try:
             for txn in transactions(run, floor, self.filters, reports):
                 began = time.perf_counter()
-                binlog = (encode_dml(txn.commit_ts, txn.pieces) if txn.pieces is not None
-                          else encode_ddl(txn.commit_ts, txn.ddl[0], txn.ddl[1], txn.ddl[2]) if txn.ddl else None)
-                if binlog is not None:
+                data = (dml_bytes(txn.commit_ts, txn.pieces) if txn.pieces is not None else
+                        encode_ddl(txn.commit_ts, *txn.ddl).SerializeToString() if txn.ddl else None)
+                if data is not None:
                     produced += 1
                     failpoints.inject("kafka-produce", produced)
-                    self._produce(producer, binlog.SerializeToString(), txn.commit_ts, acked)
+                    self._produce(producer, data, txn.commit_ts, acked)
                     if produced % 1000 == 0:
                         producer.poll(0)          # delivery reports: a failure stops the run early
                     if failed:
