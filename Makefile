@@ -218,12 +218,12 @@ test: lint system-deps airflow-env iceberg-rest kafka $(GO_TOOLS)
 
 # The demo also replicates into a local MariaDB when mariadbd is installed; demo-mysql installs it first.
 demo: deps
-	$(BIN)/binlake demo --dir demo
+	$(BIN)/binlake-emulator demo --dir demo
 
 demo-mysql: deps
 	@command -v mariadbd >/dev/null || { apt-get update -q && DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y -q --no-install-recommends mariadb-server mariadb-client; }
-	$(BIN)/binlake demo --dir demo
+	$(BIN)/binlake-emulator demo --dir demo
 
 # Every benchmark at its reference size (pump_write writes 1 GiB: about 20-40 minutes).
 bench: deps

@@ -27,12 +27,12 @@ CPU second than many waiting ones. Each phase's figure is its best setting; ever
 With ``--profile-seconds N``, a short single-thread cProfile of the emulator path against the
 no-op pumps shows where the emulator's own time goes.
 
-As ``binlake upstream --cpu-affinity 0 --pump-client process`` lets a user do, the emulator (this
+As ``binlake-emulator serve --cpu-affinity 0 --pump-client process`` lets a user do, the emulator (this
 process) is pinned to one CPU, and the pumps (no-op and real) and the emulated servers' pump client
 processes to the others (``--no-pin``: the scheduler places everything). The pump clients run in
 child processes against the no-op pumps (``--pump-client thread``: in this process), and in this
 process against the real pumps, which need the other CPU themselves on a 2-core machine. The
-emulator's GC settings are those of ``binlake upstream`` (``--gc-threshold``).
+emulator's GC settings are those of ``binlake-emulator serve`` (``--gc-threshold``).
 
     flock /tmp/binlake-bench.lock .venv/bin/python bench/upstream_load.py                # 10 s per phase and setting
     flock /tmp/binlake-bench.lock .venv/bin/python bench/upstream_load.py --phases noop  # the emulator's ceiling only
@@ -437,7 +437,7 @@ def main() -> int:
                          "CPUs); against real pumps it runs in this process, since the pumps need those CPUs")
     ap.add_argument("--gc-threshold", type=int, default=DEFAULT_GC_THRESHOLD,
                     help=f"the emulator's first-generation GC threshold (default {DEFAULT_GC_THRESHOLD}, "
-                         f"as binlake upstream; 0: CPython's default)")
+                         f"as binlake-emulator serve; 0: CPython's default)")
     args = ap.parse_args()
     phases = {p.strip() for p in args.phases.split(",") if p.strip()}
     unknown = phases - {"noop", "pumps", "emulator"}

@@ -1,4 +1,5 @@
-"""binlake: the CLI (``binlake``), typed config loading for the drain, the local cluster harness and the demo.
+"""binlake: the ``binlake`` command (``cli``), the commands it runs (drain, verify, check, maintain,
+restore, reparo), the drainer's typed config and the process-wide settings of its processes.
 
-Nothing imports this package: it composes the stages (docs/architecture.md).
+Nothing of the product imports this package: it composes the stages (docs/architecture.md).
 """

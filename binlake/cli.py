@@ -1,10 +1,9 @@
-"""The ``binlake`` command: ``pump``, ``ctl``, ``upstream``, ``drain``, ``verify``, ``check``, ``maintain`` and
-``demo`` subcommands."""
+"""The ``binlake`` command: ``pump``, ``ctl``, ``drain``, ``verify``, ``check``, ``maintain``, ``restore`` and
+``reparo`` subcommands."""
 from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import sys
 import threading
@@ -133,143 +132,6 @@ def _run_ctl(args: argparse.Namespace) -> int:
         return 0
     finally:
         registry.close()
-
-
-def _upstream_parser(sub: Any) -> None:
-    p = sub.add_parser("upstream", help="the TiDB stand-in: TSO, status API, SQL, binlogs, workloads",
-                       description="Emulate a TiDB cluster towards pumps and drainers: PD-compatible TSO, "
-                                   "TiDB status API (/ddl/history, /schema, /mvcc/hex), SQL over the "
-                                   "MySQL protocol (port 4000, e.g. `mysql -h127.0.0.1 -P4000 -uroot`) "
-                                   "and POST /binlake/sql with TiDB binlog writing, optional workload. "
-                                   "`binlake upstream sql` is the HTTP client.")
-    p.add_argument("--config", help="upstream.toml")
-    p.add_argument("--tso-addr", dest="tso-addr", help="TSO listen address (default 127.0.0.1:2379)")
-    p.add_argument("--status-addr", dest="status-addr", help="status API address (default 127.0.0.1:10080)")
-    p.add_argument("--mysql-addr", dest="mysql-addr",
-                   help="MySQL protocol address (default 127.0.0.1:4000, TiDB's port; empty: none)")
-    p.add_argument("--registry", help="pump registry (file://PATH or etcd://HOST:PORT); empty: no binlog")
-    p.add_argument("--cluster-id", dest="cluster-id", type=int, help="cluster id")
-    p.add_argument("--servers", type=int, help="number of emulated TiDB servers")
-    p.add_argument("--workload", choices=["", "mixed", "churn"], help="run a workload")
-    p.add_argument("--rate", type=float, help="workload transactions per second (0 = unthrottled)")
-    p.add_argument("--duration", type=float, help="workload seconds (0 = until stopped)")
-    p.add_argument("--seed", type=int, help="workload seed")
-    p.add_argument("--workers", type=int, help="workload threads")
-    p.add_argument("--log-level", dest="log-level", help="debug, info, warning, error")
-    p.add_argument("--cpu-affinity", dest="cpu-affinity",
-                   help='pin the emulator to these CPUs, e.g. "0" or "0,2" or "1-3" (default: any)')
-    p.add_argument("--gc-threshold", dest="gc-threshold", type=int,
-                   help="first-generation GC threshold (default 50000; 0 = CPython's default)")
-    p.add_argument("--pump-client", dest="pump-client", choices=["thread", "process"],
-                   help="where each server's pump client runs (default thread: in this process)")
-    p.set_defaults(run=_run_upstream, upstream_cmd="")
-    usub = p.add_subparsers(dest="upstream_cmd")
-    q = usub.add_parser("sql", help="run SQL on a running emulator (stdin shell when no SQL is given)")
-    q.add_argument("--status-url", default="http://127.0.0.1:10080", help="the emulator's status API URL")
-    q.add_argument("--server", type=int, default=0, help="which emulated TiDB server runs it")
-    q.add_argument("--db", default="test", help="current database")
-    q.add_argument("sql", nargs="?", help="SQL statements; omitted: read statements from stdin")
-
-
-def _emulator_installed(command: str, requirement: str = "./emulator") -> bool:
-    """True when the emulator (the ``upstream`` package: the TiDB stand-in and the demo harness) can be
-    imported; otherwise say so, and how to install it. It ships apart from binlake, as the
-    ``binlake-emulator`` distribution of the repository's ``emulator/`` (the dev install has it)."""
-    import importlib.util
-
-    if importlib.util.find_spec("upstream") is not None:
-        return True
-    print(f"binlake {command}: error: the TiDB emulator is not installed: it is not part of binlake's distribution. "
-          f"From a binlake checkout, install it with: pip install -e '{requirement}' (or: make deps)", file=sys.stderr)
-    return False
-
-
-def _run_upstream(args: argparse.Namespace) -> int:
-    if not _emulator_installed("upstream"):
-        return 1
-    from upstream.errors import UpstreamError
-
-    if args.upstream_cmd == "sql":
-        from upstream.client import StatusClient, print_answer, shell
-
-        client = StatusClient(args.status_url)
-        try:
-            if args.sql:
-                return 0 if print_answer(client.sql(args.sql, args.server, args.db)) else 1
-            return shell(client, args.server, args.db)
-        except UpstreamError as exc:
-            print(f"binlake upstream sql: error: {exc}", file=sys.stderr)
-            return 1
-
-    from ingest.config import load_config
-    from upstream.cluster import Cluster
-    from upstream.config import UpstreamConfig
-    from upstream.tuning import parse_cpus, pin_process, tune_gc
-
-    keys = ("tso-addr", "status-addr", "mysql-addr", "registry", "cluster-id", "servers", "workload", "rate",
-            "duration", "seed", "workers", "log-level", "cpu-affinity", "gc-threshold", "pump-client")
-    opts = load_config(UpstreamConfig, args.config, {k: getattr(args, k, None) for k in keys})
-    try:
-        cpus = parse_cpus(opts.cpu_affinity) if opts.cpu_affinity else None
-    except (UpstreamError, OSError) as exc:
-        print(f"binlake upstream: error: {exc}", file=sys.stderr)
-        return 1
-    _setup_logging(opts.log_level)
-    client_cpus = None
-    if cpus is not None:
-        client_cpus = (os.sched_getaffinity(0) - cpus) or None   # pump client processes: the CPUs left
-        pin_process(cpus)           # before any thread starts: they all inherit it
-        log.info("pinned to CPU(s) %s", ",".join(map(str, sorted(cpus))))
-    cluster = Cluster(registry=opts.registry or None, cluster_id=opts.cluster_id, servers=opts.servers,
-                      tso_addr=opts.tso_addr, status_addr=opts.status_addr, mysql_addr=opts.mysql_addr or None,
-                      clustered_default=opts.clustered_default, ignore_error=opts.ignore_error,
-                      pump_client_process=opts.pump_client == "process", pump_client_cpus=client_cpus)
-    log.info("PD-compatible TSO at %s, TiDB status API at %s, MySQL protocol at %s (cluster id %d, "
-             "%d server(s), registry %s)", cluster.tso_url, cluster.status_url, cluster.mysql_dsn or "none",
-             opts.cluster_id, opts.servers, opts.registry or "none")
-    tune_gc(opts.gc_threshold)
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda signum, frame: stop.set())
-    try:
-        if opts.workload:
-            from upstream.workload import Workload
-
-            wl = Workload(cluster, seed=opts.seed, churn=opts.workload == "churn", ddl_interval=opts.ddl_interval)
-            wl.setup()
-
-            def stop_workload() -> None:
-                stop.wait()
-                wl.stop.set()
-
-            threading.Thread(target=stop_workload, daemon=True).start()
-            stats = wl.run(rate=opts.rate, duration=opts.duration, workers=opts.workers)
-            log.info("workload done: %d committed (%.0f txn/s), %d aborted, %d DDL, %d errors",
-                     stats.committed, stats.tps, stats.aborted, stats.ddls, len(stats.errors))
-            if opts.duration > 0:
-                return 0
-        stop.wait()
-    finally:
-        cluster.flush(10)
-        cluster.close()
-    return 0
-
-
-def _demo_parser(sub: Any) -> None:
-    p = sub.add_parser("demo", help="run the local demo (emulator + two pumps + workload -> Spark -> Iceberg)")
-    p.add_argument("--dir", default="demo", help="working directory, wiped first (default ./demo)")
-    p.add_argument("--transactions", type=int, default=400)
-    p.set_defaults(run=_run_demo)
-
-
-def _run_demo(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    if not _emulator_installed("demo", "./emulator[demo]"):
-        return 1
-    from upstream.demo import run_demo
-
-    return run_demo(Path(args.dir), args.transactions)
 
 
 _DRAIN_FLAGS = [("--registry", "registry", str, "file://PATH or etcd://HOST:PORT (where the pumps register)"),
@@ -535,7 +397,7 @@ def _run_reparo(args: argparse.Namespace) -> int:
     return run_reparo_command(args.config, {k.replace("_", "-"): getattr(args, k) for k in keys})
 
 
-_NO_SINK_COMMANDS = ("pump", "ctl", "upstream", "demo", "reparo")
+_NO_SINK_COMMANDS = ("pump", "ctl", "reparo")
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -546,13 +408,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     sinks = command not in _NO_SINK_COMMANDS
     _pump_parser(sub)
     _ctl_parser(sub)
-    _upstream_parser(sub)
     _drain_parser(sub, sinks)
     _verify_parser(sub, sinks)
     _maintain_parser(sub, sinks)
     _check_parser(sub, sinks)
     _restore_parser(sub, sinks)
-    _demo_parser(sub)
     _reparo_parser(sub)
     return parser
 

@@ -12,8 +12,8 @@ from typing import Any, TextIO
 
 from binlake.drain_config import DrainerConfig
 from binlake.metrics import DrainerMetrics
-from binlake.presence import approximate_ts
 from binlake.report import PlanReport, PumpPlan, RelayRecovery, RunReport, SparkRun
+from binlake.tso_clock import approximate_ts
 from ingest.atomic import replace_file
 from ingest.config import ConfigError
 from ingest.errors import TSOError
@@ -108,7 +108,7 @@ def register_drainer(options: DrainerConfig, checkpoint: int) -> None:
     Pumps then wait for it before going offline (TiDB's waitSafeToOffline: every drainer that is
     not offline must pass the pump's last ts), so a pump cannot leave with binlogs the next run
     has not drained. Paused, because between runs nobody answers ``Cistern/Notify``. ``updateTS``
-    is a TSO, as TiDB Binlog writes it (``binlake.presence``).
+    is a TSO, as TiDB Binlog writes it (``binlake.tso_clock``).
     """
     from ingest.registry.presence import Presence
 
@@ -348,8 +348,8 @@ def _verifiable() -> list[str]:
 def _upstream_snapshot(options: DrainerConfig, ts: int,
                        allows: Callable[[str, str], bool]) -> dict[str, list[dict[str, Any]]]:
     """The upstream's tables at ``ts``, read over its MySQL port (``[upstream] dsn``)."""
-    from sink.mysql.snapshot import read_snapshot
     from sink.mysql.target import MySQLTarget, TLSFiles
+    from sink.mysql.upstream_reader import read_snapshot
 
     tls = TLSFiles.of(options.upstream.security, "[upstream.security]")
     return read_snapshot(MySQLTarget.from_dsn(options.upstream.dsn, tls=tls), ts, allows)

@@ -13,7 +13,7 @@ the registry as an *online* drainer the way TiDB Binlog's drainer is.
 - The registry entry is rewritten every second with ``maxCommitTS`` = the checkpoint, so a pump
   taken offline waits for this drainer to pass its last binlog, as with TiDB's. The first entry
   already holds the sink's saved checkpoint (TiDB's drainer registers its checkpoint at start), and
-  ``updateTS`` is a TSO (``binlake.presence``); written by ``ingest.registry.presence``.
+  ``updateTS`` is a TSO (``binlake.tso_clock``); written by ``ingest.registry.presence``.
 - Ranges start ``--interval`` seconds apart (default ``detect-interval``); each reads the pumps the
   registry lists then, as TiDB's drainer re-detects them every ``detect-interval``.
 - SIGTERM (or ``pause``) finishes the current range, writes its checkpoint, leaves the entry
@@ -34,8 +34,8 @@ from google.protobuf.message import DecodeError
 from binlake.drain import cluster_id_of, initial_ts, open_sink, run_drain_command
 from binlake.drain_config import DrainerConfig
 from binlake.metrics import DrainerMetrics
-from binlake.presence import UpdateClock
 from binlake.report import PlanReport, RunReport
+from binlake.tso_clock import UpdateClock
 from ingest.config import ConfigError
 from ingest.frontdoor import FrontDoor
 from ingest.http2.calls import Call, Method, Methods, RpcAbort

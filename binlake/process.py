@@ -5,16 +5,15 @@ it is imported, pyiceberg when it makes its thread pool, Spark's launcher, Great
 what CPython's cyclic garbage collector does — is decided here per kind of process, each decision
 with its reason (``ENV_DEFAULTS``, ``GC_POLICIES``). An entry point calls :func:`configure_process`
 once, before grpc, pyiceberg, Spark or Great Expectations are imported: the ``binlake`` command
-(``binlake.cli.main``; the kind is the subcommand, ``drain --follow`` included), and the test suite
-and the benchmarks that drive the commands in-process (kind ``harness``: ``tests/conftest.py``,
-``bench/faults.py``). Libraries (``ingest``, ``transform``, ``sink``, ``upstream``) change neither the
-environment nor ``gc`` (``tests/test_process.py`` holds them to it).
+(``binlake.cli.main``; the kind is the subcommand, ``drain --follow`` included), and the programs that
+drive the commands in-process or as children (kind ``harness``: the test suite, ``tests/conftest.py``,
+the benchmarks, ``bench/faults.py``, and the emulator's ``binlake-emulator``). Libraries (``ingest``,
+``transform``, ``sink``) change neither the environment nor ``gc`` (``tests/test_process.py`` holds
+them to it).
 
 Two decisions wait for a fact the entry point learns later: :func:`local_spark` (the Spark master
-is local) and :func:`startup_done` (start-up is over: the kind's freeze). The emulator's collector
-follows its own ``--gc-threshold`` (``upstream.tuning.tune_gc``, applied by ``binlake upstream``
-once its cluster is up). Spark's Python workers never run this module: their setting is
-``transform.worker``'s, applied by the decode task.
+is local) and :func:`startup_done` (start-up is over: the kind's freeze). Spark's Python workers
+never run this module: their setting is ``transform.worker``'s, applied by the decode task.
 
 An environment default never overrides a value already set: the user's choice wins.
 """
@@ -26,8 +25,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 # the binlake subcommands (``drain`` covers ``drain --follow``: the same driver, for as long as it runs)
-COMMANDS = ("pump", "ctl", "upstream", "drain", "verify", "check", "maintain", "restore", "demo", "reparo")
-# a test suite or benchmark running pumps, drains and checks in-process or as children
+COMMANDS = ("pump", "ctl", "drain", "verify", "check", "maintain", "restore", "reparo")
+# a program running pumps, drains and checks in-process or as children (tests, benchmarks, the emulator)
 HARNESS = "harness"
 KINDS = (*COMMANDS, HARNESS)
 
@@ -46,12 +45,12 @@ ENV_DEFAULTS = (
     EnvDefault("GRPC_ENABLE_FORK_SUPPORT", "false", frozenset(COMMANDS),
                "no gRPC fork handlers (read when grpc is imported): the commands' only forks are children "
                "that exec at once (pumps, Spark's JVM), and fork handlers racing in-flight calls can kill one"),
-    EnvDefault("GX_ANALYTICS_ENABLED", "false", frozenset({"check", "demo", HARNESS}),
+    EnvDefault("GX_ANALYTICS_ENABLED", "false", frozenset({"check", HARNESS}),
                "Great Expectations sends usage analytics unless told not to; a replication job reports to no one"),
 )
 # applied by configure_process for these kinds (their Spark master is always local), and by
 # local_spark for the commands whose master is a setting
-LOCAL_SPARK = EnvDefault("SPARK_LOCAL_IP", "127.0.0.1", frozenset({"demo", HARNESS}),
+LOCAL_SPARK = EnvDefault("SPARK_LOCAL_IP", "127.0.0.1", frozenset({HARNESS}),
                          "a local Spark's JVM binds to loopback (the hostname may not resolve); never on a "
                          "cluster master, whose executors must reach the driver")
 
@@ -79,15 +78,12 @@ GC_POLICIES: dict[str, GCPolicy] = {
                      "what exists once the pump is online (modules, grpc, protobuf descriptors) lives as long as "
                      "the process: out of the full collections the per-call garbage triggers"),
     "ctl": _CPYTHON,
-    "upstream": GCPolicy(None, "", "the emulator's own --gc-threshold: upstream.tuning.tune_gc, once its cluster "
-                                   "is up (bench/upstream_load.py measures it)"),
     "drain": _DRIVER,
     "verify": _CPYTHON,
     "check": _CPYTHON,
     "maintain": _CPYTHON,
     "restore": _CPYTHON,   # its driver holds metadata; the rows are on Spark's executors
     "reparo": _CPYTHON,
-    "demo": _DRIVER,     # the demo's drains run in its own process, beside the emulator
     HARNESS: _CPYTHON,
 }
 

@@ -37,7 +37,7 @@ FAILED_GATE = 1   # ``binlake check``: the exit status of a failed expectation
 log = logging.getLogger("binlake.dags")
 
 
-class BinlakeError(RuntimeError):
+class CommandFailed(RuntimeError):
     """A binlake command exited with a non-zero status; the message holds its last output lines."""
 
     def __init__(self, args: list[str], status: int, tail: list[str]) -> None:
@@ -73,7 +73,7 @@ def binlake_command() -> list[str]:
 
 def run_binlake(conf: Path, args: list[str]) -> None:
     """Run ``binlake ARGS --config CONF`` in the config's directory, its output streamed into the
-    task log; :class:`BinlakeError` on a non-zero exit status."""
+    task log; :class:`CommandFailed` on a non-zero exit status."""
     argv = binlake_command() + args + ["--config", str(conf)]
     log.info("running %s", shlex.join(argv))
     tail: deque[str] = deque(maxlen=40)
@@ -86,7 +86,7 @@ def run_binlake(conf: Path, args: list[str]) -> None:
             log.info("%s", line)
         status = proc.wait()
     if status:
-        raise BinlakeError(argv, status, list(tail))
+        raise CommandFailed(argv, status, list(tail))
 
 
 def run_with_report(conf: Path, args: list[str]) -> dict[str, Any]:

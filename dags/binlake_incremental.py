@@ -27,7 +27,7 @@ from airflow.sdk.exceptions import AirflowFailException
 sys.path.append(str(Path(__file__).resolve().parent))   # binlake_airflow.py, wherever the DAGs are deployed
 from binlake_airflow import (
     FAILED_GATE,
-    BinlakeError,
+    CommandFailed,
     check_report,
     data_dir,
     drainer_conf,
@@ -79,7 +79,7 @@ with DAG(
         """``binlake check`` at the run's end; fails the task on any failed expectation."""
         try:
             run_binlake(drainer_conf(params), ["check", "--ts", str(report["to_ts"])])
-        except BinlakeError as e:
+        except CommandFailed as e:
             if e.status == FAILED_GATE:
                 raise AirflowFailException(f"quality gate failed at ts {report['to_ts']}:\n" + "\n".join(e.tail)) from e
             raise

@@ -44,7 +44,7 @@ KINDS: dict[str, dict[str, bool]] = {
     "sink.pbfile.sink": {"FileSinkError": False},
     "sink.mysql.target": {"MySQLTargetError": True, "MySQLTLSError": False},
     "sink.mysql.checkpoint": {"CheckpointFormatError": False},
-    "sink.mysql.snapshot": {"UpstreamSnapshotError": True},
+    "sink.mysql.upstream_reader": {"UpstreamSnapshotError": True},
     "sink.parquet.files": {"ParquetSinkError": False, "CorruptStateError": False, "ClusterMismatchError": False,
                            "SinkBusyError": True},
     "sink.iceberg.maintain": {"MaintainError": False},

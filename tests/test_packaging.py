@@ -1,6 +1,6 @@
 """What ships: binlake's wheel holds the product only; the TiDB emulator and the demo harness
-(``upstream``) are the ``binlake-emulator`` distribution of ``emulator/``; without it, the commands that
-need it say how to install it."""
+(``upstream``, with its own command ``binlake-emulator``) are the ``binlake-emulator`` distribution of
+``emulator/``; binlake's command knows nothing of them."""
 from __future__ import annotations
 
 import shutil
@@ -51,8 +51,8 @@ def test_the_emulator_wheel_is_upstream_with_the_demo_harness(wheels: dict[str, 
     modules = _modules(wheels["binlake_emulator"])
     assert {m.split(".")[0] for m in modules} == {"upstream"}
     assert {"upstream.cluster", "upstream.pump_client", "upstream.local", "upstream.demo"} <= modules
-    shipped = {p.relative_to(ROOT).with_suffix("").as_posix().replace("/", ".").removesuffix(".__init__")
-               for p in (ROOT / "upstream").rglob("*.py")}
+    shipped = {p.relative_to(ROOT / "emulator").with_suffix("").as_posix().replace("/", ".").removesuffix(".__init__")
+               for p in (ROOT / "emulator").rglob("*.py")}
     assert modules == shipped
 
 
@@ -66,14 +66,24 @@ def test_the_emulator_requires_the_binlake_of_its_checkout() -> None:
     assert not names & {"sqlglot", "mysql-mimic"}
 
 
-@pytest.mark.parametrize("argv, requirement", [(["demo", "--dir", "/nonexistent/demo"], "./emulator[demo]"),
-                                               (["upstream", "--registry", ""], "./emulator")])
-def test_without_the_emulator_its_commands_say_how_to_install_it(argv: list[str], requirement: str) -> None:
-    """A product-only install: ``upstream`` cannot be imported (here: blocked in sys.modules)."""
-    code = ("import sys\nsys.modules['upstream'] = None\nfrom binlake import cli\n"
-            f"sys.exit(cli.main({argv!r}))\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert r.returncode == 1, r.stdout + r.stderr
-    assert r.stderr.strip() == (f"binlake {argv[0]}: error: the TiDB emulator is not installed: it is not part of "
-                                f"binlake's distribution. From a binlake checkout, install it with: "
-                                f"pip install -e '{requirement}' (or: make deps)")
+def test_each_distribution_has_its_own_command(wheels: dict[str, Path]) -> None:
+    def scripts(wheel: Path) -> str:
+        with zipfile.ZipFile(wheel) as z:
+            return next(z.read(n).decode() for n in z.namelist() if n.endswith("entry_points.txt"))
+
+    assert scripts(wheels["binlake"]).split() == ["[console_scripts]", "binlake", "=", "binlake.cli:main"]
+    assert scripts(wheels["binlake_emulator"]).split() == ["[console_scripts]", "binlake-emulator", "=",
+                                                           "upstream.cli:main"]
+
+
+def test_the_product_command_has_no_emulator_command() -> None:
+    """``binlake upstream`` and ``binlake demo`` are gone: argparse refuses them as any unknown command."""
+    from binlake.cli import build_parser
+    from binlake.process import COMMANDS
+
+    parser = build_parser()
+    [commands] = [a.choices for a in parser._subparsers._group_actions] if parser._subparsers else [{}]
+    assert set(commands) == set(COMMANDS)
+    for command in ("upstream", "demo"):
+        with pytest.raises(SystemExit):
+            build_parser(command).parse_args([command])

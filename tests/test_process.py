@@ -68,15 +68,15 @@ def test_each_kind_gets_its_environment_defaults_and_collector_settings(kind: st
 def test_the_decisions_per_kind() -> None:
     """What the table says, in words: every command runs without gRPC fork handlers; a local Spark only
     where the master is local by construction; the
-    drain driver and the demo raise the thresholds, the pump freezes after start-up, a harness and
-    the short commands keep CPython's collector."""
+    drain driver raises the thresholds, the pump freezes after start-up, a harness and the short
+    commands keep CPython's collector."""
     env = {d.name: d for d in ENV_DEFAULTS}
     assert env["GRPC_ENABLE_FORK_SUPPORT"].kinds == set(COMMANDS)
     assert "PYICEBERG_MAX_WORKERS" not in env   # the Iceberg sink runs its racing commits on one worker itself
-    assert LOCAL_SPARK.kinds == {"demo", HARNESS}
-    assert GC_POLICIES["drain"].thresholds == GC_POLICIES["demo"].thresholds == DRIVER_GC_THRESHOLDS
+    assert LOCAL_SPARK.kinds == {HARNESS}
+    assert GC_POLICIES["drain"].thresholds == DRIVER_GC_THRESHOLDS
     assert GC_POLICIES["pump"].freeze == "startup" and GC_POLICIES["pump"].thresholds is None
-    for kind in ("ctl", "upstream", "verify", "check", "maintain", HARNESS):
+    for kind in ("ctl", "verify", "check", "maintain", "restore", "reparo", HARNESS):
         assert GC_POLICIES[kind].thresholds is None and GC_POLICIES[kind].freeze == "", kind
     assert all(d.reason for d in (*ENV_DEFAULTS, LOCAL_SPARK)) and all(p.reason for p in GC_POLICIES.values())
     assert set(GC_POLICIES) == set(KINDS)
@@ -108,15 +108,29 @@ def test_an_unknown_kind_is_refused() -> None:
 
 
 def test_the_command_configures_its_process_before_grpc_loads() -> None:
-    """``binlake demo --help``: the demo's settings, applied before the parser (which imports grpc)."""
+    """``binlake drain --help``: the drain's settings, applied before the parser (which imports grpc)."""
     got = _child("import sys\nfrom binlake import cli\nseen = []\nreal = cli.configure_process\n"
                  "def spy(kind):\n    seen.append((kind, 'grpc' in sys.modules))\n    real(kind)\n"
                  "cli.configure_process = spy\n"
+                 "try:\n    cli.main(['drain', '--help'])\nexcept SystemExit:\n    pass\n"
+                 "print(json.dumps({'seen': seen, **report()}))\n")
+    assert got["seen"] == [["drain", False]]
+    assert got["env"] == {d.name: d.value if "drain" in d.kinds else None for d in (*ENV_DEFAULTS, LOCAL_SPARK)}
+    assert got["thresholds"] == list(DRIVER_GC_THRESHOLDS)
+
+
+def test_the_emulator_configures_its_process_as_a_harness_before_grpc_loads() -> None:
+    """``binlake-emulator demo --help``: a harness's settings, gRPC's fork handlers off, the drain
+    driver's thresholds (its drains run in the demo's process), all before grpc is imported."""
+    got = _child("import sys\nfrom upstream import cli\nseen = []\nreal = cli.configure_emulator\n"
+                 "def spy(demo):\n    seen.append((demo, 'grpc' in sys.modules))\n    real(demo)\n"
+                 "cli.configure_emulator = spy\n"
                  "try:\n    cli.main(['demo', '--help'])\nexcept SystemExit:\n    pass\n"
                  "print(json.dumps({'seen': seen, **report()}))\n")
-    assert got["seen"] == [["demo", False]]
-    assert got["env"] == {d.name: d.value if "demo" in d.kinds else None for d in (*ENV_DEFAULTS, LOCAL_SPARK)}
-    assert got["thresholds"] == list(DRIVER_GC_THRESHOLDS)
+    assert got["seen"] == [[True, False]]
+    harness = {d.name: d.value if HARNESS in d.kinds else None for d in (*ENV_DEFAULTS, LOCAL_SPARK)}
+    assert got["env"] == {**harness, "GRPC_ENABLE_FORK_SUPPORT": "false"}
+    assert got["thresholds"] == list(DRIVER_GC_THRESHOLDS) and got["frozen"]
 
 
 def test_a_spark_worker_is_tuned_once() -> None:
@@ -130,7 +144,7 @@ def test_a_spark_worker_is_tuned_once() -> None:
 
 
 # the modules that decide process-wide settings: the rest leaves gc and the environment alone
-DECIDERS = {"binlake/process.py", "transform/worker.py", "upstream/tuning.py"}
+DECIDERS = {"binlake/process.py", "transform/worker.py", "emulator/upstream/tuning.py", "emulator/upstream/cli.py"}
 _GC_CALLS = {"disable", "enable", "freeze", "unfreeze", "set_threshold"}
 _ENV_CALLS = {"setdefault", "update", "pop", "clear", "__setitem__", "__delitem__"}
 
@@ -151,7 +165,7 @@ def _settings_changed(path: Path) -> list[str]:
 
 
 def test_libraries_leave_the_collector_and_the_environment_alone() -> None:
-    found = [hit for top in ("schemas", "ingest", "transform", "sink", "upstream", "binlake")
+    found = [hit for top in ("schemas", "ingest", "transform", "sink", "emulator/upstream", "binlake")
              for path in sorted((ROOT / top).rglob("*.py"))
              if path.relative_to(ROOT).as_posix() not in DECIDERS for hit in _settings_changed(path)]
     assert found == []

@@ -5,7 +5,7 @@ by the pump (``ingest.pump.node``), the following drainer (``binlake.follow``) a
 What is written is what TiDB's ``binlogctl``, TiDB's pump client and a real TiDB read: TiDB Binlog's
 JSON keys and states (``ingest.registry.base.NodeStatus``), ``maxCommitTS`` (a pump's watermark, a
 drainer's checkpoint) and ``updateTS``, a TSO (the pump's from PD, the drainer's from
-``binlake.presence``): the caller gives both with every write.
+``binlake.tso_clock``): the caller gives both with every write.
 """
 from __future__ import annotations
 

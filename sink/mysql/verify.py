@@ -22,8 +22,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sink.compare import DEFAULT_MAX_EXAMPLES, Key, Row, ValueRules, compare_rows, compare_tables
-from sink.mysql.snapshot import mysql_value
 from sink.mysql.statements import quote
+from sink.mysql.upstream_reader import mysql_value
 from sink.verify_report import TableResult, VerifyReport
 from transform.changes import ROWID
 from transform.filters import TableFilter

@@ -21,8 +21,8 @@ from schemas import binlog_pb2
 from sink.iceberg.catalog import open_catalog
 from sink.iceberg.verify import verify_mirrors
 from sink.iceberg.writer import IcebergSink
-from sink.mysql.snapshot import read_snapshot
 from sink.mysql.target import MySQLTarget
+from sink.mysql.upstream_reader import read_snapshot
 from transform import changes as ch
 from transform.codec.mysqltypes import STATE_DELETE_ONLY
 from transform.drain import _assemble

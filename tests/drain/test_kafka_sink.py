@@ -19,8 +19,8 @@ from binlake.drain_config import DrainerConfig
 from ingest.config import ConfigError
 from schemas import secondary_binlog_pb2 as sb
 from sink.kafka.sink import KafkaSinkError, KafkaStateError
-from sink.mysql.snapshot import read_snapshot
 from sink.mysql.target import MySQLTarget
+from sink.mysql.upstream_reader import read_snapshot
 from tests.drain.conftest import Env
 from tests.drain.crashing_cli import CRASH_STATUS
 from tests.drain.test_drain_cli import ROOT, binlake, cli_args

@@ -10,8 +10,8 @@ import pytest
 
 from binlake.reparo import ReparoConfig, read_binlogs, run_reparo
 from schemas import pb_binlog_pb2 as pbb
-from sink.mysql.snapshot import read_snapshot
 from sink.mysql.target import MySQLTarget
+from sink.mysql.upstream_reader import read_snapshot
 from sink.mysql.verify import verify_downstream
 from tests.drain.conftest import Env
 from tests.drain.crashing_cli import CRASH_STATUS

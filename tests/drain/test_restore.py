@@ -18,8 +18,8 @@ from binlake.drain_config import DrainerConfig
 from binlake.restore import run_restore_command
 from sink.iceberg.pit import LakeRangeError
 from sink.iceberg.verify import verify_table
-from sink.mysql.snapshot import read_snapshot
 from sink.mysql.target import MySQLTarget
+from sink.mysql.upstream_reader import read_snapshot
 from sink.restore import RestoreError
 from tests.drain.conftest import Env, make_env
 from tests.drain.test_drain_cli import ROOT, cli_args

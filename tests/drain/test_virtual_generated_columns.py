@@ -19,7 +19,7 @@ from schemas import binlog_pb2
 from sink.iceberg import schema as ks
 from sink.iceberg.catalog import open_catalog
 from sink.iceberg.writer import IcebergSink
-from sink.mysql.snapshot import read_snapshot
+from sink.mysql.upstream_reader import read_snapshot
 from sink.mysql.verify import verify_table
 from sink.parquet.files import ParquetSink
 from tests.codec.tables import PK, col, table

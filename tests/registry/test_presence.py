@@ -13,7 +13,7 @@ import binlake.drain
 from binlake.drain import register_drainer
 from binlake.drain_config import DrainerConfig
 from binlake.follow import Follower
-from binlake.presence import UpdateClock
+from binlake.tso_clock import UpdateClock
 from ingest.pump.node import Node
 from ingest.registry import FileRegistry, Registry
 from ingest.registry.base import DRAINER, OFFLINE, ONLINE, PAUSED, PAUSING, PUMP, NodeStatus, node_key

@@ -13,8 +13,8 @@ from typing import Any
 import pymysql
 import pytest
 
-from sink.mysql.snapshot import read_snapshot
 from sink.mysql.target import MySQLTarget
+from sink.mysql.upstream_reader import read_snapshot
 from tests.servers import ensure_mariadb_installed
 from upstream.cluster import Cluster
 from upstream.status_api import render_rows

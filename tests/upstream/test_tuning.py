@@ -1,5 +1,5 @@
 """Process settings of the emulator: CPU lists, pinning every thread of a real process, GC thresholds,
-and the ``binlake upstream`` flags that apply them."""
+and the ``binlake-emulator serve`` flags that apply them."""
 from __future__ import annotations
 
 import os
@@ -63,7 +63,7 @@ def test_tune_gc_freezes_and_raises_the_threshold() -> None:
 
 
 def _upstream(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "binlake.cli", "upstream", "--tso-addr", "127.0.0.1:0",
+    return subprocess.run([sys.executable, "-m", "upstream.cli", "serve", "--tso-addr", "127.0.0.1:0",
                            "--status-addr", "127.0.0.1:0", "--mysql-addr", "", "--registry", "", *args],
                           capture_output=True, text=True, cwd=ROOT, timeout=timeout)
 
@@ -71,7 +71,7 @@ def _upstream(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[s
 def test_cli_refuses_cpus_it_cannot_use() -> None:
     r = _upstream("--cpu-affinity", "100000")
     assert r.returncode == 1
-    assert "binlake upstream: error: cpu-affinity '100000': CPU(s) [100000] are not available" in r.stderr
+    assert "binlake-emulator serve: error: cpu-affinity '100000': CPU(s) [100000] are not available" in r.stderr
 
 
 def test_cli_runs_a_workload_pinned() -> None:

@@ -1,4 +1,4 @@
-"""The emulator as its own process (``binlake upstream``) with two pump processes, driven only over
+"""The emulator as its own process (``binlake-emulator serve``) with two pump processes, driven only over
 HTTP as a user would (``POST /binlake/sql``): TiDB's classic binlog example reads back from the
 pumps' range scans exactly as TiDB writes it, and ``/binlake/snapshot`` agrees with it."""
 from __future__ import annotations
@@ -34,11 +34,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def upstream(tmp_path: Path) -> Iterator[tuple[str, str, str, subprocess.Popen[bytes]]]:
-    """A running ``binlake upstream`` with two servers: (TSO url, status url, registry, process)."""
+    """A running ``binlake-emulator serve`` with two servers: (TSO url, status url, registry, process)."""
     tso, status = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     registry = f"file://{tmp_path / 'registry.json'}"
     log = (tmp_path / "upstream.log").open("wb")
-    proc = subprocess.Popen([sys.executable, "-m", "binlake.cli", "upstream", "--tso-addr", tso,
+    proc = subprocess.Popen([sys.executable, "-m", "upstream.cli", "serve", "--tso-addr", tso,
                              "--status-addr", status, "--mysql-addr", f"127.0.0.1:{free_port()}",
                              "--registry", registry, "--servers", "2"],
                             cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)

@@ -73,3 +73,4 @@ def tune_gc(threshold: int = DEFAULT_GC_THRESHOLD) -> None:
         return
     gc.freeze()
     gc.set_threshold(threshold, *OLDER_GC_THRESHOLDS)
+

@@ -1,4 +1,4 @@
-"""``binlake demo``: the whole pipeline on one machine.
+"""``binlake-emulator demo``: the whole pipeline on one machine.
 
 The upstream emulator (PD-compatible TSO + TiDB status API + SQL) writes binlogs to two real pump
 processes while a seeded workload with key churn and DDLs runs; two Drainer runs on local Spark
@@ -149,7 +149,7 @@ Look further:
   query            .venv/bin/python -c "from sink.iceberg.catalog import open_catalog; \\
                      print(open_catalog('{warehouse}').load_table('test.wl_orders').scan().to_arrow())"
   DuckDB           see README, "The Drainer" (iceberg_scan over a table's metadata.json)
-  SQL upstream     binlake upstream --registry '' & mysql -h127.0.0.1 -P4000 -uroot test""")
+  SQL upstream     binlake-emulator serve --registry '' & mysql -h127.0.0.1 -P4000 -uroot test""")
         return 0 if ok else 1
     finally:
         for p in pumps:

@@ -1,4 +1,4 @@
-"""upstream.toml: the emulator's options (TOML keys = the flags of ``binlake upstream``; flags
+"""upstream.toml: the emulator's options (TOML keys = the flags of ``binlake-emulator serve``; flags
 override the file, unknown keys are an error; ``ingest.config.load_config``)."""
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ Number = Annotated[float, BeforeValidator(_number)]
 
 
 class UpstreamConfig(TomlModel):
-    """Options of ``binlake upstream``."""
+    """Options of ``binlake-emulator serve``."""
 
     tso_addr: Str = Field("127.0.0.1:2379", alias="tso-addr")
     status_addr: Str = Field("127.0.0.1:10080", alias="status-addr")

@@ -1,4 +1,4 @@
-"""Client of the emulator's binlake routes (``binlake upstream sql`` and its interactive shell)."""
+"""Client of the emulator's binlake routes (``binlake-emulator sql`` and its interactive shell)."""
 from __future__ import annotations
 
 import json
@@ -62,7 +62,7 @@ def shell(client: StatusClient, server: int = 0, db: str = "test", inp: TextIO =
     block: list[str] = []
     ok = True
     if interactive:
-        out.write("binlake upstream shell; end statements with ';', Ctrl-D to quit\n")
+        out.write("binlake-emulator sql shell; end statements with ';', Ctrl-D to quit\n")
     while True:
         if interactive:
             out.write("tidb> " if not buf else "   -> ")
