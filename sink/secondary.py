@@ -26,6 +26,7 @@ from transform import changes as ch
 from transform.codec import mysqltypes as mt
 from transform.codec.model import ColumnInfo, TableInfo
 from transform.codec.values import json_value
+from transform.codec.varint import encode_uvarint as _varint  # a protobuf varint
 
 OPS = {"I": sb.Insert, "U": sb.Update, "D": sb.Delete}
 LETTERS = {v: k for k, v in OPS.items()}
@@ -77,23 +78,8 @@ def spec_of(info: ColumnInfo | None) -> Spec:
 
 
 _MASK64 = (1 << 64) - 1
-_BYTE = [bytes((i,)) for i in range(128)]
 _DOUBLE = struct.Struct("<d").pack
 _NULL = b"\x08\x01"
-
-
-def _varint(n: int) -> bytes:
-    """``n`` (≥ 0, < 2**64) as a protobuf varint."""
-    if n < 0x80:
-        return _BYTE[n]
-    if n < 0x4000:
-        return bytes(((n & 0x7F) | 0x80, n >> 7))
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _field(tag: bytes, body: bytes) -> bytes:
@@ -122,7 +108,7 @@ def column_bytes(value: Any, spec: Spec) -> bytes:
     if family is mt.Family.JSON and isinstance(value, str):
         return _text(b"\x2a", value)
     if isinstance(value, bool):
-        return b"\x10" + _BYTE[int(value)]
+        return b"\x10" + _varint(int(value))
     if isinstance(value, int):
         return b"\x18" + _varint(value) if unsigned else b"\x10" + _varint(value & _MASK64)
     if isinstance(value, float):
@@ -223,7 +209,7 @@ def _wire(target: Table) -> _Wire:
         head.append(_field(b"\x1a", b"".join((
             _text(b"\x0a", name),
             _text(b"\x12", mt.type_to_str(info.tp, info.type.charset) if info else ""),
-            b"\x18" + _BYTE[name in primary],
+            b"\x18" + _varint(name in primary),
             b"\x20" + _varint(_int32(info.type.flen) & _MASK64 if info else 0),
             b"\x28" + _varint(_int32(info.type.decimal) & _MASK64 if info else 0)))))
     keys = b"".join(_field(b"\x2a", _text(b"\x0a", key) + b"".join(_text(b"\x12", target.columns[i]) for i in cols))
