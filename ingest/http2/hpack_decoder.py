@@ -9,6 +9,10 @@ small memo, since clients repeat the same values (paths, authorities, user agent
 Why not ``hpack.Decoder``: grpc-go's client indexes every field, the changing ``grpc-timeout`` too,
 so every request's block changes the dynamic table and no block repeats; ``hpack.Decoder`` took
 ~17.5 µs per such block, this decoder ~4 µs (``bench/pump_write_go.py`` runs under that client).
+
+The ``hpack`` names used (``hpack.huffman_table.decode_huffman``, ``hpack.table.HeaderTable``'s static
+table) are not its documented API: they were checked against ``CHECKED_VERSION``, the pin in
+``constraints.txt``; ``tests/ingest/test_hpack_decoder.py`` fails on another version.
 """
 from __future__ import annotations
 
@@ -18,6 +22,8 @@ from typing import Final
 from hpack.exceptions import HPACKDecodingError
 from hpack.huffman_table import decode_huffman
 from hpack.table import HeaderTable
+
+CHECKED_VERSION: Final = "4.2.0"   # the hpack whose internals this module was checked against
 
 Header = tuple[bytes, bytes]
 

@@ -2,6 +2,10 @@
 ``hpack.Encoder`` output, malformed blocks, the header list limit, and grpc-go's request pattern."""
 from __future__ import annotations
 
+import re
+from importlib.metadata import version
+from pathlib import Path
+
 import hpack
 import pytest
 from hpack import NeverIndexedHeaderTuple
@@ -9,9 +13,18 @@ from hpack.exceptions import HPACKDecodingError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ingest.http2.hpack_decoder import HeaderListTooLarge, HpackDecoder, HpackError
+from ingest.http2.hpack_decoder import CHECKED_VERSION, HeaderListTooLarge, HpackDecoder, HpackError
 
 Header = tuple[bytes, bytes]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_installed_hpack_is_the_one_the_decoder_was_checked_against() -> None:
+    """The decoder uses hpack's Huffman table and static table, which are not its documented API: an
+    hpack bump fails here; re-check those two names, then move ``CHECKED_VERSION``."""
+    pin = re.search(r"^hpack==(\S+)$", (ROOT / "constraints.txt").read_text(), re.MULTILINE)
+    assert pin is not None, "constraints.txt pins hpack"
+    assert version("hpack") == pin.group(1) == CHECKED_VERSION
 
 
 def _int(value: int, prefix_bits: int, flags: int) -> bytes:
