@@ -1,4 +1,4 @@
-"""What a retry wrapper costs where nothing fails: ``schemas.errors.retry`` against a hand-written
+"""What a retry wrapper costs where nothing fails: ``schemas.retry.retry`` against a hand-written
 loop and tenacity (the one pinned in constraints.txt, a dependency of pyiceberg only).
 
 The hot-path retries are the MySQL sink's per-transaction ``Worker._run`` (one call per downstream
@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 import tenacity
 
-from schemas.errors import retry
+from schemas.retry import retry
 
 
 class Flaky(Exception):
@@ -133,7 +133,7 @@ def main() -> None:
     print(f"bare call: {bare:.0f} ns")
     print(f"{'variant':<34}{'success ns/call':>16}{'ratio':>8}{'1 failure ns/call':>19}{'ratio':>8}")
     variants: list[tuple[str, Callable[[Callable[[], int]], int]]] = [
-        ("hand-written loop (baseline)", loop), ("schemas.errors.retry", helper),
+        ("hand-written loop (baseline)", loop), ("schemas.retry.retry", helper),
         ("tenacity Retrying object", tenacity_object), ("tenacity for-attempt loop", tenacity_loop)]
     base_ok = base_fail = 0.0
     for name, wrap in variants:
@@ -146,8 +146,8 @@ def main() -> None:
     dec = per_call_ns(tenacity_decorated, a.calls, a.repeats)
     print(f"{'tenacity @retry decorator':<34}{dec:>16.0f}{dec / base_ok:>8.1f}")
     with tempfile.TemporaryDirectory(prefix="retry-pyc-") as pycache:
-        ours, theirs = import_us("schemas.errors", pycache), import_us("tenacity", pycache)
-    print(f"import: schemas.errors {ours} us, tenacity {theirs} us (cumulative, after argparse/logging/typing, "
+        ours, theirs = import_us("schemas.retry", pycache), import_us("tenacity", pycache)
+    print(f"import: schemas.retry {ours} us, tenacity {theirs} us (cumulative, after argparse/logging/typing, "
           f"bytecode cached, median of 9 fresh interpreters)")
 
 

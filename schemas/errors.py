@@ -1,4 +1,4 @@
-"""The root of binlake's named errors, their two kinds, and the one retry helper.
+"""The root of binlake's named errors and their two kinds (the retry helper is ``schemas.retry``).
 
 Every error binlake raises on purpose (a refused config, an unreachable pump, corrupt bytes, a sink
 of another cluster, …) is a :class:`BinlakeError`; its message is one line meant for the user, and
@@ -22,13 +22,9 @@ importing it loads neither protobuf nor pyarrow, so the command can name errors 
 """
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from typing import ClassVar, TypeGuard, TypeVar
+from typing import ClassVar, TypeGuard
 
-__all__ = ["BinlakeError", "is_terminal", "retry"]
-
-T = TypeVar("T")
+__all__ = ["BinlakeError", "is_terminal"]
 
 
 class BinlakeError(Exception):
@@ -46,40 +42,3 @@ def is_terminal(exc: BaseException) -> TypeGuard[BinlakeError]:
     """True for a named error that retrying cannot cure; False for a transient one and for any other
     exception (unknown: callers that retry keep retrying it)."""
     return isinstance(exc, BinlakeError) and not exc.transient
-
-
-def retry(call: Callable[[], T], *, attempts: int | None = None, wait: float | Callable[[int], float] = 0.0,
-          on: type[BaseException] | tuple[type[BaseException], ...] = Exception,
-          retry_if: Callable[[BaseException], bool] | None = None,
-          before_sleep: Callable[[BaseException, int, float], object] | None = None,
-          sleep: Callable[[float], object] | None = None) -> T:
-    """``call()`` until it returns; what it returns.
-
-    A failure is retried when it is an instance of ``on`` and ``retry_if(exc)`` (when given; called
-    for every such failure, the last one included, so it may also count, log or clean up) is true,
-    while attempts remain: ``attempts`` calls in all (None: no limit). Before the ``n``-th retry
-    (``n`` = 1, 2, …) the helper calls ``before_sleep(exc, n, seconds)`` and sleeps ``wait``
-    seconds, or ``wait(n - 1)`` when ``wait`` is a function (``lambda i: 0.5 * 2 ** i``: exponential
-    backoff; ``sleep``: instead of ``time.sleep``). Any other failure, or the last one, propagates
-    unchanged: callers wrap it in their own named error.
-
-    Hand-written rather than tenacity: a first attempt that succeeds costs ~0.1 µs more than an
-    inline loop, tenacity's ``Retrying`` ~8 µs more and its import ~15 ms (``bench/retry_overhead.py``);
-    and tenacity is only pyiceberg's dependency, absent where a pump is installed alone.
-    """
-    if attempts is not None and attempts < 1:
-        raise ValueError(f"attempts must be at least 1, got {attempts}")
-    failures = 0
-    while True:
-        try:
-            return call()
-        except on as exc:
-            failures += 1
-            if retry_if is not None and not retry_if(exc):
-                raise
-            if attempts is not None and failures >= attempts:
-                raise
-            seconds = wait(failures - 1) if callable(wait) else wait
-            if before_sleep is not None:
-                before_sleep(exc, failures, seconds)
-            (sleep or time.sleep)(seconds)   # looked up per retry: tests may patch time.sleep

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from schemas.errors import BinlakeError, is_terminal, retry
+from schemas.errors import BinlakeError, is_terminal
+from schemas.retry import retry
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("ingest", "transform", "sink", "binlake")   # upstream, the TiDB stand-in, keeps its own

@@ -22,7 +22,7 @@ from ingest.registry.base import CLOSING, DRAINER, OFFLINE, ONLINE, PAUSED, PAUS
 from ingest.topology import tidb_status_urls
 from ingest.tso import TSOClient, compose_ts, physical_ms
 from schemas import binlog_pb2
-from schemas.errors import retry
+from schemas.retry import retry
 
 if TYPE_CHECKING:
     from ingest.pump.storage.storage import LoopWriter

@@ -10,7 +10,7 @@ from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 from pyiceberg.table import Table
 
-from schemas.errors import retry
+from schemas.retry import retry
 from sink.errors import CatalogConfigError
 from sink.redact import redact_uri
 

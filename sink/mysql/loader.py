@@ -28,7 +28,7 @@ from typing import Any
 
 import pymysql
 
-from schemas.errors import retry
+from schemas.retry import retry
 from sink.base import SinkObserver
 from sink.errors import SinkError
 from sink.mysql.loopback import mark_statement

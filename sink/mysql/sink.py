@@ -25,7 +25,7 @@ import pyarrow as pa
 import pymysql
 
 from schemas import secondary_binlog_pb2 as sb
-from schemas.errors import retry
+from schemas.retry import retry
 from sink.base import Sink, TableReport
 from sink.errors import SinkError
 from sink.mysql.checkpoint import Checkpoint, CheckpointTable

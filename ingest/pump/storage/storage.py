@@ -35,7 +35,7 @@ from ingest.pump.storage.scan import ScanColumns, array_chunks, scan_columns, va
 from ingest.pump.storage.sorter import Sorter
 from ingest.pump.storage.vlog import DEFAULT_FILE_SIZE, ZERO, Pointer, ValueLog
 from ingest.tso import compose_ts
-from schemas.errors import retry
+from schemas.retry import retry
 
 log = logging.getLogger(__name__)
 
