@@ -132,7 +132,7 @@ Report = PlanReport | RunReport
 def loopback_channel(options: DrainerConfig) -> int | None:
     """The channel whose marked transactions a run leaves out: ``[syncer] channel-id`` when
     ``loopback-control`` is on (TiDB Binlog's, for every db-type), else None."""
-    return int(getattr(options.syncer, "channel_id", 0)) if getattr(options.syncer, "loopback_control", False) else None
+    return options.syncer.channel_id if options.syncer.loopback_control else None
 
 
 def run_drain_command(options: DrainerConfig, from_ts: int | None = None, to_ts: int | None = None,
@@ -219,7 +219,7 @@ def _drain(options: DrainerConfig, from_ts: int | None, to_ts: int | None, dry_r
         stages["spark-start"] = time.perf_counter() - t0
         spark_run = SparkRun(master=options.spark.master,
                              settings=settings_in_force(spark, options.spark.master, options.spark.conf))
-        skip = frozenset() if caps.skips_commit_ts else frozenset(getattr(options.syncer, "ignore_txn_commit_ts", ()))
+        skip = frozenset() if caps.skips_commit_ts else frozenset(options.syncer.ignore_txn_commit_ts)
         result = run_drain(spark, plan, history, options.table_filter(), options.spark.splits_per_pump,
                            progress=ConsoleProgress(out), per_transaction=caps.per_transaction, skip_commit_ts=skip,
                            loopback_channel=loopback_channel(options), pulled=metrics.pulled,

@@ -11,6 +11,7 @@ from ingest.config import Bool, Int, Str, StringList, TomlModel, UrlList, noted,
 from ingest.security import SecurityConfig
 from sink.plugin import SinkContext, SinkSpec
 from sink.registry import UnknownSinkError, canonical, spec_for, specs
+from sink.syncer_to import SyncerKeys
 from transform.event_filter import EventFilter
 from transform.filters import DEFAULT_IGNORE_SCHEMAS, TableFilter
 
@@ -111,9 +112,10 @@ class MigrateRuleSection(TomlModel):
                                             default=None, matches=None)
 
 
-class SyncerSection(TomlModel):
-    """``[syncer]``: the sink and TiDB Binlog's table filters. A sink whose spec's section is
-    ``syncer`` (the MySQL sink: TiDB Binlog's loader keys) adds its keys here."""
+class SyncerSection(SyncerKeys):
+    """``[syncer]``: the sink, TiDB Binlog's table filters and the keys of every db-type
+    (:class:`~sink.syncer_to.SyncerKeys`). A sink whose spec's section is ``syncer`` (the MySQL sink:
+    TiDB Binlog's loader keys) adds its keys here."""
 
     db_type: Annotated[str, BeforeValidator(_sink)] = Field(default="iceberg", alias="db-type")
     replicate_do_db: StringList = Field(default_factory=list, alias="replicate-do-db")
@@ -183,19 +185,19 @@ class DrainerBase(TomlModel):
                              f"ignore-sql {list(rule.sql)}): that is for db-type mysql, tidb, kafka and file; a "
                              f"{self.syncer.db_type} sink's tables follow the upstream's DDL history (its rules "
                              f"may leave out insert, update and delete)")
-        if not getattr(self.syncer, "sync_ddl", True) and not caps.replays_ddl:
+        if not self.syncer.sync_ddl and not caps.replays_ddl:
             raise ValueError(f"[syncer] sync-ddl = false is for db-type mysql, tidb, kafka and file: a "
                              f"{self.syncer.db_type} sink's tables follow the upstream's DDL history")
 
     def notes(self) -> list[tuple[str, Any, str]]:
-        to = getattr(self.syncer, "to", None)
+        to = self.syncer.to
         sink = self.sink_spec().names[0]
         out: list[tuple[str, Any, str]] = []
-        if to is not None and to.checkpoint.type and sink not in ("mysql", "tidb"):
+        if to.checkpoint.type and sink not in ("mysql", "tidb"):
             out.append(("syncer.to.checkpoint.type", to.checkpoint.type,
                         f"a {self.syncer.db_type} sink keeps its checkpoint with its data, whatever this says"))
         for owner, keys in (("kafka", KAFKA_KEYS), ("file", FILE_KEYS)):
-            if to is not None and sink != owner:
+            if sink != owner:
                 out += [(f"syncer.to.{name}", getattr(to, name.replace("-", "_")),
                          f"used by db-type {owner} only; not used")
                         for name in keys if name.replace("-", "_") in to.model_fields_set]

@@ -1,6 +1,9 @@
-"""``[syncer.to]`` of drainer.toml: the downstream of every db-type TiDB Binlog has (a MySQL/TiDB
-database with its checkpoint table, Kafka brokers, a directory of protobuf files), with TiDB Binlog's
-names and defaults. The sinks that read it (``sink.mysql``, ``sink.kafka``) add it to ``[syncer]``."""
+"""The ``[syncer]`` keys of drainer.toml that every db-type TiDB Binlog has (:class:`SyncerKeys`), with
+``[syncer.to]``: the downstream (a MySQL/TiDB database with its checkpoint table, Kafka brokers, a
+directory of protobuf files), with TiDB Binlog's names and defaults. The sinks that replay
+transactions (``sink.mysql``, ``sink.kafka``, ``sink.pbfile``) add their sections to ``[syncer]``
+on top of :class:`SyncerKeys`; binlake's own ``[syncer]`` has them too, so the drain command reads
+them typed whatever the sink."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -111,3 +114,24 @@ class ToSection(TomlModel):
         except OSError as e:
             raise ConfigError(f"[syncer.to] password-file: cannot read it ({e.strerror})") from None
         return lines[0] if lines else ""
+
+
+def _ints(value: Any) -> list[int]:
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise ValueError(f"expected an array of commit ts numbers, got {value!r}")
+    return list(value)
+
+
+class SyncerKeys(TomlModel):
+    """TiDB Binlog's ``[syncer]`` keys of every db-type that binlake reads: ``sync-ddl`` (false: no DDL
+    downstream, for the sinks that replay it), two-way replication's ``loopback-control`` and
+    ``channel-id`` (each applied transaction carries the channel's mark, ``sink.mysql.loopback``, and
+    transactions carrying it are left out of the run, ``transform.loopback``), the transactions
+    ``ignore-txn-commit-ts`` leaves out, and ``[syncer.to]``."""
+
+    sync_ddl: Bool = Field(default=True, alias="sync-ddl")
+    loopback_control: Bool = Field(default=False, alias="loopback-control")
+    channel_id: Int = Field(default=0, alias="channel-id")
+    ignore_txn_commit_ts: Annotated[list[int], BeforeValidator(_ints)] = Field(default_factory=list,
+                                                                                alias="ignore-txn-commit-ts")
+    to: ToSection = Field(default_factory=ToSection)

@@ -6,10 +6,8 @@ import os
 import re
 from dataclasses import dataclass
 
-from pydantic import Field
-
-from ingest.config import Bool, ConfigError, TomlModel
-from sink.syncer_to import ToSection
+from ingest.config import ConfigError
+from sink.syncer_to import SyncerKeys, ToSection
 
 DEFAULT_ADDRS = "127.0.0.1:9092"            # TiDB Binlog's, after the environment's KAFKA_ADDRS
 DEFAULT_VERSION = "0.8.2.0"
@@ -19,11 +17,9 @@ CLIENT_MAX_MESSAGE_SIZE = 1_000_000_000     # librdkafka's ceiling of message.ma
 _VERSION = re.compile(r"\d+\.\d+\.\d+(\.\d+)?")
 
 
-class KafkaSettings(TomlModel):
-    """The Kafka sink's part of ``[syncer]``: ``[syncer.to]`` and ``sync-ddl`` (false: no DDL message)."""
-
-    sync_ddl: Bool = Field(default=True, alias="sync-ddl")
-    to: ToSection = Field(default_factory=ToSection)
+class KafkaSettings(SyncerKeys):
+    """The Kafka sink's part of ``[syncer]``: :class:`~sink.syncer_to.SyncerKeys` (the kafka keys of
+    ``[syncer.to]``; ``sync-ddl`` false: no DDL message)."""
 
 
 @dataclass(frozen=True)
