@@ -5,7 +5,8 @@ configuration section (a :class:`~ingest.config.TomlModel` with its defaults, co
 drainer.toml by the drain command), the command-line flags that set keys of that section, what the
 sink can do (:class:`Capabilities`), and opens it: :meth:`SinkSpec.open` returns a
 :class:`~sink.base.Sink` with its state loaded. Optional hooks recover a sink without the upstream
-(:meth:`SinkSpec.recover`) and compare what it holds with the upstream (:meth:`SinkSpec.verifier`).
+(:meth:`SinkSpec.recover`), compare what it holds with the upstream (:meth:`SinkSpec.verifier`) and
+rebuild the upstream's tables at a ts from the lake in the sink's kind of store (:meth:`SinkSpec.restore_target`).
 The specs of the sinks binlake ships are listed in :mod:`sink.registry`, one line each.
 """
 from __future__ import annotations
@@ -13,13 +14,18 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ingest.config import TomlModel
 from sink.base import Sink
 from sink.verify_report import VerifyReport
 from transform.event_filter import EventFilter
 from transform.filters import TableFilter
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+
+    from sink.restore import RestoreTarget
 
 C = TypeVar("C", bound=TomlModel)
 
@@ -111,6 +117,7 @@ class SinkSpec(ABC, Generic[C]):
     flags: tuple[Flag, ...] = ()
     capabilities: Capabilities = Capabilities()
     against_schemes: tuple[str, ...] = ()  # ``verify --against SCHEME://…`` compares this sink
+    restore_schemes: tuple[str, ...] = ()  # ``restore --into SCHEME://…`` rebuilds tables in this sink's store
 
     def settings(self, options: Any) -> C:
         """This sink's section of a drainer configuration (its defaults when the section is absent)."""
@@ -126,6 +133,11 @@ class SinkSpec(ABC, Generic[C]):
         """Bring the sink to a consistent state without the upstream (``cause`` says why it is out of
         reach); None when there is nothing to recover. Only when ``recovery_without_upstream``."""
         return None
+
+    def restore_target(self, uri: str, lake: Catalog, settings: C) -> RestoreTarget:
+        """The restore target ``uri`` names (its scheme one of :attr:`restore_schemes`); ``lake`` is the
+        catalog restored from, ``settings`` this sink's section of the drainer configuration."""
+        raise NotImplementedError(f"the {self.names[0]} sink is no restore target")
 
     def verifier(self, ctx: SinkContext[C], against: str | None) -> Verifier:
         """What compares this sink with the upstream; ``against`` is a URI of :attr:`against_schemes`."""

@@ -74,3 +74,14 @@ def spec_for_uri(uri: str) -> SinkSpec[Any]:
     known = sorted({sch for s in specs() for sch in s.against_schemes})
     raise UnknownSinkError(f"--against {uri.split('@')[-1]!r}: no sink compares a {scheme}:// target "
                            f"(known: {', '.join(known) or 'none'})")
+
+
+def spec_for_restore(uri: str) -> SinkSpec[Any] | None:
+    """The spec whose ``restore_schemes`` include the scheme of ``uri`` (``restore --into``); None when none."""
+    scheme = uri.partition("://")[0].lower()
+    return next((s for s in specs() if scheme in s.restore_schemes), None)
+
+
+def restore_schemes() -> list[str]:
+    """Every ``restore --into`` scheme, in registration order."""
+    return [sch for s in specs() for sch in s.restore_schemes]

@@ -3,12 +3,12 @@
 A restore rebuilds the upstream's tables as they were at one ts from the lake. The command reads the
 lake; a :class:`RestoreTarget` makes the tables (``prepare``), hands Spark's executors a picklable
 :class:`RowWriter` that loads rows into them, and records the result (``finish``: the MySQL target's
-checkpoint row, the Iceberg target's commits). Targets are listed by scheme in :data:`TARGETS`
-(``module:CLASS``), loaded only when asked for.
+checkpoint row, the Iceberg target's commits). A sink's spec offers its target by scheme
+(``SinkSpec.restore_schemes``, ``SinkSpec.restore_target``): a backend registers its sink and its
+restore target with one line of :mod:`sink.registry`.
 """
 from __future__ import annotations
 
-import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,13 +23,6 @@ from transform.filters import TableFilter
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
-
-TARGETS = {
-    "mysql": "sink.mysql.restore:MySQLRestore",
-    "tidb": "sink.mysql.restore:MySQLRestore",
-    "iceberg": "sink.iceberg.restore:IcebergRestore",
-}
-
 
 class RestoreError(SinkError):
     """A restore cannot start or complete: a malformed target URI, a target holding what it would
@@ -86,12 +79,6 @@ class RowWriter(ABC):
 class RestoreTarget(ABC):
     """A place a restore rebuilds tables in."""
 
-    @classmethod
-    @abstractmethod
-    def from_uri(cls, uri: str, lake: Catalog, options: Any) -> RestoreTarget:
-        """The target ``uri`` names; ``lake`` is the catalog restored from, ``options`` the drainer
-        configuration (a target takes its sink's section from it)."""
-
     @abstractmethod
     def describe(self) -> str:
         """How reports name the target (no password)."""
@@ -111,11 +98,12 @@ class RestoreTarget(ABC):
 
 
 def target_for(uri: str, lake: Catalog, options: Any = None) -> RestoreTarget:
-    """The target ``--into`` names (``mysql://…``, ``tidb://…``, ``iceberg://NAMESPACE``)."""
-    scheme = urlsplit(uri).scheme
-    path = TARGETS.get(scheme)
-    if path is None:
-        raise RestoreError(f"--into {scheme or uri!r}: a restore writes into {', '.join(s + '://' for s in TARGETS)}")
-    module, _, cls = path.partition(":")
-    target: type[RestoreTarget] = getattr(importlib.import_module(module), cls)
-    return target.from_uri(uri, lake, options)
+    """The target ``--into`` names (``mysql://…``, ``tidb://…``, ``iceberg://NAMESPACE``, a registered
+    sink's scheme), with its sink's section of ``options`` (the drainer configuration; None: defaults)."""
+    from sink.registry import restore_schemes, spec_for_restore
+
+    spec = spec_for_restore(uri)
+    if spec is None:
+        raise RestoreError(f"--into {urlsplit(uri).scheme or uri!r}: a restore writes into "
+                           f"{', '.join(s + '://' for s in restore_schemes())}")
+    return spec.restore_target(uri, lake, spec.settings(options) if options is not None else spec.config())

@@ -16,6 +16,8 @@ from sink.verify_report import VerifyReport
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
+    from sink.restore import RestoreTarget
+
 
 class IcebergSettings(TomlModel):
     """``[iceberg]``: the catalog and warehouse, and how tables are laid out."""
@@ -77,6 +79,7 @@ class IcebergSpec(SinkSpec[IcebergSettings]):
     section = "iceberg"
     config = IcebergSettings
     capabilities = Capabilities(maintenance=True, verify=True)
+    restore_schemes = ("iceberg",)
     flags = (
         Flag("--catalog-uri", "iceberg.catalog-uri", "pyiceberg catalog URI (default sqlite beside the warehouse)",
              shared=True),
@@ -106,6 +109,12 @@ class IcebergSpec(SinkSpec[IcebergSettings]):
         if ctx.cluster_id is not None:
             sink.check_cluster(ctx.cluster_id)
         return sink
+
+    def restore_target(self, uri: str, lake: Catalog, settings: IcebergSettings) -> RestoreTarget:
+        """``iceberg://NAMESPACE``: a new namespace of the lake's own catalog."""
+        from sink.iceberg.restore import IcebergRestore
+
+        return IcebergRestore.from_uri(uri, lake)
 
     def verifier(self, ctx: SinkContext[IcebergSettings], against: str | None) -> Verifier:
         if against:

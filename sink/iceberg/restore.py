@@ -14,7 +14,6 @@ import pickle
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import urlsplit
 
 import pyarrow as pa
@@ -61,7 +60,8 @@ class IcebergRestore(RestoreTarget):
         self.idents: dict[int, tuple[str, ...]] = {}
 
     @classmethod
-    def from_uri(cls, uri: str, lake: Catalog, options: Any = None) -> IcebergRestore:
+    def from_uri(cls, uri: str, lake: Catalog) -> IcebergRestore:
+        """A new namespace of ``lake``, named by ``iceberg://NAMESPACE``."""
         parts = urlsplit(uri)
         name = (parts.netloc + parts.path).strip("/")
         if not name or "/" in name or "." in name or name.startswith(lineage.META_NAMESPACE):

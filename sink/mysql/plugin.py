@@ -12,8 +12,11 @@ from sink.plugin import Capabilities, Flag, Recovery, SinkContext, SinkSpec, Ver
 from sink.verify_report import VerifyReport
 
 if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+
     from sink.mysql.sink import MySQLSink
     from sink.mysql.target import MySQLTarget
+    from sink.restore import RestoreTarget
 
 
 TO_SECURITY = "[syncer.to.security]"
@@ -100,6 +103,7 @@ class MySQLSpec(SinkSpec[MySQLSettings]):
     capabilities = Capabilities(per_transaction=True, table_subsets=False, verify=True, skips_commit_ts=True,
                                 recovery_without_upstream=True, replays_ddl=True)
     against_schemes = ("mysql",)
+    restore_schemes = ("mysql", "tidb")
     flags = (
         Flag("--to-dsn", "syncer.to.dsn", "the MySQL/TiDB downstream of --sink mysql|tidb (over [syncer.to])",
              metavar="mysql://USER:PASS@HOST:PORT"),
@@ -154,6 +158,12 @@ class MySQLSpec(SinkSpec[MySQLSettings]):
             return None
         records, ts = done
         return Recovery(cluster_id, before.commit_ts, ts, records)
+
+    def restore_target(self, uri: str, lake: Catalog, settings: MySQLSettings) -> RestoreTarget:
+        """``mysql://…`` or ``tidb://…`` (DDL unchanged): DDL replay, bulk INSERTs, the checkpoint row."""
+        from sink.mysql.restore import MySQLRestore
+
+        return MySQLRestore.from_uri(uri, settings)
 
     def verifier(self, ctx: SinkContext[MySQLSettings], against: str | None) -> Verifier:
         dsn = against or ctx.settings.to.dsn

@@ -35,7 +35,7 @@ from sink.restore import RestoreError, RestorePlan, RestoreTarget, RowWriter, Wr
 from transform import changes as ch
 
 if TYPE_CHECKING:
-    from pyiceberg.catalog import Catalog
+    pass
 
 ROWS_PER_INSERT = 1_000
 
@@ -82,10 +82,10 @@ class MySQLRestore(RestoreTarget):
         self.conn: Any = None
 
     @classmethod
-    def from_uri(cls, uri: str, lake: Catalog, options: Any = None) -> MySQLRestore:
-        from sink.mysql.plugin import SPEC, TO_SECURITY
+    def from_uri(cls, uri: str, settings: MySQLSettings) -> MySQLRestore:
+        """The server ``uri`` names, over the TLS of the MySQL sink's ``[syncer.to.security]``."""
+        from sink.mysql.plugin import TO_SECURITY
 
-        settings = SPEC.settings(options) if options is not None else MySQLSettings()
         tls = TLSFiles.of(settings.to.security, TO_SECURITY)   # the restore target is the MySQL sink's kind
         return cls(MySQLTarget.from_dsn(uri, tls=tls), urlsplit(uri).scheme == "tidb", settings)
 

@@ -15,6 +15,7 @@ import pytest
 
 from binlake.drain import run_drain_command
 from binlake.drain_config import DrainerConfig, drainer_model
+from binlake.restore import run_restore_command
 from ingest.config import load_config
 from ingest.registry import load_registry
 from ingest.registry.base import DRAINER
@@ -120,17 +121,20 @@ def test_a_dry_run_changes_nothing_anywhere(env: Env, sink: str, maybe_maria: Ma
 
 
 TOY_PLUGIN = '''
-"""A sink outside binlake: it counts each run's row changes per table into a JSON file."""
+"""A sink outside binlake: it counts each run's row changes per table into a JSON file; as a restore
+target (``toy:///PATH``), the rows of each table at the ts."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from pydantic import Field
 
 from ingest.config import Str, TomlModel
 from sink.base import Sink, TableReport
 from sink.plugin import Capabilities, Flag, SinkContext, SinkSpec
+from sink.restore import RestoreTarget, RowWriter, WriterSession
 
 
 class ToySettings(TomlModel):
@@ -163,15 +167,61 @@ class ToySink(Sink):
         self.path.write_text(json.dumps(doc))
 
 
+class ToySession(WriterSession):
+    def __init__(self, names: list[str]) -> None:
+        self.names, self.counts = names, {}
+
+    def write(self, table, rows) -> None:
+        name = self.names[table]
+        self.counts[name] = self.counts.get(name, 0) + rows.num_rows
+
+    def close(self) -> bytes:
+        return json.dumps(self.counts).encode()
+
+
+class ToyWriter(RowWriter):
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+
+    def open(self) -> WriterSession:
+        return ToySession(self.names)
+
+
+class ToyRestore(RestoreTarget):
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def describe(self) -> str:
+        return f"toy://{self.path}"
+
+    def prepare(self, plan, replace: bool) -> RowWriter:
+        return ToyWriter([t.name for t in plan.tables])
+
+    def finish(self, plan, results) -> list[str]:
+        total = {t.name: 0 for t in plan.tables}
+        for r in results:
+            for name, n in json.loads(r or b"{}").items():
+                total[name] += n
+        self.path.write_text(json.dumps(total))
+        return []
+
+    def close(self) -> None:
+        pass
+
+
 class ToySpec(SinkSpec[ToySettings]):
     names = ("toy",)
     section = "toy"
     config = ToySettings
     capabilities = Capabilities()
     flags = (Flag("--toy-file", "toy.file", "where the toy sink counts"),)
+    restore_schemes = ("toy",)
 
     def open(self, ctx: SinkContext[ToySettings]) -> Sink:
         return ToySink(Path(ctx.settings.file), ctx.dry_run)
+
+    def restore_target(self, uri: str, lake, settings: ToySettings) -> RestoreTarget:
+        return ToyRestore(Path(urlsplit(uri).path))
 
 
 SPEC = ToySpec()
@@ -191,12 +241,21 @@ def toy_package(tmp_path: Path) -> Iterator[str]:
         yield "toysink.plugin:SPEC"
     finally:
         registry._REGISTERED[:] = saved
+        if "toysink.plugin" in sys.modules:
+            import pyspark.cloudpickle
+
+            try:
+                pyspark.cloudpickle.unregister_pickle_by_value(sys.modules["toysink.plugin"])
+            except ValueError:   # never registered
+                pass
         sys.path.remove(str(pkg.parent))
         sys.modules.pop("toysink.plugin", None)
         sys.modules.pop("toysink", None)
 
 
 def test_a_sink_from_its_own_package_joins_with_one_registration_line(env: Env, toy_package: str) -> None:
+    """One line registers the toy package's sink and its restore target: drains into it, and a restore
+    from the lake into it."""
     registry.register(toy_package)                                    # the one registration line
 
     assert "toy" in registry.names() and registry.spec_for("TOY").names == ("toy",)
@@ -220,6 +279,19 @@ def test_a_sink_from_its_own_package_joins_with_one_registration_line(env: Env, 
     second = env.drain(o)
     assert second["checkpoint_before"] == first["to_ts"]
     assert json.loads((env.root / "counts.json").read_text())["checkpoint"] == second["to_ts"]
+
+    # the same line made it a restore target: the lake's tables at the first run's end, into toy://
+    import pyspark.cloudpickle
+    import toysink.plugin
+
+    pyspark.cloudpickle.register_pickle_by_value(toysink.plugin)   # the tasks get its writer (not installed there)
+    lake = env.drain()                                              # the lake restored from (Iceberg)
+    restored = env.root / "restored.json"
+    counts = run_restore_command(env.options, first["to_ts"], f"toy://{restored}", out=io.StringIO())
+    assert json.loads(restored.read_text()) == counts and counts["test.toy_t"] == 3   # {1, 2, 4}
+    assert lake["to_ts"] >= second["to_ts"]
+    with pytest.raises(Exception, match="a restore writes into iceberg://, mysql://, tidb://, toy://"):
+        run_restore_command(env.options, first["to_ts"], "ftp://x", out=io.StringIO())
 
 
 def test_unknown_sinks_and_capabilities_are_refused_by_name(tmp_path: Path) -> None:

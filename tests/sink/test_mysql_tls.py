@@ -85,11 +85,11 @@ def test_a_server_without_tls_is_refused(tmp_path: Path, tls: TLSMaria, mariadb_
 def test_restore_targets_and_the_upstream_port_take_their_sections(tls: TLSMaria) -> None:
     good = tls.options("localhost", **{"ssl-ca": str(tls.ca.pem)})
     dsn = f"mysql://{tls.server.USER}:{tls.server.PASSWORD}@localhost:{tls.server.port}"
-    restore = MySQLRestore.from_uri(dsn, None, good)   # type: ignore[arg-type]
+    restore = MySQLRestore.from_uri(dsn, good.syncer)   # type: ignore[arg-type]
     assert _cipher(restore.target.connect())
     bad = tls.options("localhost", **{"ssl-ca": str(tls.other_ca.pem)})
     with pytest.raises(MySQLTLSError, match="certificate verify failed"):
-        MySQLRestore.from_uri(dsn, None, bad).target.connect()   # type: ignore[arg-type]
+        MySQLRestore.from_uri(dsn, bad.syncer).target.connect()   # type: ignore[arg-type]
     upstream = load_config(DrainerConfig, None, {"upstream.dsn": dsn, "upstream.security.ssl-ca": str(tls.ca.pem)})
     with pytest.raises(Exception, match="tidb_snapshot"):    # connected over TLS; MariaDB is not TiDB
         _upstream_snapshot(upstream, 1, lambda db, t: False)
