@@ -17,8 +17,9 @@ from transform.filters import DEFAULT_IGNORE_SCHEMAS, TableFilter
 
 # TiDB Binlog's db-types binlake has no output for
 _NOT_BUILT = {"oracle": "binlake does not write to Oracle"}
-KAFKA_KEYS = ("zookeeper-addrs", "kafka-addrs", "kafka-version", "kafka-max-messages", "kafka-max-message-size",
-              "kafka-client-id", "topic-name")
+# (kafka-version is noted for every db-type: sink.syncer_to.ToSection)
+KAFKA_KEYS = ("zookeeper-addrs", "kafka-addrs", "kafka-max-messages", "kafka-max-message-size", "kafka-client-id",
+              "topic-name")
 FILE_KEYS = ("dir", "retention-time")
 _DISPATCH = "the MySQL sink always spreads a run's transactions over worker-count workers"
 _DETECT = "the MySQL sink always detects causality (a row's changes stay on one worker)"

@@ -90,7 +90,9 @@ class ToSection(TomlModel):
     # db-type kafka (sink.kafka.config reads them with TiDB Binlog's defaults for what is unset)
     zookeeper_addrs: Str = Field(default="", alias="zookeeper-addrs")
     kafka_addrs: Str = Field(default="", alias="kafka-addrs")
-    kafka_version: Str = Field(default="", alias="kafka-version")
+    kafka_version: Str = noted("kafka-version", "binlake's Kafka client asks the brokers which protocol versions "
+                               "they speak (Kafka 0.10 and later; the idempotent producer needs 0.11); not used",
+                               default="", matches="")
     kafka_max_messages: Int = Field(default=0, alias="kafka-max-messages")
     kafka_max_message_size: Int = Field(default=0, alias="kafka-max-message-size")
     kafka_client_id: Str = Field(default="", alias="kafka-client-id")

@@ -3,18 +3,15 @@ with TiDB Binlog's defaults for what is unset."""
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 
 from ingest.config import ConfigError
 from sink.syncer_to import SyncerKeys, ToSection
 
 DEFAULT_ADDRS = "127.0.0.1:9092"            # TiDB Binlog's, after the environment's KAFKA_ADDRS
-DEFAULT_VERSION = "0.8.2.0"
 DEFAULT_MAX_MESSAGES = 1024
 DEFAULT_MAX_MESSAGE_SIZE = 1 << 30
 CLIENT_MAX_MESSAGE_SIZE = 1_000_000_000     # librdkafka's ceiling of message.max.bytes
-_VERSION = re.compile(r"\d+\.\d+\.\d+(\.\d+)?")
 
 
 class KafkaSettings(SyncerKeys):
@@ -28,7 +25,6 @@ class KafkaOptions:
 
     addrs: str
     topic: str
-    version: str
     max_messages: int
     max_message_size: int
     client_id: str
@@ -36,18 +32,15 @@ class KafkaOptions:
     @classmethod
     def of(cls, to: ToSection, cluster_id: int) -> KafkaOptions:
         """TiDB Binlog's reading of the keys: ``kafka-addrs`` (else $KAFKA_ADDRS, else 127.0.0.1:9092),
-        ``topic-name`` (else ``<cluster-id>_obinlog``), ``kafka-version`` (0.8.2.0), ``kafka-max-messages``
-        (1024), ``kafka-max-message-size`` (1 GiB), ``kafka-client-id``. ``zookeeper-addrs`` is refused."""
+        ``topic-name`` (else ``<cluster-id>_obinlog``), ``kafka-max-messages`` (1024),
+        ``kafka-max-message-size`` (1 GiB), ``kafka-client-id``. ``zookeeper-addrs`` is refused;
+        ``kafka-version`` is noted as not used (:class:`~sink.syncer_to.ToSection`)."""
         if to.zookeeper_addrs:
             raise ConfigError("[syncer.to] zookeeper-addrs: binlake does not look the brokers up in ZooKeeper "
                               "(Kafka 4 has none, and TiDB Binlog only reads kafka-addrs from it); set kafka-addrs")
-        version = to.kafka_version or DEFAULT_VERSION
-        if not _VERSION.fullmatch(version):
-            raise ConfigError(f"[syncer.to] kafka-version = {version!r} is not a Kafka version (like \"2.8.0\")")
         size = to.kafka_max_message_size if to.kafka_max_message_size > 0 else DEFAULT_MAX_MESSAGE_SIZE
         return cls(addrs=to.kafka_addrs or os.environ.get("KAFKA_ADDRS", "") or DEFAULT_ADDRS,
                    topic=to.topic_name or f"{cluster_id}_obinlog",
-                   version=version,
                    max_messages=to.kafka_max_messages if to.kafka_max_messages > 0 else DEFAULT_MAX_MESSAGES,
                    max_message_size=min(size, CLIENT_MAX_MESSAGE_SIZE),
                    client_id=to.kafka_client_id or "binlake-drainer")

@@ -85,8 +85,7 @@ class KafkaSink(Sink):
     # ------------------------------------------------------------------ checkpoint
 
     def _client(self) -> dict[str, Any]:
-        return {"bootstrap.servers": self.options.addrs, "client.id": self.options.client_id,
-                "broker.version.fallback": self.options.version}
+        return {"bootstrap.servers": self.options.addrs, "client.id": self.options.client_id}
 
     def _consumer(self) -> Consumer:
         return Consumer({**self._client(), "group.id": self.group, "enable.auto.commit": False,
