@@ -5,15 +5,13 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from pydantic import ValidationError
 
 from binlake.drain_config import DrainerConfig
 from binlake.report import parse_report
 from ingest.config import ConfigError
-from sink.iceberg.plugin import SPEC as ICEBERG
-from sink.iceberg.plugin import catalog_of
 
 QUALITY_EXTRA = "binlake[quality]"
 
@@ -32,17 +30,15 @@ def quality_dir(options: DrainerConfig, ts: int) -> Path:
     return Path(options.data_dir).resolve() / "quality" / str(ts)   # GE wants an absolute docs directory
 
 
-def _import_quality() -> Any:
-    """The quality module; a :class:`ConfigError` naming the pip extra when GE is not installed."""
-    logging.getLogger("great_expectations").setLevel(logging.WARNING)   # its import logs each API it registers
+def _gates_installed() -> None:
+    """Great Expectations imports (its import logs each API it registers: quieted); a
+    :class:`GreatExpectationsMissing` naming the pip extra otherwise."""
+    logging.getLogger("great_expectations").setLevel(logging.WARNING)
     try:
-        from sink.iceberg import quality
+        import great_expectations  # noqa: F401
     except ImportError as e:
-        if (e.name or "").split(".")[0] == "great_expectations":
-            raise GreatExpectationsMissing(f"binlake check needs Great Expectations, which is not installed: "
-                              f"pip install '{QUALITY_EXTRA}' ({e})") from e
-        raise
-    return quality
+        raise GreatExpectationsMissing(f"binlake check needs Great Expectations, which is not installed: "
+                                       f"pip install '{QUALITY_EXTRA}' ({e})") from e
 
 
 def run_check_command(options: DrainerConfig, ts: int | None = None, out: TextIO = sys.stdout,
@@ -50,17 +46,17 @@ def run_check_command(options: DrainerConfig, ts: int | None = None, out: TextIO
     """Check the run that ended at ``ts`` (default: the catalog's checkpoint); print the summary and
     return 0 when every expectation holds, 1 otherwise. A missing run report, catalog checkpoint or
     ``[upstream] status-url`` (the NOT NULL flags come from the DDL history) is a :class:`ConfigError`."""
-    quality = _import_quality()
+    _gates_installed()
     from binlake.drain import upstream_status_url
-    from sink.iceberg.writer import IcebergSink
     from transform.history import SchemaHistory
     from transform.spark import spark_session
 
-    if not options.sink_spec().capabilities.maintenance:
+    spec = options.sink_spec()
+    if not spec.capabilities.maintenance:
         raise ConfigError(f"check works on the Iceberg warehouse; this drainer's sink is {options.syncer.db_type}")
-    catalog = catalog_of(ICEBERG.settings(options))
+    lake = spec.lake(spec.settings(options))
     if ts is None:
-        ts = IcebergSink(catalog).checkpoint()
+        ts = lake.checkpoint()
         if ts is None:
             raise ConfigError("no checkpoint in the catalog yet: give --ts (the to_ts of a run)")
     path = Path(report_file) if report_file else report_path(options, ts)
@@ -78,6 +74,6 @@ def run_check_command(options: DrainerConfig, ts: int | None = None, out: TextIO
     spark = spark_session(options.spark.master, options.spark.app_name, options.spark.conf)
     tables = [f"{d}.{t}" for d, t in options.tables] or None
     print(f"binlake check: run ({report.from_ts}, {ts}] from {path}", file=out, flush=True)
-    result = quality.check_run(catalog, spark, report.model_dump(), history, quality_dir(options, ts), tables)
+    result = lake.check_run(spark, report.model_dump(), history, quality_dir(options, ts), tables)
     print(result.format(), file=out, flush=True)
     return 0 if result.ok else 1

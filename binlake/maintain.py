@@ -1,5 +1,6 @@
-"""``binlake maintain``: expire snapshots, compact small files and remove orphan files in the Iceberg
-warehouse a drain writes (``sink.iceberg.maintain``), with a printed summary and a JSON report."""
+"""``binlake maintain``: expire snapshots, compact small files and remove orphan files in the lake a
+drain writes (the sink's :class:`sink.lake.Lake`: the Iceberg warehouse), with a printed summary and a
+JSON report."""
 from __future__ import annotations
 
 import datetime as dt
@@ -11,9 +12,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from binlake.drain_config import DrainerConfig
 from ingest.config import ConfigError, parse_duration
-from sink.iceberg.maintain import MaintainOptions, TableMaintenance, maintain
-from sink.iceberg.plugin import SPEC as ICEBERG
-from sink.iceberg.plugin import catalog_of
+from sink.lake import MaintainOptions, TableDone
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -48,23 +47,22 @@ def run_maintain_command(options: DrainerConfig, retention: str = "7d", tag_rete
     opts = MaintainOptions(retention_ms=parse_age(retention, "--retention"),
                            tag_retention_ms=parse_age(tag_retention, "--tag-retention"),
                            orphan_age_ms=parse_age(orphan_age, "--orphan-age"), dry_run=dry_run, now_ms=now_ms)
-    if not options.sink_spec().capabilities.maintenance:
+    spec = options.sink_spec()
+    if not spec.capabilities.maintenance:
         raise ConfigError(f"maintain works on the Iceberg warehouse; this drainer's sink is {options.syncer.db_type}")
-    settings = ICEBERG.settings(options)
-    catalog = catalog_of(settings)
+    lake = spec.lake(spec.settings(options))
 
     def spark() -> SparkSession:
         from transform.spark import spark_session
 
         return spark_session(options.spark.master, options.spark.app_name, options.spark.conf)
 
-    def progress(t: TableMaintenance) -> None:
+    def progress(t: TableDone) -> None:
         print(t.format(dry_run), file=out, flush=True)
 
-    print(f"binlake maintain{' (dry run: nothing is changed)' if dry_run else ''}: warehouse "
-          f"{settings.warehouse}, retention {retention}, tag retention {tag_retention}, "
-          f"orphan age {orphan_age}", file=out, flush=True)
-    report = maintain(catalog, spark, opts, options.tables, progress).to_json()
+    print(f"binlake maintain{' (dry run: nothing is changed)' if dry_run else ''}: {lake.describe()}, "
+          f"retention {retention}, tag retention {tag_retention}, orphan age {orphan_age}", file=out, flush=True)
+    report = lake.maintain(spark, opts, options.tables, progress)
     print(f"maintained {len(report['tables'])} table(s)", file=out)
     if not dry_run:
         stamp = dt.datetime.fromtimestamp(report["now_ms"] / 1000, dt.UTC).strftime("%Y%m%dT%H%M%SZ")

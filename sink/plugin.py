@@ -25,6 +25,7 @@ from transform.filters import TableFilter
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
+    from sink.lake import Lake
     from sink.restore import RestoreTarget
 
 C = TypeVar("C", bound=TomlModel)
@@ -36,7 +37,7 @@ class Capabilities:
 
     per_transaction: bool = False       # reads the run's transactions one by one, in commit order
     table_subsets: bool = True          # a run may be restricted to some tables (--tables)
-    maintenance: bool = False           # ``binlake maintain`` / ``binlake check`` work on what it writes
+    maintenance: bool = False           # its spec's ``lake`` gives ``binlake maintain`` and ``binlake check``
     verify: bool = False                # ``binlake verify`` can compare what it holds with the upstream
     recovery_without_upstream: bool = False   # :meth:`SinkSpec.recover` can run while the upstream is down
     replays_ddl: bool = False           # runs each DDL statement downstream (else it rebuilds tables from rows)
@@ -138,6 +139,10 @@ class SinkSpec(ABC, Generic[C]):
         """The restore target ``uri`` names (its scheme one of :attr:`restore_schemes`); ``lake`` is the
         catalog restored from, ``settings`` this sink's section of the drainer configuration."""
         raise NotImplementedError(f"the {self.names[0]} sink is no restore target")
+
+    def lake(self, settings: C) -> Lake:
+        """What ``binlake maintain`` and ``binlake check`` work on (only when ``maintenance``)."""
+        raise NotImplementedError(f"the {self.names[0]} sink has no maintenance")
 
     def verifier(self, ctx: SinkContext[C], against: str | None) -> Verifier:
         """What compares this sink with the upstream; ``against`` is a URI of :attr:`against_schemes`."""

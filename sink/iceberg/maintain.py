@@ -59,13 +59,10 @@ from sink.iceberg import tasks
 from sink.iceberg.catalog import table_or_none
 from sink.iceberg.lineage import META_NAMESPACE, MIRROR_DROPPED_INFIX
 from sink.iceberg.pyiceberg_adapter import one_worker
+from sink.lake import MaintainOptions
 from transform import changes as ch
 from transform import failpoints
 
-DAY_MS = 86_400_000
-DEFAULT_RETENTION_MS = 7 * DAY_MS
-DEFAULT_TAG_RETENTION_MS = 30 * DAY_MS
-DEFAULT_ORPHAN_AGE_MS = 3 * DAY_MS
 DEFAULT_TARGET_FILE_BYTES = 128 << 20    # compaction target when the table sets no write.target-file-size-bytes
 SMALL_FRACTION = 0.75                    # a data file below this share of the target is small
 MAINTENANCE = "binlake.maintenance"      # snapshot summary key of a compaction snapshot
@@ -75,18 +72,6 @@ TSO_PHYSICAL_SHIFT = 18
 
 class MaintainError(SinkError):
     """Maintenance could not run: an unknown table was asked for, or a rewrite lost rows (a bug)."""
-
-
-@dataclass(frozen=True)
-class MaintainOptions:
-    """What to keep. Ages are milliseconds; ``now_ms`` (default: the clock when maintenance starts)
-    is the time they are measured from."""
-
-    retention_ms: int = DEFAULT_RETENTION_MS
-    tag_retention_ms: int = DEFAULT_TAG_RETENTION_MS
-    orphan_age_ms: int = DEFAULT_ORPHAN_AGE_MS
-    dry_run: bool = False
-    now_ms: int | None = None
 
 
 @dataclass

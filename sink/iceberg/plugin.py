@@ -16,6 +16,7 @@ from sink.verify_report import VerifyReport
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
+    from sink.lake import Lake
     from sink.restore import RestoreTarget
 
 
@@ -115,6 +116,11 @@ class IcebergSpec(SinkSpec[IcebergSettings]):
         from sink.iceberg.restore import IcebergRestore
 
         return IcebergRestore.from_uri(uri, lake)
+
+    def lake(self, settings: IcebergSettings) -> Lake:
+        from sink.iceberg.lake import IcebergLake
+
+        return IcebergLake(catalog_of(settings), settings.warehouse)
 
     def verifier(self, ctx: SinkContext[IcebergSettings], against: str | None) -> Verifier:
         if against:

@@ -18,9 +18,10 @@ import pytest
 from binlake.cli import main
 from binlake.maintain import parse_age
 from ingest.config import ConfigError
-from sink.iceberg.maintain import DAY_MS, MaintainOptions, maintain, referenced_files
+from sink.iceberg.maintain import maintain, referenced_files
 from sink.iceberg.verify import verify_mirrors
 from sink.iceberg.writer import ConcurrentRunError, IcebergSink
+from sink.lake import DAY_MS, MaintainOptions
 from tests.drain.conftest import assert_changelog_matches_mirror
 from tests.drain.inprocess import Local
 from transform import failpoints

@@ -22,10 +22,11 @@ from schemas import binlog_pb2
 from sink.errors import IncompatibleSchemaChange
 from sink.iceberg import schema as ks
 from sink.iceberg.catalog import open_catalog
-from sink.iceberg.maintain import MaintainOptions, TableMaintenance, expire_snapshots
+from sink.iceberg.maintain import TableMaintenance, expire_snapshots
 from sink.iceberg.pit import TableAt, table_at
 from sink.iceberg.pit_tasks import load_tables
 from sink.iceberg.writer import IcebergSink
+from sink.lake import MaintainOptions
 from sink.restore import RowWriter, WriterSession
 from tests.codec.tables import PK, col, table
 from tests.drain.conftest import read_table

@@ -1,0 +1,75 @@
+"""What ``binlake maintain`` and ``binlake check`` do to the store a sink writes: a sink whose
+capabilities say ``maintenance`` gives them a :class:`Lake` through its spec
+(:meth:`sink.plugin.SinkSpec.lake`), so neither command names a backend.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from transform.history import SchemaHistory
+
+DAY_MS = 86_400_000
+DEFAULT_RETENTION_MS = 7 * DAY_MS
+DEFAULT_TAG_RETENTION_MS = 30 * DAY_MS
+DEFAULT_ORPHAN_AGE_MS = 3 * DAY_MS
+
+
+@dataclass(frozen=True)
+class MaintainOptions:
+    """What to keep. Ages are milliseconds; ``now_ms`` (default: the clock when maintenance starts)
+    is the time they are measured from."""
+
+    retention_ms: int = DEFAULT_RETENTION_MS
+    tag_retention_ms: int = DEFAULT_TAG_RETENTION_MS
+    orphan_age_ms: int = DEFAULT_ORPHAN_AGE_MS
+    dry_run: bool = False
+    now_ms: int | None = None
+
+
+class TableDone(Protocol):
+    """One table's maintenance, as ``progress`` receives it."""
+
+    def format(self, dry_run: bool = False) -> str:
+        """One line for the command's output."""
+
+
+class CheckResult(Protocol):
+    """The quality gates of one run."""
+
+    @property
+    def ok(self) -> bool:
+        """Every expectation held."""
+
+    def format(self) -> str:
+        """The summary the command prints."""
+
+
+class Lake(ABC):
+    """The operations on what one sink wrote (see the module doc)."""
+
+    @abstractmethod
+    def describe(self) -> str:
+        """Where it is, as the commands print it."""
+
+    @abstractmethod
+    def checkpoint(self) -> int | None:
+        """The ts the sink holds everything up to (None before the first run)."""
+
+    @abstractmethod
+    def maintain(self, spark: Callable[[], SparkSession], options: MaintainOptions,
+                 tables: Sequence[tuple[str, str]], progress: Callable[[TableDone], None]) -> dict[str, Any]:
+        """Expire, compact and clean every table the sink wrote (or those of the upstream ``tables``);
+        ``spark()`` is asked for only when there is something to rewrite; the report (JSON)."""
+
+    @abstractmethod
+    def check_run(self, spark: SparkSession, report: Mapping[str, Any], history: SchemaHistory | None,
+                  out_dir: Path, tables: list[str] | None) -> CheckResult:
+        """The quality gates of the run ``report`` describes, their results saved in ``out_dir``;
+        ``tables`` (``db.table``) limits them. ImportError when the gates' library is missing."""
