@@ -7,6 +7,9 @@ Values follow TiDB Binlog's ``DatumToColumn``: integers as int64 (uint64 when UN
 as double, DECIMAL and every temporal type as text (DATETIME/TIMESTAMP with the column's fractional
 digits, TIMESTAMP in UTC), ENUM and SET as their index/bitmask (uint64), BIT, binary strings and JSON as
 bytes, other strings as text. A table's columns are the public, non-generated ones binlake decodes.
+
+A transaction is serialized by hand (:func:`dml_bytes`: no message object per value), into the bytes
+protobuf writes for the same message (``tests/sink/test_secondary_units.py`` holds it to that).
 """
 from __future__ import annotations
 
