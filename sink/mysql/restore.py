@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 import pyarrow as pa
@@ -33,9 +33,6 @@ from sink.mysql.statements import TargetTable, insert_statements, literal_sql_mo
 from sink.mysql.target import MySQLTarget, TLSFiles
 from sink.restore import RestoreError, RestorePlan, RestoreTarget, RowWriter, WriterSession
 from transform import changes as ch
-
-if TYPE_CHECKING:
-    pass
 
 ROWS_PER_INSERT = 1_000
 
