@@ -27,7 +27,7 @@ import pyarrow as pa
 from transform.codec import mysqltypes as mt
 from transform.codec.batch import decode_batch
 from transform.codec.model import TableInfo, arrow_type
-from transform.codec.rows import encode_row
+from upstream.rowcodec import encode_row
 
 UTC = dt.UTC
 STATUS = ["new", "paid", "shipped", "cancelled", "returned"]

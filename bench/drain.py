@@ -181,9 +181,9 @@ def _load_main(index: int, addr: str, tso_url: str, cluster_id: int, tables: lis
     from ingest.binlog import marshal_gogo
     from ingest.tso import TSOClient
     from schemas import binlog_pb2
-    from transform.codec.rows import encode_row
     from upstream.keys import int_record_key
     from upstream.local import PumpWriter
+    from upstream.rowcodec import encode_row
 
     rng = random.Random(seed * 1_000_003 + index)
     tso = TSOClient(tso_url, cluster_id)

@@ -1,5 +1,5 @@
 """Column types and values: a sqlglot ``DataType`` becomes TiDB's ``FieldType`` (flags, Flen, Decimal,
-charset as TiDB fills them), and a SQL value becomes the Python value ``transform.codec.rows.encode_row``
+charset as TiDB fills them), and a SQL value becomes the Python value ``upstream.rowcodec.encode_row``
 takes for that column (MySQL strict mode: out-of-range or too-long values are errors).
 """
 from __future__ import annotations

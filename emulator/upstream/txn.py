@@ -1,7 +1,7 @@
 """A transaction's buffer: reads at its start ts merged with its own writes, the KV mutations (final
 state per key) and the row changes in statement order, which become the prewrite binlog.
 
-Promises: ``rows_binlog()`` encodes every change with ``transform.codec.rows.encode_row`` under the
+Promises: ``rows_binlog()`` encodes every change with ``upstream.rowcodec.encode_row`` under the
 TableInfo of the transaction's schema version, grouped into one TableMutation per table (in order of
 first change) whose ``sequence`` lists the changes in statement order; the primary key is the record
 key of the first changed row.
@@ -17,6 +17,7 @@ from transform.codec.model import ColumnInfo, TableInfo
 from transform.codec.values import missing_value
 from upstream.catalog import InfoSchema
 from upstream.kv import DEL, PUT, Mutation, MVCCStore, Row
+from upstream.rowcodec import encode_row
 
 _MISSING: dict[int, tuple[ColumnInfo, Any]] = {}
 
@@ -132,7 +133,7 @@ class Transaction:
                 tm.table_id = op.table.id
                 muts[op.table.id] = tm
             h = op.handle if op.table.has_extra_handle else None
-            data = trows.encode_row(op.table, op.kind, op.before, op.after, h, by_id=True)
+            data = encode_row(op.table, op.kind, op.before, op.after, h, by_id=True)
             if op.kind == trows.INSERT:
                 tm.inserted_rows.append(data)
             elif op.kind == trows.UPDATE:

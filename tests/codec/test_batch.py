@@ -17,7 +17,8 @@ from transform.codec.batch import BEFORE_COLUMN, HANDLE_COLUMN, INVALID_TIMES_KE
 from transform.codec.datums import Uint, encode_datums
 from transform.codec.errors import CodecError
 from transform.codec.model import TableInfo, arrow_type
-from transform.codec.rows import decode_row, encode_row
+from transform.codec.rows import decode_row
+from upstream.rowcodec import encode_row
 
 
 def expected_columns(t: TableInfo, kinds: list[str], payloads: list[bytes]) -> dict[str, list[Any]]:

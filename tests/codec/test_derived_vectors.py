@@ -24,8 +24,9 @@ from transform.codec.datums import (
     record_key,
 )
 from transform.codec.model import ColumnInfo, TableInfo
-from transform.codec.rows import decode_row, encode_row
+from transform.codec.rows import decode_row
 from transform.codec.values import make_flatten, make_unflatten, pack_time
+from upstream.rowcodec import encode_row
 
 UTC = dt.UTC
 

@@ -17,7 +17,8 @@ from transform.codec.batch import decode_batch
 from transform.codec.datums import decode_datums
 from transform.codec.errors import CodecError
 from transform.codec.model import TableInfo
-from transform.codec.rows import KINDS, decode_row, encode_row
+from transform.codec.rows import KINDS, decode_row
+from upstream.rowcodec import encode_row
 
 ALL = S.pk_table()
 ROWID = S.rowid_table()

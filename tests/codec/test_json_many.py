@@ -140,7 +140,7 @@ def test_batch_json_column_across_chunks_and_fallback_rows() -> None:
     from tests.codec.test_batch import check
     from transform.codec import mysqltypes as mt
     from transform.codec.datums import Uint, encode_datums
-    from transform.codec.rows import encode_row
+    from upstream.rowcodec import encode_row
 
     t = table(40, "t", [col(1, "n", mt.TYPE_LONG), col(2, "j", mt.TYPE_JSON)])
     docs = [None, '{"a": "q\\"", "b": [1.5, -2, null]}', '"tab\\there"', "[]", '{"é": "测"}', "1e-07",
@@ -171,7 +171,7 @@ def test_batch_single_block_in_row_order() -> None:
     from tests.codec.tables import PK, col, table
     from tests.codec.test_batch import check
     from transform.codec import mysqltypes as mt
-    from transform.codec.rows import encode_row
+    from upstream.rowcodec import encode_row
 
     t = table(41, "t", [col(1, "id", mt.TYPE_LONG, flag=PK), col(2, "j", mt.TYPE_JSON, flag=mt.NOT_NULL_FLAG),
                         col(3, "v", mt.TYPE_VARCHAR, flen=9)], pk_is_handle=True)

@@ -20,8 +20,9 @@ from transform.codec import mysqltypes as mt
 from transform.codec.batch import decode_batch
 from transform.codec.datums import EncodedJson
 from transform.codec.model import ColumnInfo
-from transform.codec.rows import decode_row, encode_row
+from transform.codec.rows import decode_row
 from transform.codec.values import parse_default
+from upstream.rowcodec import encode_row
 
 
 def double(f: float) -> tuple[int, bytes]:

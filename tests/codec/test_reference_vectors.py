@@ -14,13 +14,14 @@ from transform.codec import mysqltypes as mt
 from transform.codec.datums import KeyUint, decode_datums
 from transform.codec.errors import CodecError, DecimalError, TruncatedError
 from transform.codec.model import TableInfo
-from transform.codec.rows import decode_row, encode_row, iter_mutation
+from transform.codec.rows import decode_row, iter_mutation
 from transform.codec.varint import (
     decode_memcmp_bytes,
     decode_memcmp_bytes_desc,
     encode_memcmp_bytes,
     encode_memcmp_bytes_desc,
 )
+from upstream.rowcodec import encode_row
 
 # 1. memcomparable bytes (asc, desc)
 MEMCMP = [

@@ -25,8 +25,9 @@ from transform.codec.errors import (
     VarintOverflowError,
 )
 from transform.codec.model import TableInfo
-from transform.codec.rows import decode_row, encode_row, iter_mutation, without_double_writes
+from transform.codec.rows import decode_row, iter_mutation, without_double_writes
 from transform.codec.values import InvalidTime
+from upstream.rowcodec import encode_row
 
 UTC = dt.UTC
 

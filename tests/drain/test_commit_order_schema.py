@@ -17,10 +17,10 @@ from tests.servers import MariaDBServer
 from transform import changes as ch
 from transform.codec import mysqltypes as mt
 from transform.codec.model import HistoryInfo, Job, TableInfo
-from transform.codec.rows import encode_row
 from transform.filters import TableFilter
 from transform.history import CommitOrder, SchemaHistory
 from transform.rowchanges import DecodeContext, decode_transactions
+from upstream.rowcodec import encode_row
 
 TID = 70
 

@@ -190,8 +190,8 @@ def test_a_transaction_stored_on_both_pumps_is_written_once(env: Env) -> None:
     drain writes the transaction's rows once."""
     from ingest import binlog as bl
     from schemas import binlog_pb2
-    from transform.codec.rows import encode_row
     from upstream.local import PumpWriter
+    from upstream.rowcodec import encode_row
 
     env.sql("create table twice (id int primary key, v varchar(10))")
     env.sql("insert into twice values (1, 'one')")

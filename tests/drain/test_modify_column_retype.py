@@ -33,11 +33,11 @@ from tests.drain.conftest import read_table
 from transform import changes as ch
 from transform.codec import mysqltypes as mt
 from transform.codec.model import HistoryInfo, Job, TableInfo
-from transform.codec.rows import encode_row
 from transform.drain import _assemble
 from transform.filters import TableFilter
 from transform.history import MODIFY_COLUMN, CommitOrder, SchemaHistory, replaced_columns
 from transform.rowchanges import OUT_SCHEMA, DecodeContext, decode_transactions
+from upstream.rowcodec import encode_row
 
 TID = 90
 CLUSTER = 9090

@@ -29,11 +29,12 @@ from transform import changes as ch
 from transform.codec import mysqltypes as mt
 from transform.codec.datums import encode_datums
 from transform.codec.model import HistoryInfo, IndexColumn, IndexInfo, Job, TableInfo
-from transform.codec.rows import decode_row, encode_row
+from transform.codec.rows import decode_row
 from transform.drain import _assemble
 from transform.filters import TableFilter
 from transform.history import CommitOrder, HistoryError, SchemaHistory
 from transform.rowchanges import OUT_SCHEMA, DecodeContext, decode_transactions
+from upstream.rowcodec import encode_row
 
 TID = 80
 CLUSTER = 8080
