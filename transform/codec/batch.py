@@ -34,7 +34,7 @@ from transform.codec import jsonbinary, mydecimal
 from transform.codec import mysqltypes as mt
 from transform.codec.errors import CodecError
 from transform.codec.model import ColumnInfo, TableInfo, arrow_type
-from transform.codec.rows import DELETE, INSERT, UPDATE, decode_row, plan_for
+from transform.codec.rows import DELETE, INSERT, UPDATE, decode_row, row_shape
 from transform.codec.values import FLOAT32_MAX, InvalidTime, duration_text, int_range, make_unflatten
 
 OP_COLUMN = "_tidb_op"
@@ -559,8 +559,8 @@ def decode_batch(table: TableInfo, kinds: Sequence[str], payloads: Sequence[byte
     if len(kinds) != len(payloads):
         raise ValueError("kinds and payloads differ in length")
     n = len(payloads)
-    plan = plan_for(table)
-    types = [arrow_type(c) for c in plan.cols]
+    shape = row_shape(table)
+    types = [arrow_type(c) for c in shape.cols]
     main_out = [_ColumnOut(n, t) for t in types]
     before_out = [_ColumnOut(n, t) for t in types]
     kind = np.zeros(n, dtype=np.int64)
@@ -578,14 +578,14 @@ def decode_batch(table: TableInfo, kinds: Sequence[str], payloads: Sequence[byte
     before_arrays = [o.build() for o in before_out]
     if table.is_common_handle:
         handle_arr = pa.nulls(n, pa.int64())
-    elif plan.pk_index >= 0:
-        pk_arr = main_arrays[plan.pk_index]
+    elif shape.pk_index >= 0:
+        pk_arr = main_arrays[shape.pk_index]
         if pa.types.is_decimal(pk_arr.type):
             pk_arr = pk_arr.cast(pa.uint64())
         handle_arr = pk_arr.cast(pa.int64(), safe=False)
     else:
         handle_arr = pa.array(handle, pa.int64(), mask=~has_handle)
-    fields = [pa.field(c.name, t) for c, t in zip(plan.cols, types)]
+    fields = [pa.field(c.name, t) for c, t in zip(shape.cols, types)]
     before = pa.StructArray.from_arrays(before_arrays, fields=fields, mask=pa.array(kind != 1))
     ops = _OP_LETTERS.take(pa.array(kind))
     schema = output_schema(table).with_metadata({INVALID_TIMES_KEY: str(invalid_times).encode()})
@@ -604,8 +604,8 @@ def _decode_chunk(table: TableInfo, kinds: Sequence[str], payloads: Sequence[byt
                   handle_out: np.ndarray, has_handle_out: np.ndarray) -> int:
     """Decode one chunk into the callers' column outputs (row views of this chunk) and op-code,
     handle and handle-validity arrays; returns the chunk's count of invalid times."""
-    plan = plan_for(table)
-    cols = plan.cols
+    shape = row_shape(table)
+    cols = shape.cols
     ncols = len(cols)
     n = len(payloads)
     karr = np.asarray(kinds, dtype=object) if n else np.zeros(0, dtype=object)
@@ -744,15 +744,15 @@ def _decode_chunk(table: TableInfo, kinds: Sequence[str], payloads: Sequence[byt
                 miss = is_upd.copy()
                 miss[rows] = False
                 if miss.any():
-                    _fill(out, miss, c, types[ci], plan.missing(ci), invalid_fill_cols)
+                    _fill(out, miss, c, types[ci], shape.missing(ci), invalid_fill_cols)
             if image == 0:
                 miss = np.ones(n, dtype=bool)
                 miss[rows] = False
-                if ci == plan.pk_index:
+                if ci == shape.pk_index:
                     fill_rows = np.flatnonzero(miss & is_ins)
                     hv = handle[fill_rows]
                     lo, hi = int_range(c)
-                    if plan.pk_unsigned:
+                    if shape.pk_unsigned:
                         harr = pa.array(hv.view(np.uint64), pa.uint64())
                         bad[fill_rows[hv.view(np.uint64) > _U64(hi)]] = True
                     else:
@@ -767,12 +767,12 @@ def _decode_chunk(table: TableInfo, kinds: Sequence[str], payloads: Sequence[byt
                     out.idx[fill_rows] = b0 + np.arange(fill_rows.size)
                     miss &= ~is_ins
                 if miss.any():
-                    _fill(out, miss, c, types[ci], plan.missing(ci), invalid_fill_cols)
+                    _fill(out, miss, c, types[ci], shape.missing(ci), invalid_fill_cols)
     if present is not None and ncols:
         bad |= (is_upd & (present[0] != present[1])).any(axis=0)
 
     # hidden-rowid tables: updates and deletes must carry -1; int-PK tables: handle = PK value
-    if plan.extra_handle:
+    if shape.extra_handle:
         bad |= ~has_handle & ~is_ins & ~bad & ~(is_del & (lens == 1))
 
     bad_rows = np.flatnonzero(bad)
@@ -802,7 +802,7 @@ def _decode_chunk(table: TableInfo, kinds: Sequence[str], payloads: Sequence[byt
             b1 = before_out[ci].add(_pyarray(c, types[ci], bvals))
             before_out[ci].idx[bad_rows] = b1 + np.arange(bad_rows.size)
             invalid_times += sum(isinstance(v, InvalidTime) for v in main_vals + bvals)
-    if bad_rows.size and not table.is_common_handle and plan.pk_index < 0:
+    if bad_rows.size and not table.is_common_handle and shape.pk_index < 0:
         for r, ch in zip(bad_rows.tolist(), scalar):
             has_handle[r] = isinstance(ch.handle, int)
             if has_handle[r]:

@@ -40,8 +40,8 @@ class RowChange:
     old_handle: Any = None
 
 
-class _Plan:
-    """Per-table decode plan, built once per TableInfo object."""
+class _RowShape:
+    """What decoding needs of one table (column order, handle columns, fills), built once per TableInfo object."""
 
     def __init__(self, table: TableInfo) -> None:
         self.table = table
@@ -65,13 +65,13 @@ class _Plan:
         return self._missing[i]
 
 
-def plan_for(table: TableInfo) -> _Plan:
-    """The cached decode plan of ``table`` (stored on the frozen TableInfo object)."""
-    plan = table.__dict__.get("_binlake_plan")
-    if plan is None:
-        plan = _Plan(table)
-        table.__dict__["_binlake_plan"] = plan
-    return plan
+def row_shape(table: TableInfo) -> _RowShape:
+    """The cached row shape of ``table`` (stored on the frozen TableInfo object)."""
+    shape = table.__dict__.get("_binlake_row_shape")
+    if shape is None:
+        shape = _RowShape(table)
+        table.__dict__["_binlake_row_shape"] = shape
+    return shape
 
 
 # ---------------------------------------------------------------------------------------------
@@ -101,11 +101,11 @@ def _read_pairs(data: bytes, off: int, wanted: Mapping[int, int]) -> list[tuple[
     return pairs
 
 
-def _image(plan: _Plan, pairs: list[tuple[int, Any, int]], fill: dict[int, Any]) -> tuple[dict[str, Any], Any]:
+def _image(shape: _RowShape, pairs: list[tuple[int, Any, int]], fill: dict[int, Any]) -> tuple[dict[str, Any], Any]:
     """Build a full image dict from pairs; returns (image, value of column -1 or None)."""
-    vals: list[Any] = [_ABSENT] * len(plan.cols)
+    vals: list[Any] = [_ABSENT] * len(shape.cols)
     rowid = None
-    index = plan.index
+    index = shape.index
     for cid, val, off in pairs:
         i = index.get(cid)
         if i is None:
@@ -120,15 +120,15 @@ def _image(plan: _Plan, pairs: list[tuple[int, Any, int]], fill: dict[int, Any])
             vals[i] = None
             continue
         try:
-            vals[i] = plan.unflatten[i](val)
+            vals[i] = shape.unflatten[i](val)
         except CodecError as e:
             e.offset = off if e.offset is None else e.offset
             raise e.at(cid) from None
     out = {}
-    for i, c in enumerate(plan.cols):
+    for i, c in enumerate(shape.cols):
         v = vals[i]
         if v is _ABSENT:
-            v = fill[i] if i in fill else plan.missing(i)
+            v = fill[i] if i in fill else shape.missing(i)
             if type(v) is _Prefix:
                 v = v.value()
         out[c.name] = v
@@ -138,19 +138,19 @@ def _image(plan: _Plan, pairs: list[tuple[int, Any, int]], fill: dict[int, Any])
 class _Prefix:
     """A clustered-handle prefix datum, unflattened only if its column is absent from the row."""
 
-    __slots__ = ("plan", "i", "datum", "offset")
+    __slots__ = ("shape", "i", "datum", "offset")
 
-    def __init__(self, plan: _Plan, i: int, datum: Any, offset: int) -> None:
-        self.plan, self.i, self.datum, self.offset = plan, i, datum, offset
+    def __init__(self, shape: _RowShape, i: int, datum: Any, offset: int) -> None:
+        self.shape, self.i, self.datum, self.offset = shape, i, datum, offset
 
     def value(self) -> Any:
         if self.datum is None:
             return None
         try:
-            return self.plan.unflatten[self.i](self.datum)
+            return self.shape.unflatten[self.i](self.datum)
         except CodecError as e:
             e.offset = self.offset if e.offset is None else e.offset
-            raise e.at(self.plan.cols[self.i].id) from None
+            raise e.at(self.shape.cols[self.i].id) from None
 
 
 class _Absent:
@@ -160,12 +160,12 @@ class _Absent:
 _ABSENT = _Absent()
 
 
-def _handle_of(plan: _Plan, image: dict[str, Any], rowid: Any) -> Any:
-    if plan.extra_handle:
+def _handle_of(shape: _RowShape, image: dict[str, Any], rowid: Any) -> Any:
+    if shape.extra_handle:
         return rowid
-    if plan.pk_index >= 0:
-        return image[plan.cols[plan.pk_index].name]
-    return tuple(image[plan.cols[i].name] for i in plan.common_index)
+    if shape.pk_index >= 0:
+        return image[shape.cols[shape.pk_index].name]
+    return tuple(image[shape.cols[i].name] for i in shape.common_index)
 
 
 def decode_row(table: TableInfo, kind: str, data: bytes) -> RowChange:
@@ -176,39 +176,39 @@ def decode_row(table: TableInfo, kind: str, data: bytes) -> RowChange:
     (``_tidb_rowid`` or the int PK), or for clustered tables a tuple of the PK values. Raises a
     :class:`CodecError` subclass naming the column id and byte offset on any malformed input.
     """
-    plan = plan_for(table)
+    shape = row_shape(table)
     data = bytes(data)
     if kind == INSERT:
         off = 0
         prefix = []
-        for _ in range(plan.n_prefix):
+        for _ in range(shape.n_prefix):
             start = off
             v, off = decode_one(data, off)
             prefix.append((v, start))
         fill: dict[int, Any] = {}
-        if plan.pk_index >= 0 or plan.extra_handle:
+        if shape.pk_index >= 0 or shape.extra_handle:
             h, start = prefix[0]
             if type(h) is not int:
                 raise RowLayoutError("insert handle is not a varint int", start)
-            handle: Any = h & U64_MASK if plan.pk_unsigned else h
-            if plan.pk_index >= 0:  # the PK column's value is the handle: it must fit the column
-                fill[plan.pk_index] = _Prefix(plan, plan.pk_index, handle, start)
+            handle: Any = h & U64_MASK if shape.pk_unsigned else h
+            if shape.pk_index >= 0:  # the PK column's value is the handle: it must fit the column
+                fill[shape.pk_index] = _Prefix(shape, shape.pk_index, handle, start)
         else:
             # Clustered handle: a PK column absent from the row is rebuilt from its prefix datum
             # (only then: for restored-data columns the prefix holds a collation key, not the value).
-            for (_, ic), i, (v, start) in zip(plan.common, plan.common_index, prefix):
+            for (_, ic), i, (v, start) in zip(shape.common, shape.common_index, prefix):
                 if ic.length in (-1, 0):
-                    fill[i] = _Prefix(plan, i, v, start)
+                    fill[i] = _Prefix(shape, i, v, start)
             handle = None
-        pairs = [] if data[off:] in (b"", b"\x00") else _read_pairs(data, off, plan.index)
-        after, _ = _image(plan, pairs, fill)
-        if plan.common:
-            handle = tuple(after[plan.cols[i].name] for i in plan.common_index)
+        pairs = [] if data[off:] in (b"", b"\x00") else _read_pairs(data, off, shape.index)
+        after, _ = _image(shape, pairs, fill)
+        if shape.common:
+            handle = tuple(after[shape.cols[i].name] for i in shape.common_index)
         return RowChange(INSERT, handle, None, after)
     if kind == UPDATE:
         if data in (b"", b"\x00"):
             raise RowLayoutError("update payload has no columns", 0)
-        pairs = _read_pairs(data, 0, plan.index)
+        pairs = _read_pairs(data, 0, shape.index)
         half = len(pairs) // 2
         if len(pairs) % 2:
             raise RowLayoutError(f"update payload has an odd number of pairs ({len(pairs)})", len(data))
@@ -216,14 +216,14 @@ def decode_row(table: TableInfo, kind: str, data: bytes) -> RowChange:
         for (a, _, _), (b, _, off) in zip(old, new):
             if a != b:
                 raise RowLayoutError(f"update halves list different column ids ({a} vs {b})", off, b)
-        before, old_rowid = _image(plan, old, {})
-        after, new_rowid = _image(plan, new, {})
-        return RowChange(UPDATE, _handle_of(plan, after, new_rowid), before, after,
-                         _handle_of(plan, before, old_rowid))
+        before, old_rowid = _image(shape, old, {})
+        after, new_rowid = _image(shape, new, {})
+        return RowChange(UPDATE, _handle_of(shape, after, new_rowid), before, after,
+                         _handle_of(shape, before, old_rowid))
     if kind == DELETE:
-        pairs = [] if data in (b"", b"\x00") else _read_pairs(data, 0, plan.index)
-        before, rowid = _image(plan, pairs, {})
-        return RowChange(DELETE, _handle_of(plan, before, rowid), before, None)
+        pairs = [] if data in (b"", b"\x00") else _read_pairs(data, 0, shape.index)
+        before, rowid = _image(shape, pairs, {})
+        return RowChange(DELETE, _handle_of(shape, before, rowid), before, None)
     raise ValueError(f"unknown row kind {kind!r}; expected one of {KINDS}")
 
 
