@@ -52,7 +52,7 @@ def run_check_command(options: DrainerConfig, ts: int | None = None, out: TextIO
     from transform.spark import spark_session
 
     spec = options.sink_spec()
-    if not spec.capabilities.maintenance:
+    if not spec.capabilities.lake:
         raise ConfigError(f"check works on the Iceberg warehouse; this drainer's sink is {options.syncer.db_type}")
     lake = spec.lake(spec.settings(options))
     if ts is None:

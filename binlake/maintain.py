@@ -48,7 +48,7 @@ def run_maintain_command(options: DrainerConfig, retention: str = "7d", tag_rete
                            tag_retention_ms=parse_age(tag_retention, "--tag-retention"),
                            orphan_age_ms=parse_age(orphan_age, "--orphan-age"), dry_run=dry_run, now_ms=now_ms)
     spec = options.sink_spec()
-    if not spec.capabilities.maintenance:
+    if not spec.capabilities.lake:
         raise ConfigError(f"maintain works on the Iceberg warehouse; this drainer's sink is {options.syncer.db_type}")
     lake = spec.lake(spec.settings(options))
 

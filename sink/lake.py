@@ -1,6 +1,7 @@
-"""What ``binlake maintain`` and ``binlake check`` do to the store a sink writes: a sink whose
-capabilities say ``maintenance`` gives them a :class:`Lake` through its spec
-(:meth:`sink.plugin.SinkSpec.lake`), so neither command names a backend.
+"""The store a sink writes, as the commands that read and keep it see it: a sink whose capabilities
+say ``lake`` gives a :class:`Lake` through its spec (:meth:`sink.plugin.SinkSpec.lake`).
+``binlake maintain`` and ``binlake check`` work on it, and ``binlake restore`` reads the upstream's
+tables at a ts out of it (:meth:`Lake.point_in_time`), so none of them names a backend.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from sink.restore import RestorePlan, RowWriter
     from transform.history import SchemaHistory
 
 DAY_MS = 86_400_000
@@ -51,6 +53,32 @@ class CheckResult(Protocol):
         """The summary the command prints."""
 
 
+class LocatedTable(Protocol):
+    """One table of a restore as the lake holds it at the restore's ts."""
+
+    @property
+    def name(self) -> str:
+        """``db.table`` at the ts."""
+
+    def origin(self) -> str:
+        """Where its rows come from, for the report (e.g. ``mirror at T + changelog (a, T]``)."""
+
+    @property
+    def notes(self) -> list[str]:
+        """What the report says about it beside the count (how it was restored, what it lacks)."""
+
+
+class PointInTime(ABC):
+    """The tables of one restore plan located in the lake (:meth:`Lake.point_in_time`)."""
+
+    tables: Sequence[LocatedTable]
+
+    @abstractmethod
+    def load(self, spark: SparkSession, writer: RowWriter) -> tuple[dict[int, int], list[bytes]]:
+        """Every table's rows at the ts written with ``writer`` by Spark's executors: rows per index
+        of :attr:`tables`, and what each task's writer session returned."""
+
+
 class Lake(ABC):
     """The operations on what one sink wrote (see the module doc)."""
 
@@ -73,3 +101,16 @@ class Lake(ABC):
                   out_dir: Path, tables: list[str] | None) -> CheckResult:
         """The quality gates of the run ``report`` describes, their results saved in ``out_dir``;
         ``tables`` (``db.table``) limits them. ImportError when the gates' library is missing."""
+
+    @abstractmethod
+    def cluster_id(self) -> int | None:
+        """The upstream cluster the lake holds (None before the first run)."""
+
+    @abstractmethod
+    def check_restorable(self, ts: int) -> None:
+        """A :class:`~sink.errors.SinkError` naming the lake's range unless it can restore ``ts``."""
+
+    @abstractmethod
+    def point_in_time(self, plan: RestorePlan, began: Sequence[int], history: SchemaHistory) -> PointInTime:
+        """Where the rows of ``plan.tables`` at ``plan.ts`` are; ``began[i]`` is the position of the DDL
+        that created table ``i``'s id (0 when the history has none)."""

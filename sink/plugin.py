@@ -6,7 +6,8 @@ drainer.toml by the drain command), the command-line flags that set keys of that
 sink can do (:class:`Capabilities`), and opens it: :meth:`SinkSpec.open` returns a
 :class:`~sink.base.Sink` with its state loaded. Optional hooks recover a sink without the upstream
 (:meth:`SinkSpec.recover`), compare what it holds with the upstream (:meth:`SinkSpec.verifier`) and
-rebuild the upstream's tables at a ts from the lake in the sink's kind of store (:meth:`SinkSpec.restore_target`).
+rebuild the upstream's tables at a ts from the lake in the sink's kind of store (:meth:`SinkSpec.restore_target`),
+and give the lake a sink keeps (:meth:`SinkSpec.lake`: what ``maintain``, ``check`` and ``restore`` read).
 The specs of the sinks binlake ships are listed in :mod:`sink.registry`, one line each.
 """
 from __future__ import annotations
@@ -23,7 +24,6 @@ from transform.event_filter import EventFilter
 from transform.filters import TableFilter
 
 if TYPE_CHECKING:
-    from pyiceberg.catalog import Catalog
 
     from sink.lake import Lake
     from sink.restore import RestoreTarget
@@ -37,7 +37,8 @@ class Capabilities:
 
     per_transaction: bool = False       # reads the run's transactions one by one, in commit order
     table_subsets: bool = True          # a run may be restricted to some tables (--tables)
-    maintenance: bool = False           # its spec's ``lake`` gives ``binlake maintain`` and ``binlake check``
+    lake: bool = False                  # keeps a lake (its spec's ``lake``): ``binlake maintain``, ``check`` and
+                                        # ``restore`` (which reads the upstream's tables at a ts out of it)
     verify: bool = False                # ``binlake verify`` can compare what it holds with the upstream
     recovery_without_upstream: bool = False   # :meth:`SinkSpec.recover` can run while the upstream is down
     replays_ddl: bool = False           # runs each DDL statement downstream (else it rebuilds tables from rows)
@@ -120,7 +121,7 @@ class SinkSpec(ABC, Generic[C]):
     against_schemes: tuple[str, ...] = ()  # ``verify --against SCHEME://…`` compares this sink
     restore_schemes: tuple[str, ...] = ()  # ``restore --into SCHEME://…`` rebuilds tables in this sink's store
 
-    def settings(self, options: Any) -> C:
+    def settings(self, options: TomlModel) -> C:
         """This sink's section of a drainer configuration (its defaults when the section is absent)."""
         found = getattr(options, self.section, None) if self.section else None
         return found if isinstance(found, self.config) else self.config()
@@ -135,14 +136,14 @@ class SinkSpec(ABC, Generic[C]):
         reach); None when there is nothing to recover. Only when ``recovery_without_upstream``."""
         return None
 
-    def restore_target(self, uri: str, lake: Catalog, settings: C) -> RestoreTarget:
-        """The restore target ``uri`` names (its scheme one of :attr:`restore_schemes`); ``lake`` is the
-        catalog restored from, ``settings`` this sink's section of the drainer configuration."""
+    def restore_target(self, uri: str, settings: C) -> RestoreTarget:
+        """The restore target ``uri`` names (its scheme one of :attr:`restore_schemes`); ``settings`` is
+        this sink's section of the drainer configuration."""
         raise NotImplementedError(f"the {self.names[0]} sink is no restore target")
 
     def lake(self, settings: C) -> Lake:
-        """What ``binlake maintain`` and ``binlake check`` work on (only when ``maintenance``)."""
-        raise NotImplementedError(f"the {self.names[0]} sink has no maintenance")
+        """What ``binlake maintain``, ``check`` and ``restore`` work on (only when ``lake``)."""
+        raise NotImplementedError(f"the {self.names[0]} sink keeps no lake")
 
     def verifier(self, ctx: SinkContext[C], against: str | None) -> Verifier:
         """What compares this sink with the upstream; ``against`` is a URI of :attr:`against_schemes`."""

@@ -12,17 +12,15 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import pyarrow as pa
 
+from ingest.config import TomlModel
 from sink.errors import SinkError
 from transform.codec.model import Job, TableInfo
 from transform.filters import TableFilter
 
-if TYPE_CHECKING:
-    from pyiceberg.catalog import Catalog
 
 class RestoreError(SinkError):
     """A restore cannot start or complete: a malformed target URI, a target holding what it would
@@ -97,7 +95,7 @@ class RestoreTarget(ABC):
         """Release connections."""
 
 
-def target_for(uri: str, lake: Catalog, options: Any = None) -> RestoreTarget:
+def target_for(uri: str, options: TomlModel | None = None) -> RestoreTarget:
     """The target ``--into`` names (``mysql://…``, ``tidb://…``, ``iceberg://NAMESPACE``, a registered
     sink's scheme), with its sink's section of ``options`` (the drainer configuration; None: defaults)."""
     from sink.registry import restore_schemes, spec_for_restore
@@ -106,4 +104,4 @@ def target_for(uri: str, lake: Catalog, options: Any = None) -> RestoreTarget:
     if spec is None:
         raise RestoreError(f"--into {urlsplit(uri).scheme or uri!r}: a restore writes into "
                            f"{', '.join(s + '://' for s in restore_schemes())}")
-    return spec.restore_target(uri, lake, spec.settings(options) if options is not None else spec.config())
+    return spec.restore_target(uri, spec.settings(options) if options is not None else spec.config())

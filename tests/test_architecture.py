@@ -90,11 +90,16 @@ def test_the_tree_keeps_the_documented_import_directions() -> None:
 
 
 def test_a_forbidden_import_is_found() -> None:
-    """The check can fail: were ``ingest`` allowed nothing, its imports of ``schemas`` are named."""
+    """The check can fail: were ``ingest`` allowed nothing, its imports of ``schemas`` are named; were
+    ``binlake`` not allowed the pump, the command that starts one is."""
     table = rules()
     table["ingest"] = set()
     found = violations(table)
     assert any(v.startswith("ingest/") and "imports schemas" in v for v in found), found[:3]
+    table = rules()
+    table["binlake"].discard("ingest.pump")   # the pump is a package of its own: its one user is named
+    found = violations(table)
+    assert any(v.startswith("binlake/cli.py") and "imports ingest.pump" in v for v in found), found[:3]
 
 
 def test_a_pump_process_loads_no_drainer_stage() -> None:

@@ -245,6 +245,29 @@ class TableAt:
     tail_run_end: int | None = None   # the to-ts of the run whose changelog files hold the tail's last rows
     unkept: tuple[str, ...] = ()      # columns the changelog no longer has (dropped before it kept them)
 
+    def origin(self) -> str:
+        """``mirror at B + changelog (L, T]``, ``empty``, or the part of it there is."""
+        base = f"mirror at {self.base_ts}" if self.base is not None else "empty"
+        return base + (f" + changelog ({self.tail.low}, {self.ts}]" if self.tail is not None else "")
+
+
+def lost_columns(history: SchemaHistory, t: TableAt) -> list[str]:
+    """A warning when the run holding ``t``'s changelog tail dropped some of its columns after the ts
+    and its changelog did not keep them (binlake before the changelog kept dropped columns wrote a
+    run's changelog in the table's shape at its end): the lake lacks those columns' values for the
+    rows changed in the tail (they are restored at their default)."""
+    if t.tail is None or t.tail_run_end is None:
+        return []
+    end = history.last_table(t.info.id, t.tail_run_end)
+    lost = [c.name for c in t.info.columns
+            if end is not None and end.column_by_id(c.id) is None and c.name in t.unkept]
+    if not lost:
+        return []
+    return [f"warning: column(s) {', '.join(lost)} were dropped by the run ending at {t.tail_run_end}, which "
+            f"holds the changes after {t.tail.low}: the lake lacks their values for rows changed in "
+            f"({t.tail.low}, {t.ts}], restored at their default; a ts at or before {t.tail.low} or at or after "
+            f"{t.tail_run_end} is exact"]
+
 
 def changelog_of(mirror: str) -> str:
     """The changelog beside the Iceberg table ``mirror`` (``<t>__dropped_<ts>`` →

@@ -79,7 +79,7 @@ class IcebergSpec(SinkSpec[IcebergSettings]):
     names = ("iceberg",)
     section = "iceberg"
     config = IcebergSettings
-    capabilities = Capabilities(maintenance=True, verify=True)
+    capabilities = Capabilities(lake=True, verify=True)
     restore_schemes = ("iceberg",)
     flags = (
         Flag("--catalog-uri", "iceberg.catalog-uri", "pyiceberg catalog URI (default sqlite beside the warehouse)",
@@ -111,11 +111,11 @@ class IcebergSpec(SinkSpec[IcebergSettings]):
             sink.check_cluster(ctx.cluster_id)
         return sink
 
-    def restore_target(self, uri: str, lake: Catalog, settings: IcebergSettings) -> RestoreTarget:
-        """``iceberg://NAMESPACE``: a new namespace of the lake's own catalog."""
+    def restore_target(self, uri: str, settings: IcebergSettings) -> RestoreTarget:
+        """``iceberg://NAMESPACE``: a new namespace of the ``[iceberg]`` catalog (the lake's own)."""
         from sink.iceberg.restore import IcebergRestore
 
-        return IcebergRestore.from_uri(uri, lake)
+        return IcebergRestore.from_uri(uri, catalog_of(settings))
 
     def lake(self, settings: IcebergSettings) -> Lake:
         from sink.iceberg.lake import IcebergLake
@@ -131,6 +131,6 @@ class IcebergSpec(SinkSpec[IcebergSettings]):
 SPEC = IcebergSpec()
 
 
-def catalog_for(options: Any) -> Catalog:
+def catalog_for(options: TomlModel) -> Catalog:
     """The catalog of a drainer configuration's ``[iceberg]`` section."""
     return catalog_of(SPEC.settings(options))

@@ -12,7 +12,6 @@ from sink.plugin import Capabilities, Flag, Recovery, SinkContext, SinkSpec, Ver
 from sink.verify_report import VerifyReport
 
 if TYPE_CHECKING:
-    from pyiceberg.catalog import Catalog
 
     from sink.mysql.sink import MySQLSink
     from sink.mysql.target import MySQLTarget
@@ -159,7 +158,7 @@ class MySQLSpec(SinkSpec[MySQLSettings]):
         records, ts = done
         return Recovery(cluster_id, before.commit_ts, ts, records)
 
-    def restore_target(self, uri: str, lake: Catalog, settings: MySQLSettings) -> RestoreTarget:
+    def restore_target(self, uri: str, settings: MySQLSettings) -> RestoreTarget:
         """``mysql://…`` or ``tidb://…`` (DDL unchanged): DDL replay, bulk INSERTs, the checkpoint row."""
         from sink.mysql.restore import MySQLRestore
 

@@ -12,8 +12,10 @@ from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField
 
+from binlake.drain_config import DrainerConfig
 from sink import changelog as fmt
 from sink.iceberg.pit import LakeRange, LakeRangeError, base_snapshot, changelog_of
+from sink.iceberg.plugin import IcebergSettings
 from sink.mysql.statements import TargetTable, insert_statements
 from sink.restore import RestoreError, target_for
 from transform.changes import RunMarkers
@@ -108,11 +110,13 @@ def test_bulk_load_statements_carry_the_sinks_literals_in_runs() -> None:
                    "INSERT INTO `d`.`t` (`id`, `s`, `b`) VALUES (3, 'c\\\\d', 0)"]
 
 
-def test_targets_are_chosen_by_scheme(catalog: Catalog) -> None:
+def test_targets_are_chosen_by_scheme(tmp_path: Path) -> None:
+    options = DrainerConfig(iceberg=IcebergSettings(warehouse=str(tmp_path / "wh")))
     with pytest.raises(RestoreError, match="a restore writes into iceberg://, mysql://, tidb://"):
-        target_for("parquet:///x", catalog)
+        target_for("parquet:///x", options)
     for bad in ("iceberg://", "iceberg://a.b", "iceberg://_binlake"):
         with pytest.raises(RestoreError, match="give iceberg://NAMESPACE"):
-            target_for(bad, catalog)
-    assert target_for("iceberg://asof", catalog).describe() == "iceberg://asof"
-    assert target_for("tidb://root@127.0.0.1:4000", catalog).describe() == "tidb://root@127.0.0.1:4000"
+            target_for(bad, options)
+    assert target_for("iceberg://asof", options).describe() == "iceberg://asof"
+    assert (tmp_path / "wh").is_dir()   # the [iceberg] warehouse is the one the target writes in
+    assert target_for("tidb://root@127.0.0.1:4000", options).describe() == "tidb://root@127.0.0.1:4000"

@@ -122,7 +122,8 @@ def test_a_dry_run_changes_nothing_anywhere(env: Env, sink: str, maybe_maria: Ma
 
 TOY_PLUGIN = '''
 """A sink outside binlake: it counts each run's row changes per table into a JSON file; as a restore
-target (``toy:///PATH``), the rows of each table at the ts."""
+target (``toy:///PATH``), the rows of each table at the ts; as a reader (``verify --against
+toy:///PATH``), those counts compared with the upstream's."""
 from __future__ import annotations
 
 import json
@@ -133,8 +134,9 @@ from pydantic import Field
 
 from ingest.config import Str, TomlModel
 from sink.base import Sink, TableReport
-from sink.plugin import Capabilities, Flag, SinkContext, SinkSpec
+from sink.plugin import Capabilities, Flag, SinkContext, SinkSpec, Verifier
 from sink.restore import RestoreTarget, RowWriter, WriterSession
+from sink.verify_report import TableResult, VerifyReport
 
 
 class ToySettings(TomlModel):
@@ -209,19 +211,42 @@ class ToyRestore(RestoreTarget):
         pass
 
 
+class ToyVerifier(Verifier):
+    """The row counts a restore into toy:// wrote, against the upstream's at the ts."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def checkpoint(self) -> int | None:
+        return None
+
+    def compare(self, upstream, ts, tables) -> VerifyReport:
+        held = json.loads(self.path.read_text())
+        results = []
+        for name, rows in sorted(upstream.items()):
+            n = held.get(name, 0)
+            results.append(TableResult(name, to_ts=ts, upstream_rows=len(rows), mirror_rows=n,
+                                       problems=[] if n == len(rows) else [f"{n} rows held, {len(rows)} upstream"]))
+        return VerifyReport(ts, results)
+
+
 class ToySpec(SinkSpec[ToySettings]):
     names = ("toy",)
     section = "toy"
     config = ToySettings
-    capabilities = Capabilities()
+    capabilities = Capabilities(verify=True)
     flags = (Flag("--toy-file", "toy.file", "where the toy sink counts"),)
     restore_schemes = ("toy",)
+    against_schemes = ("toy",)
 
     def open(self, ctx: SinkContext[ToySettings]) -> Sink:
         return ToySink(Path(ctx.settings.file), ctx.dry_run)
 
-    def restore_target(self, uri: str, lake, settings: ToySettings) -> RestoreTarget:
+    def restore_target(self, uri: str, settings: ToySettings) -> RestoreTarget:
         return ToyRestore(Path(urlsplit(uri).path))
+
+    def verifier(self, ctx: SinkContext[ToySettings], against: str | None) -> Verifier:
+        return ToyVerifier(Path(urlsplit(against or "").path))
 
 
 SPEC = ToySpec()
@@ -254,8 +279,8 @@ def toy_package(tmp_path: Path) -> Iterator[str]:
 
 
 def test_a_sink_from_its_own_package_joins_with_one_registration_line(env: Env, toy_package: str) -> None:
-    """One line registers the toy package's sink and its restore target: drains into it, and a restore
-    from the lake into it."""
+    """One line registers the toy package's sink, its restore target and its reader: drains into it, a
+    restore from the lake into it, and ``verify --against`` reading what the restore wrote."""
     registry.register(toy_package)                                    # the one registration line
 
     assert "toy" in registry.names() and registry.spec_for("TOY").names == ("toy",)
@@ -263,6 +288,7 @@ def test_a_sink_from_its_own_package_joins_with_one_registration_line(env: Env, 
     toml.write_text(f'[syncer]\ndb-type = "toy"\n[toy]\nfile = "{env.root / "counts.json"}"\n')
     o = load_config(drainer_model(), toml, {"registry": env.options.registry, "pd-urls": env.options.pd_urls,
                                             "upstream.status-url": env.options.upstream.status_url,
+                                            "upstream.dsn": env.options.upstream.dsn,
                                             "data-dir": env.options.data_dir, "spark.master": "local[2]"})
     with pytest.raises(Exception, match="unknown configuration key 'toy.nothing'"):
         load_config(drainer_model(), None, {"toy.nothing": 1})
@@ -289,6 +315,16 @@ def test_a_sink_from_its_own_package_joins_with_one_registration_line(env: Env, 
     restored = env.root / "restored.json"
     counts = run_restore_command(env.options, first["to_ts"], f"toy://{restored}", out=io.StringIO())
     assert json.loads(restored.read_text()) == counts and counts["test.toy_t"] == 3   # {1, 2, 4}
+
+    # ... and a reader: verify --against toy:// compares what the restore wrote with the upstream then
+    from binlake.drain import run_verify_command
+
+    only = o.model_copy(update={"tables": [("test", "toy_t")]})
+    out = io.StringIO()
+    assert run_verify_command(only, first["to_ts"], out=out, against=f"toy://{restored}") == 0, out.getvalue()
+    assert "test.toy_t" in out.getvalue()
+    restored.write_text(json.dumps({"test.toy_t": 4}))
+    assert run_verify_command(only, first["to_ts"], out=io.StringIO(), against=f"toy://{restored}") == 1
     assert lake["to_ts"] >= second["to_ts"]
     with pytest.raises(Exception, match="a restore writes into iceberg://, mysql://, tidb://, toy://"):
         run_restore_command(env.options, first["to_ts"], "ftp://x", out=io.StringIO())
