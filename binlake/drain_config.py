@@ -169,6 +169,9 @@ class DrainerBase(TomlModel):
     # says Synced. A batch run reads the registry when it starts and is synced when it ends.
     detect_interval: Int = Field(default=5, alias="detect-interval", ge=1)
     synced_check_time: Int = Field(default=5, alias="synced-check-time", ge=0)
+    # --follow: stop (registry state paused, exit 1) after this many runs in a row failed with errors that
+    # are not binlake's (bugs); 0: never. binlake's transient errors are retried with backoff regardless.
+    max_failed_runs: Int = Field(default=10, alias="max-failed-runs", ge=0)
     tables: Annotated[list[tuple[str, str]], BeforeValidator(parse_tables)] = Field(default_factory=list)
     upstream: UpstreamSection = Field(default_factory=UpstreamSection)
     syncer: SyncerSection = Field(default_factory=SyncerSection)

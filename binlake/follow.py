@@ -38,7 +38,7 @@ from binlake.report import PlanReport, RunReport
 from binlake.tso_clock import UpdateClock
 from ingest.config import ConfigError
 from ingest.frontdoor import FrontDoor
-from ingest.http2.calls import Call, Method, Methods, RpcAbort
+from ingest.http2 import Call, Method, Methods, RpcAbort
 from ingest.httpserver import GuardedHandler, warn_if_plain
 from ingest.peerlog import PeerLog
 from ingest.registry import load_registry
@@ -50,6 +50,7 @@ from schemas import cistern_pb2
 from schemas.errors import BinlakeError, is_terminal
 
 log = logging.getLogger(__name__)
+MAX_BACKOFF = 300.0   # seconds: the longest wait between failed runs (unless the interval is longer)
 
 
 def _cistern(security: SecurityConfig) -> Methods:
@@ -188,11 +189,18 @@ class Follower:
 
     # ---- loop ------------------------------------------------------------------------------
 
+    def retry_wait(self, failures: int) -> float:
+        """Seconds before the next run after ``failures`` failed runs in a row: the interval, doubled
+        after each further failure, at most :data:`MAX_BACKOFF` (or the interval, when longer)."""
+        return float(min(self.interval * 2 ** min(failures - 1, 30), max(self.interval, MAX_BACKOFF)))
+
     def run(self) -> int:
-        """Follow until stopped; 0 on a clean stop. A failed run is retried after the interval unless
-        its error is terminal (``schemas.errors``: a cluster-id mismatch, an incompatible schema
-        change, corrupt data, …): the follower then stops as on ``pause`` and re-raises it (the
-        command prints it and exits 1)."""
+        """Follow until stopped; 0 on a clean stop. A failed run is retried after :meth:`retry_wait`
+        unless its error is terminal (``schemas.errors``: a cluster-id mismatch, an incompatible schema
+        change, corrupt data, …) or, for an error that is not binlake's (a bug: its traceback is
+        logged), the ``max-failed-runs``-th such run in a row: the follower then stops as on
+        ``pause`` and re-raises it (the command prints it and exits 1). The gauge
+        ``binlake_drain_failed_runs_in_a_row`` counts the failed runs since the last success."""
         self.checkpoint = self.saved_checkpoint()
         self.metrics.observe_checkpoint(self.checkpoint)
         self._start_servers()
@@ -202,20 +210,39 @@ class Follower:
         self._register(ONLINE)
         beat = threading.Thread(target=self._heartbeat, daemon=True, name="drainer-heartbeat")
         beat.start()
-        fatal: BinlakeError | None = None
+        fatal: Exception | None = None
+        failures = unexpected = 0
+        limit = self.options.max_failed_runs
         try:
             while not self.stop.is_set():
                 try:
                     report = run_drain_command(self.options, out=self.out, register=self.at, metrics=self.metrics)
-                except Exception as e:  # noqa: BLE001 (a failed run is retried after the interval, unless terminal)
+                except Exception as e:  # a failed run is retried, unless terminal or past the limit
+                    failures += 1
+                    self.metrics.failed_in_a_row.set(failures)
                     print(f"binlake drain --follow: run failed: {e}", file=self.out, flush=True)
                     if is_terminal(e):
                         print(f"binlake drain --follow: {type(e).__name__} is a terminal error: not retried, "
                               f"stopping", file=self.out, flush=True)
                         fatal = e
                         break
-                    self.stop.wait(self.interval)
+                    if not isinstance(e, BinlakeError):
+                        unexpected += 1
+                        log.error("run failed with an error that is not binlake's (%d in a row)", unexpected,
+                                  exc_info=e)
+                        if limit and unexpected >= limit:
+                            print(f"binlake drain --follow: {unexpected} runs in a row failed with errors that are "
+                                  f"not binlake's ({type(e).__name__}; max-failed-runs = {limit}): stopping",
+                                  file=self.out, flush=True)
+                            fatal = e
+                            break
+                    wait = self.retry_wait(failures)
+                    print(f"binlake drain --follow: {failures} failed run(s) in a row, the next in {wait:g} s",
+                          file=self.out, flush=True)
+                    self.stop.wait(wait)
                     continue
+                failures = unexpected = 0
+                self.metrics.failed_in_a_row.set(0)
                 self._account(report)
                 if report.checkpoint_after is not None:
                     self.at(report.checkpoint_after)

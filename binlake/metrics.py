@@ -97,6 +97,8 @@ class DrainerMetrics:
                              "row changes dropped: written to a table id that had ended before they committed",
                              registry=r)
         self.success = Gauge("binlake_drain_last_run_success", "1 when the last run succeeded, else 0", registry=r)
+        self.failed_in_a_row = Gauge("binlake_drain_failed_runs_in_a_row", "failed runs since the last success "
+                                     "(follow mode; 0 after a success)", registry=r)
         self.finished = Gauge("binlake_drain_last_run_timestamp_seconds", "when the last run ended", registry=r)
         self.to_ts = Gauge("binlake_drain_last_run_to_ts", "the last run's range end (a TSO)", registry=r)
         self.rows = Gauge("binlake_drain_last_run_row_changes", "row changes of the last run per table and op",

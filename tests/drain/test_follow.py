@@ -189,3 +189,41 @@ def test_status_says_synced_after_synced_check_time_without_rows(minutes: int, s
     time.sleep(0.01)
     assert follower.status()["Synced"] is synced
     assert follower.interval == options.detect_interval == 5
+
+
+def test_a_bug_is_retried_with_backoff_and_stops_the_follower_at_the_limit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run failing with an error that is not binlake's (a bug) is retried after a growing wait, the
+    metric counts the failures in a row, and the ``max-failed-runs``-th stops the follower (entry
+    paused) with that error; the waits never exceed the cap. Unit test of ``binlake.follow``: the run
+    itself is replaced."""
+    import binlake.follow as follow
+
+    calls: list[float] = []
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        calls.append(time.monotonic())
+        raise ZeroDivisionError("a bug in a run")
+
+    monkeypatch.setattr(follow, "run_drain_command", broken)
+    registry = f"file://{tmp_path / 'registry.json'}"
+    options = DrainerConfig(registry=registry, cluster_id=7, max_failed_runs=3, data_dir=str(tmp_path / "d"),
+                            addr=f"127.0.0.1:{free_port()}", status_addr=f"127.0.0.1:{free_port()}")
+    options.syncer.db_type = "parquet"
+    out = io.StringIO()
+    follower = Follower(options, 0.2, out)
+    with pytest.raises(ZeroDivisionError, match="a bug in a run"):
+        follower.run()
+    text = out.getvalue()
+    assert len(calls) == 3 and text.count("run failed: a bug in a run") == 3, text
+    assert "3 runs in a row failed with errors that are not binlake's (ZeroDivisionError; max-failed-runs = 3)" in text
+    assert "1 failed run(s) in a row, the next in 0.2 s" in text and "the next in 0.4 s" in text
+    assert calls[2] - calls[1] >= 0.35 > calls[1] - calls[0] >= 0.15   # the wait doubled
+    assert follower.metrics.failed_in_a_row._value.get() == 3
+    entry = load_registry(registry)
+    try:
+        assert entry.get_node(DRAINER, "binlake-drain").state == PAUSED
+    finally:
+        entry.close()
+    assert [Follower(options, 10, out).retry_wait(n) for n in (1, 2, 6, 40)] == [10, 20, 300, 300]
+    assert Follower(options, 900, out).retry_wait(5) == 900   # an interval above the cap is kept
