@@ -26,6 +26,14 @@ Unary (the pump client's WriteBinlog):
 - ``GrpclibWriteChannel``: grpclib on an event loop thread; a synchronous caller's ``write`` is
   ``asyncio.run_coroutine_threadsafe`` of the method call (what a threaded caller like ours pays).
 - ``grpclib_unary_async``: ``tasks`` coroutines on one loop calling sequentially (the best case).
+
+Server (``bench/http2_server.py`` weighs it against ours, ``ingest.http2.GrpcConnection``):
+- ``H2ServerProtocol`` / ``serve_h2``: gRPC on an ``h2`` server connection
+  (``H2Configuration(client_side=False)``), an ``asyncio.Protocol`` on the same kind of loop ours runs
+  on (uvloop, one thread), advertising ours' limits (4,096 streams, 1 MiB stream window, 16 MiB
+  connection window, 1 MiB frames); unary and server-streaming handlers (messages sent as the
+  client's windows allow, in DATA frames of at most 128 KiB, h2's best size, the transport's
+  back-pressure honoured).
 """
 from __future__ import annotations
 
@@ -45,6 +53,7 @@ import h2.config
 import h2.connection
 import h2.events
 import h2.exceptions
+import h2.settings
 import hyperframe.frame
 from grpclib.client import Channel, UnaryUnaryMethod
 from grpclib.config import Configuration
@@ -54,7 +63,7 @@ from grpclib.exceptions import GRPCError, StreamTerminatedError
 from h2.errors import ErrorCodes
 from h2.settings import SettingCodes
 
-from ingest.http2.framing import CONNECT_TIMEOUT, WireRpcError, http_error, rst_error, trailers_error
+from ingest.http2 import CONNECT_TIMEOUT, WireRpcError, http_error, rst_error, trailers_error
 from schemas import pump_pb2
 from upstream.pump_client.h2channel import UnaryCall
 
@@ -784,3 +793,193 @@ def grpclib_unary_async(addr: str, calls: int, tasks: int, payload: int, warmup:
     finally:
         loop.close()
     return used / done * 1e6, done / wall
+
+
+# ---- h2: a gRPC server ----------------------------------------------------------------------------
+
+SERVER_STREAMS = 4096               # the limits ours advertises (ingest.http2.server): concurrent streams,
+SERVER_STREAM_WINDOW = 1 << 20      # stream receive window,
+SERVER_CONN_WINDOW = 16 << 20       # connection receive window,
+SERVER_MAX_FRAME = 1 << 20          # largest frame accepted,
+SERVER_HEADER_LIST = 64 << 10       # decoded header list
+SERVER_SEND_CHUNK = 128 << 10       # DATA frames h2 sends at most: its best over 16 KiB-16 MiB (2026-12-06:
+                                    # 16 MiB frames, 1.3 ms CPU/MiB, 128 KiB 0.36; every frame size is copied)
+_RESPONSE_HEADERS = [(b":status", b"200"), (b"content-type", b"application/grpc")]
+_TRAILERS_OK = [(b"grpc-status", b"0")]
+
+UnaryHandler = Callable[[bytes], bytes]
+StreamHandler = Callable[[bytes], AsyncGenerator[bytes, None]]
+
+
+def _h2_server_config() -> h2.config.H2Configuration:
+    """Server side, headers as bytes, validation and normalization off (ours validates no more)."""
+    return h2.config.H2Configuration(client_side=False, header_encoding=None,
+                                     validate_inbound_headers=False, validate_outbound_headers=False,
+                                     normalize_inbound_headers=False, normalize_outbound_headers=False)
+
+
+class H2ServerProtocol(asyncio.Protocol):
+    """One client connection of a gRPC server built on ``h2``, on an asyncio (uvloop) loop like ours:
+    unary handlers answer at once (headers, message, trailers queued together), streaming handlers
+    are async generators whose messages leave as the client's windows open; what ``h2`` queues is
+    written once per ``data_received`` or per message. No deadlines, gzip or limits beyond h2's own:
+    a benchmark peer, not a product."""
+
+    def __init__(self, unary: dict[str, UnaryHandler], streaming: dict[str, StreamHandler]) -> None:
+        self.unary = unary
+        self.streaming = streaming
+        self.conn = h2.connection.H2Connection(config=_h2_server_config())
+        self.transport: asyncio.Transport | None = None
+        self.paths: dict[int, bytes] = {}
+        self.bodies: dict[int, list[bytes]] = {}
+        self.tasks: dict[int, asyncio.Task[None]] = {}
+        self.window: asyncio.Event | None = None
+        self.drained: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio.Transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn = self.conn
+        conn.local_settings = h2.settings.Settings(client=False, initial_values={
+            SettingCodes.MAX_CONCURRENT_STREAMS: SERVER_STREAMS, SettingCodes.INITIAL_WINDOW_SIZE: SERVER_STREAM_WINDOW,
+            SettingCodes.MAX_FRAME_SIZE: SERVER_MAX_FRAME, SettingCodes.MAX_HEADER_LIST_SIZE: SERVER_HEADER_LIST})
+        conn.max_inbound_frame_size = SERVER_MAX_FRAME
+        conn.initiate_connection()
+        conn.increment_flow_control_window(SERVER_CONN_WINDOW - 65535)
+        self._write()
+
+    def _write(self) -> None:
+        out = self.conn.data_to_send()
+        if out and self.transport is not None and not self.transport.is_closing():
+            self.transport.write(out)
+
+    def data_received(self, data: bytes) -> None:
+        conn = self.conn
+        try:
+            events = conn.receive_data(data)
+        except h2.exceptions.ProtocolError:
+            self._write()                          # h2 queued its GOAWAY
+            if self.transport is not None:
+                self.transport.close()
+            return
+        for ev in events:
+            if isinstance(ev, h2.events.RequestReceived):
+                self.paths[ev.stream_id] = dict(ev.headers).get(b":path", b"")
+                self.bodies[ev.stream_id] = []
+            elif isinstance(ev, h2.events.DataReceived):
+                body = self.bodies.get(ev.stream_id)
+                if body is not None:
+                    body.append(ev.data)
+                conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+            elif isinstance(ev, h2.events.StreamEnded):
+                self._dispatch(ev.stream_id)
+            elif isinstance(ev, (h2.events.WindowUpdated, h2.events.RemoteSettingsChanged)):
+                if self.window is not None:
+                    self.window.set()
+            elif isinstance(ev, h2.events.StreamReset):
+                self._forget(ev.stream_id)
+            elif isinstance(ev, h2.events.ConnectionTerminated):
+                if self.transport is not None:
+                    self.transport.close()
+        self._write()
+
+    def _dispatch(self, sid: int) -> None:
+        path = self.paths.pop(sid, b"").decode()
+        chunks = self.bodies.pop(sid, [])
+        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        request = bytes(data[5:])                  # one message, uncompressed: what our clients send
+        unary = self.unary.get(path)
+        if unary is not None:
+            body = _prefixed(unary(request))
+            conn = self.conn
+            if len(body) <= min(conn.local_flow_control_window(sid), conn.max_outbound_frame_size):
+                conn.send_headers(sid, _RESPONSE_HEADERS)
+                conn.send_data(sid, body)
+                conn.send_headers(sid, _TRAILERS_OK, end_stream=True)
+            else:
+                self.tasks[sid] = asyncio.ensure_future(self._stream(sid, _one_message(body[5:])))
+            return
+        streaming = self.streaming.get(path)
+        if streaming is not None:
+            self.tasks[sid] = asyncio.ensure_future(self._stream(sid, streaming(request)))
+            return
+        self.conn.send_headers(sid, [*_RESPONSE_HEADERS, (b"grpc-status", b"12")], end_stream=True)
+
+    async def _stream(self, sid: int, messages: AsyncGenerator[bytes, None]) -> None:
+        """Send ``messages`` as the windows allow, then the OK trailers."""
+        conn = self.conn
+        try:
+            conn.send_headers(sid, _RESPONSE_HEADERS)
+            async for message in messages:
+                await self._send_message(sid, message)
+            conn.send_headers(sid, _TRAILERS_OK, end_stream=True)
+            self._write()
+        except (h2.exceptions.StreamClosedError, ConnectionError):
+            pass
+        finally:
+            self.tasks.pop(sid, None)
+            await messages.aclose()
+
+    async def _send_message(self, sid: int, message: bytes) -> None:
+        conn = self.conn
+        prefix = b"\0" + len(message).to_bytes(4, "big")
+        view = memoryview(message)
+        while prefix or view:
+            room = min(conn.local_flow_control_window(sid), conn.max_outbound_frame_size)
+            if room < len(prefix) + (1 if view else 0):
+                self._write()
+                self.window = self.window or asyncio.Event()
+                self.window.clear()
+                await self.window.wait()
+                continue
+            if prefix:          # a frame of its own: joining it to a large message would copy the message
+                conn.send_data(sid, prefix)
+                prefix = b""
+                continue
+            n = min(room, len(view), SERVER_SEND_CHUNK)
+            conn.send_data(sid, view[:n])
+            view = view[n:]
+            self._write()
+            if self.drained is not None:
+                await self.drained
+
+    def pause_writing(self) -> None:
+        self.drained = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        if self.drained is not None and not self.drained.done():
+            self.drained.set_result(None)
+        self.drained = None
+
+    def _forget(self, sid: int) -> None:
+        self.paths.pop(sid, None)
+        self.bodies.pop(sid, None)
+        task = self.tasks.pop(sid, None)
+        if task is not None:
+            task.cancel()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        for task in list(self.tasks.values()):
+            task.cancel()
+        self.tasks.clear()
+        if self.window is not None:
+            self.window.set()
+        self.resume_writing()
+
+
+def _prefixed(message: bytes) -> bytes:
+    return b"\0" + len(message).to_bytes(4, "big") + message
+
+
+async def _one_message(message: bytes) -> AsyncGenerator[bytes, None]:
+    yield message
+
+
+async def serve_h2(host: str, port: int, unary: dict[str, UnaryHandler],
+                   streaming: dict[str, StreamHandler]) -> asyncio.AbstractServer:
+    """Listen on ``host:port`` (0: any free port) with ``H2ServerProtocol`` on the running loop."""
+    loop = asyncio.get_running_loop()
+    return await loop.create_server(lambda: H2ServerProtocol(unary, streaming), host, port, backlog=1024,
+                                    reuse_address=True)

@@ -25,7 +25,7 @@ MiB/s are of record payload (marshalled binlogs) for raw frames and scan, of fil
 With ``--libs`` (the default), each round also scans through other HTTP/2 clients, consumed the same
 way (every message through ``ScanBatch`` and ``batch_to_arrow``, records and payload bytes checked
 against our reader's), and prints client CPU per MiB of payload, MiB/s and pump cores for each:
-grpcio (plain text, the path ``ScanClient`` takes with TLS), ours (``ingest.http2.stream``: the scan
+grpcio (plain text, the baseline: no ``ScanClient`` path uses it), ours (``ingest.http2.stream``: the scan
 row above), ``h2`` on a blocking socket on the caller's thread, and ``grpclib`` through a synchronous
 wrapper and consumed in a coroutine (its best case); see ``bench/http2_libs.py``. Client CPU is this
 process's user + system time during the scan (all its threads); the pump's is sampled from its pid.
@@ -73,7 +73,7 @@ from bench._common import (
     vlog_files,
     wait_watermark,
 )
-from ingest.http2.framing import HTTP2_OPTIONS
+from ingest.http2 import HTTP2_OPTIONS
 from ingest.scan_client import MAX_MESSAGE, ScanBatch, ScanClient
 from schemas import binlake_pb2
 from transform.pull import batch_to_arrow

@@ -8,7 +8,8 @@ client preface makes it a gRPC connection (``ingest.http2.server``); anything el
 when ``ssl-ca`` is set, ALPN settles on ``http/1.1`` for clients offering it (curl, browsers) and
 ``h2`` for gRPC clients, which offer only that, and ``cert-allowed-cn`` is checked per call or
 request. A client that sends nothing for ``SNIFF_TIMEOUT`` seconds (or never finishes the
-TLS handshake) is disconnected. TCP addresses and a unix socket use the same code.
+TLS handshake) is disconnected, and so is a TLS client at once when the door speaks plain text.
+TCP addresses and a unix socket use the same code.
 
 ``FrontDoor`` runs on an event loop of its own thread (uvloop), started and stopped from any thread.
 """
@@ -25,9 +26,7 @@ from typing import Any, TypeVar
 
 import uvloop
 
-from ingest.http2.calls import Methods
-from ingest.http2.framing import PREFACE
-from ingest.http2.server import GrpcConnection
+from ingest.http2 import PREFACE, GrpcConnection, Methods
 from ingest.httpserver import GuardedHandler, Http1, HttpSide
 from ingest.peerlog import PeerLog
 from ingest.security import SecurityConfig
@@ -37,6 +36,7 @@ log = logging.getLogger(__name__)
 SNIFF_TIMEOUT = 10.0       # seconds a new connection has to send its first bytes
 HANDSHAKE_TIMEOUT = 10.0   # seconds a client has to finish the TLS handshake
 SOCKET_MODE = 0o660        # a unix socket: the owner's user and group may connect
+TLS_HANDSHAKE = 0x16       # the first byte of a TLS ClientHello record; no HTTP/1.1 request starts with it
 T = TypeVar("T")
 
 
@@ -73,6 +73,10 @@ class _Door(asyncio.Protocol):
             if len(self.buf) < len(PREFACE):
                 return
             self._grpc()
+            return
+        if self.buf[0] == TLS_HANDSHAKE and not self.front.security.enabled:
+            self._sniffed()   # a TLS client at a plain-text door: closed now, its handshake fails at once
+            self.close()
             return
         self._http1()
 

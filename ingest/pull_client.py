@@ -11,19 +11,16 @@ nothing to look up elsewhere: a commit whose prewrite the pump lacks is not sent
 """
 from __future__ import annotations
 
-import queue
-import threading
+import ssl
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import grpc
 from google.protobuf.message import DecodeError
 
 from ingest.errors import IngestError, MalformedBinlog
-from ingest.http2.framing import HTTP2_OPTIONS, WireRpcError
-from ingest.http2.stream import stream_call
+from ingest.http2 import stream_call
 from schemas import binlog_pb2, pump_pb2
 
 METHOD = "/binlog.Pump/PullBinlogs"
@@ -72,39 +69,28 @@ def parse_answer(raw: bytes | bytearray, addr: str) -> Pulled:
 
 
 class PullClient:
-    """Reads one pump's PullBinlogs stream. ``credentials`` enables TLS (through grpcio); without TLS
-    the stream is read by ``ingest.http2.stream``. ``compressor`` is TiDB's drainer option: ``gzip``
-    asks the pump to compress the stream (grpc-go servers answer in the request's encoding).
+    """Reads one pump's PullBinlogs stream through ``ingest.http2.stream``; ``tls`` (a client context,
+    ``SecurityConfig.h2_client_context()``) enables TLS. ``compressor`` is TiDB's drainer option:
+    ``gzip`` asks the pump to compress the stream (grpc-go servers answer in the request's encoding).
     ``idle_timeout``: the longest silence of the pump before the read fails with DEADLINE_EXCEEDED
-    (an idle pump sends a fake binlog every few seconds). Errors are ``grpc.RpcError`` with the
-    pump's status code, or :class:`PullStreamError`."""
+    (an idle pump sends a fake binlog every few seconds), with TLS as without. Errors are
+    ``grpc.RpcError`` with the pump's status code, or :class:`PullStreamError`."""
 
     def __init__(self, addr: str, cluster_id: int, idle_timeout: float = 120.0,
-                 credentials: grpc.ChannelCredentials | None = None, compressor: str = "") -> None:
+                 tls: ssl.SSLContext | None = None, compressor: str = "") -> None:
         if compressor not in COMPRESSORS:
             raise ValueError(f"compressor {compressor!r} is not one of {COMPRESSORS}")
         self.addr = addr
         self.cluster_id = cluster_id
         self.idle_timeout = idle_timeout
-        self.credentials = credentials
+        self.tls = tls
         self.compressor = compressor
 
     def _answers(self, after: int) -> Iterator[bytes | bytearray]:
         request = pump_pb2.PullBinlogReq(clusterID=self.cluster_id,
                                          startFrom=pump_pb2.Pos(suffix=0, offset=after)).SerializeToString()
-        if self.credentials is None:
-            yield from stream_call(self.addr, METHOD, request, self.idle_timeout, MAX_MESSAGE,
-                                   gzip=self.compressor == "gzip")
-            return
-        opts = [("grpc.max_receive_message_length", MAX_MESSAGE), *HTTP2_OPTIONS]
-        with grpc.secure_channel(self.addr, self.credentials, opts) as channel:
-            call = channel.unary_stream(METHOD, request_serializer=None, response_deserializer=None)
-            compression = grpc.Compression.Gzip if self.compressor == "gzip" else None
-            answers = call(request, compression=compression)
-            try:
-                yield from _with_idle_timeout(answers, self.idle_timeout)
-            finally:
-                answers.cancel()
+        yield from stream_call(self.addr, METHOD, request, self.idle_timeout, MAX_MESSAGE,
+                               gzip=self.compressor == "gzip", tls=self.tls)
 
     def binlogs(self, after: int) -> Iterator[Pulled]:
         """Every binlog with commit ts above ``after``, ascending, without end (the caller stops
@@ -152,43 +138,3 @@ class PullClient:
             return item
         raise AssertionError("binlogs() never ends without an error")
 
-
-def _with_idle_timeout(answers: Any, idle_timeout: float) -> Iterator[bytes]:
-    """The messages of a grpcio stream, failing with DEADLINE_EXCEEDED after ``idle_timeout`` seconds
-    without one (grpcio's own deadline bounds the whole call, not a silence). A reader thread hands
-    them over through a small queue; it ends when the stream does or when the caller stops."""
-    box: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=8)
-    stop = threading.Event()
-
-    def hand_over(kind: str, value: Any) -> bool:
-        while not stop.is_set():
-            try:
-                box.put((kind, value), timeout=0.5)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def read() -> None:
-        try:
-            for raw in answers:
-                if not hand_over("message", raw):
-                    return
-            hand_over("end", None)
-        except grpc.RpcError as exc:
-            hand_over("error", exc)
-
-    threading.Thread(target=read, name="pull-binlogs-reader", daemon=True).start()
-    try:
-        while True:
-            try:
-                kind, value = box.get(timeout=idle_timeout)
-            except queue.Empty:
-                raise WireRpcError(grpc.StatusCode.DEADLINE_EXCEEDED, f"sent nothing for {idle_timeout:g}s") from None
-            if kind == "error":
-                raise value
-            if kind == "end":
-                return
-            yield value
-    finally:
-        stop.set()

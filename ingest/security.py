@@ -102,6 +102,16 @@ class SecurityConfig(TomlModel):
         self._load_chain(ctx)
         return ctx
 
+    def h2_client_context(self) -> ssl.SSLContext | None:
+        """A gRPC client context for ``ingest.http2``'s reader, from the files grpcio's channel
+        credentials are built from: this certificate presented, the server's chain checked against
+        ``ssl-ca`` (else the system's CAs) and its host name against the address dialled, ALPN ``h2``;
+        None without TLS (as ``grpc_channel_credentials``)."""
+        ctx = self.client_context()
+        if ctx is not None:
+            ctx.set_alpn_protocols(["h2"])
+        return ctx
+
     def database_context(self, where: str) -> ssl.SSLContext:
         """A client context for a MySQL-protocol server (MySQL, MariaDB, TiDB): its certificate checked
         against ``ssl-ca`` (else the system's CAs) and its host name, this certificate presented when

@@ -111,3 +111,35 @@ def test_a_pump_process_loads_no_drainer_stage() -> None:
             "print(rc, sorted(m for m in sys.modules if m.split('.')[0] in heavy))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.stdout.strip() == "1 []", out.stdout + out.stderr
+
+
+def http2_internals(path: Path) -> list[str]:
+    """The imports in ``path`` of an ``ingest.http2`` submodule (``ingest.http2.framing``, or
+    ``from ingest.http2 import framing``) rather than the package's public names."""
+    submodules = {p.stem for p in (ROOT / "ingest" / "http2").glob("*.py")} - {"__init__"}
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names if node.module == "ingest.http2"]
+        found += [f"{path.name}:{node.lineno}: imports {n}" for n in names
+                  if n.startswith("ingest.http2.") and n.split(".")[2] in submodules]
+    return found
+
+
+def test_only_ingest_http2_imports_its_submodules(tmp_path: Path) -> None:
+    """Outside ``ingest/http2/`` (and ``tests/``), code imports ``ingest.http2``'s public API, never a
+    submodule; the check names an import that does."""
+    skip = (ROOT / "ingest" / "http2", ROOT / "tests")
+    found = [v for top in sorted(ROOT.iterdir())
+             if top.is_dir() and not top.name.startswith(".") and not top.name.endswith(".egg-info")
+             for path in sorted(top.rglob("*.py")) if not any(path.is_relative_to(s) for s in skip)
+             for v in http2_internals(path)]
+    assert found == []
+    bad = tmp_path / "bad.py"
+    bad.write_text("import ingest.http2.server\nfrom ingest.http2.framing import frame\n"
+                   "from ingest.http2 import stream, stream_call\nfrom ingest.http2 import WireRpcError\n")
+    assert http2_internals(bad) == ["bad.py:1: imports ingest.http2.server", "bad.py:2: imports ingest.http2.framing",
+                                    "bad.py:3: imports ingest.http2.stream"]

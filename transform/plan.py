@@ -106,8 +106,8 @@ def make_plan(registry_uri: str, cluster_id: int, from_ts: int, to_ts: int | Non
     gone = [n for n in every if n.state == OFFLINE and n.max_commit_ts > from_ts]
     if not nodes:
         raise PlanError(f"no pump that is not offline is registered in {registry_uri}")
-    credentials = security.grpc_channel_credentials()
-    targets = [_target(node, cluster_id, timeout, credentials, compressor, security.client_context())
+    grpc_tls, http_tls = security.h2_client_context(), security.client_context()
+    targets = [_target(node, cluster_id, timeout, grpc_tls, compressor, http_tls)
                for node in sorted(nodes, key=lambda n: n.node_id)]
     floor = min(t.watermark for t in targets)
     notes = []
@@ -135,12 +135,13 @@ CATCH_UP_QUIET = 0.5    # seconds of silence that end a PullBinlogs pump's water
 CATCH_UP_BUDGET = 2.0   # seconds the read may take at most
 
 
-def _target(node: NodeStatus, cluster_id: int, timeout: float, credentials: grpc.ChannelCredentials | None,
+def _target(node: NodeStatus, cluster_id: int, timeout: float, grpc_tls: ssl.SSLContext | None,
             compressor: str, tls: ssl.SSLContext | None) -> PumpTarget:
-    """How to read ``node`` and its watermark: PumpScan's Watermark, else the PullBinlogs probe."""
+    """How to read ``node`` and its watermark: PumpScan's Watermark, else the PullBinlogs probe
+    (``grpc_tls``: TLS of the gRPC calls, ``tls``: of the HTTP API)."""
     where = f"pump {node.node_id} at {node.host} (state {node.state})"
     try:
-        with ScanClient(node.host, cluster_id, timeout=timeout, credentials=credentials) as client:
+        with ScanClient(node.host, cluster_id, timeout=timeout, tls=grpc_tls) as client:
             wm = client.watermark()
         return PumpTarget(node.node_id, node.host, wm.state or node.state, wm.max_commit_ts, wm.gc_ts)
     except grpc.RpcError as e:
@@ -148,12 +149,12 @@ def _target(node: NodeStatus, cluster_id: int, timeout: float, credentials: grpc
             raise _answer_error(where, "its watermark", e) from e
         scan_error = f"{e.code().name} {e.details()}"
     # no PumpScan (TiDB Binlog's pump): its registry watermark, confirmed by its PullBinlogs stream
-    puller = PullClient(node.host, cluster_id, idle_timeout=timeout, credentials=credentials, compressor=compressor)
+    puller = PullClient(node.host, cluster_id, idle_timeout=timeout, tls=grpc_tls, compressor=compressor)
     try:
         first = puller.first(max(node.max_commit_ts - 1, 0))
         # the registry entry lags a heartbeat, and stops moving while the pump waits to go offline: read
         # on to what the pump has emitted by now (it sends what it holds at once, new binlogs within 0.1 s)
-        caught_up = PullClient(node.host, cluster_id, idle_timeout=CATCH_UP_QUIET, credentials=credentials,
+        caught_up = PullClient(node.host, cluster_id, idle_timeout=CATCH_UP_QUIET, tls=grpc_tls,
                                compressor=compressor).latest(first.commit_ts, CATCH_UP_BUDGET)
     except grpc.RpcError as e:
         if e.code() == grpc.StatusCode.UNIMPLEMENTED:

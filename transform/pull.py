@@ -148,8 +148,8 @@ def scan_range(addr: str, cluster_id: int, from_ts: int, to_ts: int, source: int
                security: SecurityConfig | None = None, reads: PumpReads | None = None) -> Iterator[pa.RecordBatch]:
     """Every prewrite and real commit of one pump with key ts in ``(from_ts, to_ts]`` (TLS with
     ``security``); every record received is counted in ``reads``."""
-    credentials = security.grpc_channel_credentials() if security else None
-    with ScanClient(addr, cluster_id, timeout=600.0, credentials=credentials) as client:
+    tls = security.h2_client_context() if security else None
+    with ScanClient(addr, cluster_id, timeout=600.0, tls=tls) as client:
         for batch in client.scan_batches(from_ts, to_ts):
             if len(batch.tp):
                 if reads is not None:
@@ -164,8 +164,8 @@ def pull_range(addr: str, cluster_id: int, from_ts: int, to_ts: int, source: int
     prewrite row (the joined binlog) and a commit row each. ``to_ts`` must not be above the pump's
     watermark: the read ends at the first binlog at or past it. Every binlog received (fake ones
     too) is counted in ``reads``."""
-    credentials = security.grpc_channel_credentials() if security else None
-    client = PullClient(addr, cluster_id, idle_timeout, credentials, compressor)
+    tls = security.h2_client_context() if security else None
+    client = PullClient(addr, cluster_id, idle_timeout, tls, compressor)
     tp: list[int] = []
     start: list[int] = []
     commit: list[int] = []
@@ -229,14 +229,14 @@ def split_range(from_ts: int, to_ts: int, parts: int) -> list[tuple[int, int]]:
 def lookup_prewrites(addrs: Iterable[str], cluster_id: int, start_ts: list[int],
                      security: SecurityConfig | None = None) -> pa.Table:
     """The prewrites of ``start_ts`` found on any of the pumps (one row per start_ts; TLS with ``security``)."""
-    credentials = security.grpc_channel_credentials() if security else None
+    tls = security.h2_client_context() if security else None
     found: dict[int, bytes] = {}
     wanted = set(start_ts)
     for addr in addrs:
         missing = sorted(wanted - set(found))
         if not missing:
             break
-        with ScanClient(addr, cluster_id, timeout=120.0, credentials=credentials) as client:
+        with ScanClient(addr, cluster_id, timeout=120.0, tls=tls) as client:
             for rec in client.lookup_prewrites(missing):
                 if rec.tp == bl.PREWRITE and rec.start_ts in wanted:
                     found.setdefault(rec.start_ts, rec.payload)

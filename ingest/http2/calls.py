@@ -93,11 +93,12 @@ class Head(NamedTuple):
     gzip_in: bool
     gzip_out: bool
     error: tuple[grpc.StatusCode, str] | None = None
+    length: int | None = None     # content-length, when the request gives one (gRPC clients do not)
 
 
 def request_head(headers: list[tuple[bytes, bytes]]) -> Head:
     path = method = content_type = b""
-    timeout = encoding = accept = None
+    timeout = encoding = accept = length = None
     for name, value in headers:
         if name == b":path":
             path = value
@@ -111,7 +112,9 @@ def request_head(headers: list[tuple[bytes, bytes]]) -> Head:
             encoding = value
         elif name == b"grpc-accept-encoding":
             accept = value
-    if method != b"POST" or not path:
+        elif name == b"content-length":
+            length = value
+    if method != b"POST" or not path or (length is not None and not length.isdigit()):
         return Head(RESET, "", None, False, False)
     if not content_type.startswith(b"application/grpc"):
         return Head(UNSUPPORTED_MEDIA, "", None, False, False)
@@ -128,7 +131,8 @@ def request_head(headers: list[tuple[bytes, bytes]]) -> Head:
                          (grpc.StatusCode.UNIMPLEMENTED, f"grpc-encoding {encoding!r} is not supported"))
         gzip_in = True
     gzip_out = gzip_in and accept is not None and b"gzip" in accept
-    return Head(OK, path.decode("utf-8", "replace"), seconds, gzip_in, gzip_out)
+    return Head(OK, path.decode("utf-8", "replace"), seconds, gzip_in, gzip_out,
+                length=int(length) if length is not None else None)
 
 
 def gunzip(data: bytes, limit: int) -> bytes:

@@ -1,11 +1,11 @@
-"""The gRPC-over-HTTP/2 wire pieces binlake's own clients share (without grpcio): frame layout
-(RFC 9113), the request header block, and how an HTTP/2 or gRPC ending
-maps to a ``grpc.StatusCode``.
+"""The gRPC-over-HTTP/2 wire pieces binlake's own clients and server share (without grpcio): frame
+layout (RFC 9113), the request header block, and how an HTTP/2 or gRPC ending maps to a
+``grpc.StatusCode``.
 
-Two clients build on it: the Drainer's range-scan reader (``ingest.http2.stream``) and the emulated
-TiDB's WriteBinlog channel (``upstream.pump_client.h2channel``). Both speak plain text only; TLS
-stays on grpcio. ``HTTP2_OPTIONS`` are the grpcio channel/server options the pump and the scan
-client use for MiB-sized messages.
+Clients build on it: the Drainer's call reader (``ingest.http2.stream``, plain text and TLS) and the
+emulated TiDB's WriteBinlog channel (``upstream.pump_client.h2channel``, plain text only).
+``HTTP2_OPTIONS`` are the grpcio channel options for MiB-sized messages, for the grpcio clients that
+remain (the scan benchmark's grpcio baseline).
 """
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ MAX_WINDOW = (1 << 31) - 1
 MAX_STREAM_ID = (1 << 31) - 1
 CONNECT_TIMEOUT = 3.0
 # Larger HTTP/2 frames and stream windows for MiB-sized scan batches (a bare grpc stream of 4 MiB
-# messages went from ~0.4-0.6 to ~0.6-0.8 GiB/s on the 2-core VM); grpcio servers and channels of
-# the scan path use them.
+# messages went from ~0.4-0.6 to ~0.6-0.8 GiB/s on the 2-core VM); the grpcio channel of the scan
+# benchmark's baseline uses them.
 HTTP2_OPTIONS = [("grpc.http2.max_frame_size", 1 << 20), ("grpc.http2.lookahead_bytes", 64 << 20)]
 
 # RST_STREAM / GOAWAY error codes -> gRPC status, as gRPC's HTTP/2 transport maps them.
@@ -103,11 +103,11 @@ def hpack_string(value: bytes) -> bytes:
     return bytes(out) + value
 
 
-def request_headers(authority: str, path: str, gzip: bool = False) -> bytes:
+def request_headers(authority: str, path: str, gzip: bool = False, tls: bool = False) -> bytes:
     """The HPACK block of a gRPC unary request: static-table indexes and literals, never indexed;
-    ``gzip``: the request is gzip-compressed and gzip responses are accepted."""
+    ``gzip``: the request is gzip-compressed and gzip responses are accepted; ``tls``: ``:scheme https``."""
     block = (b"\x83"                                          # :method POST (static 3)
-             + b"\x86"                                        # :scheme http (static 6)
+             + (b"\x87" if tls else b"\x86")                 # :scheme https (static 7) or http (6)
              + b"\x04" + hpack_string(path.encode())         # :path, name = static 4
              + b"\x01" + hpack_string(authority.encode())    # :authority, name = static 1
              + b"\x0f\x10" + hpack_string(b"application/grpc")  # content-type, name = static 31

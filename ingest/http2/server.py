@@ -72,8 +72,11 @@ from ingest.http2.framing import (
     hpack_string,
 )
 from ingest.http2.hpack_decoder import HeaderListTooLarge, HpackDecoder, HpackError
+from ingest.peerlog import PeerLog
 
 log = logging.getLogger(__name__)
+# connections ended for a protocol error: one line per client per minute, however many it opens
+protocol_errors = PeerLog(log)
 
 # HTTP/2 error codes (RFC 9113 §7)
 NO_ERROR, PROTOCOL_ERROR, INTERNAL_ERROR, FLOW_CONTROL_ERROR = 0x0, 0x1, 0x2, 0x3
@@ -96,6 +99,32 @@ _DATA_TYPE: Final = bytes((DATA, 0))
 _TRAILERS_HEAD: Final = len(TRAILERS_OK).to_bytes(3, "big") + bytes((HEADERS, END_HEADERS | END_STREAM))
 HEAD_MEMO: Final = 512                 # decoded request heads remembered per connection
 HEAD_MEMO_BLOCK: Final = 1024          # of header blocks up to this size
+_PSEUDO: Final = frozenset((b":method", b":scheme", b":path", b":authority"))   # a request's (RFC 9113 §8.3.1)
+_REQUIRED: Final = frozenset((b":method", b":scheme", b":path"))
+_CONNECTION_FIELDS: Final = frozenset((b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding",
+                                       b"upgrade"))
+_MALFORMED: Final = Head(RESET, "", None, False, False)
+
+
+def malformed(headers: list[tuple[bytes, bytes]]) -> bool:
+    """A request header list RFC 9113 calls malformed (a stream error PROTOCOL_ERROR, §8.1.1): a field
+    name with uppercase letters (§8.2.1), a connection-specific field or ``te`` other than ``trailers``
+    (§8.2.2), a pseudo-header unknown, repeated or after a regular field, or ``:method``, ``:scheme``
+    or ``:path`` missing (§8.3)."""
+    seen: set[bytes] = set()
+    regular = False
+    for name, value in headers:
+        if name[:1] == b":":
+            if regular or name not in _PSEUDO or name in seen:
+                return True
+            seen.add(name)
+        else:
+            regular = True
+            if name.lower() != name or name in _CONNECTION_FIELDS or (name == b"te" and value != b"trailers"):
+                return True
+    return not _REQUIRED <= seen
+
+
 class ConnectionError_(Exception):
     """A connection-level protocol error: GOAWAY with ``code``, then close."""
 
@@ -110,7 +139,7 @@ def frame_header(length: int, typ: int, flags: int, sid: int) -> bytes:
 
 class _Stream:
     __slots__ = ("sid", "method", "call", "data", "closed_remote", "answered", "send_window", "task", "timer",
-                 "gzip_in", "gzip_out", "unacked", "waiter", "headers_sent", "ready", "started")
+                 "gzip_in", "gzip_out", "unacked", "waiter", "headers_sent", "ready", "started", "length")
 
     def __init__(self, sid: int, send_window: int) -> None:
         self.sid = sid
@@ -129,6 +158,7 @@ class _Stream:
         self.headers_sent = False
         self.ready = False               # the request message was handed to the handler
         self.started = 0.0               # time.monotonic() at the handler's start (when the method observes)
+        self.length: int | None = None   # request bytes still due by its content-length (None: none given)
 
 
 class GrpcConnection(asyncio.Protocol):
@@ -288,7 +318,7 @@ class GrpcConnection(asyncio.Protocol):
             self.loop.call_soon(self.flush)
 
     def _fail(self, code: int, message: str) -> None:
-        log.info("closing the HTTP/2 connection of %s: %s", self.peer, message)
+        protocol_errors.warn(self.peer, f"closed an HTTP/2 connection: {message}")
         debug = message.encode()[:256]
         self.out.append(frame_header(8 + len(debug), GOAWAY, 0, 0) + self.last_sid.to_bytes(4, "big")
                         + code.to_bytes(4, "big") + debug)
@@ -359,7 +389,8 @@ class GrpcConnection(asyncio.Protocol):
         head = self.heads.get(block)
         if head is None:
             try:
-                head = request_head(decoder.decode(block))
+                headers = decoder.decode(block)
+                head = _MALFORMED if malformed(headers) else request_head(headers)
             except HpackError as exc:
                 raise ConnectionError_(COMPRESSION_ERROR, f"header block: {exc}") from None
             except HeaderListTooLarge as exc:
@@ -376,6 +407,9 @@ class GrpcConnection(asyncio.Protocol):
                 raise ConnectionError_(PROTOCOL_ERROR, "a second HEADERS without END_STREAM")
             self._remote_end(st)
             return
+        if sid % 2 and sid <= self.last_sid and end_stream:
+            self._reset(sid, STREAM_CLOSED)         # trailers on a stream already closed: a stream error
+            return
         if sid % 2 == 0 or sid <= self.last_sid:
             raise ConnectionError_(PROTOCOL_ERROR, f"HEADERS on stream {sid}, which cannot open now")
         self.last_sid = sid
@@ -385,6 +419,11 @@ class GrpcConnection(asyncio.Protocol):
         st = _Stream(sid, self.peer_window)
         st.closed_remote = end_stream
         self.streams[sid] = st
+        if head.length is not None:
+            if end_stream and head.length:
+                self._reset(sid, PROTOCOL_ERROR)    # a content-length but no DATA: malformed
+                return
+            st.length = head.length
         kind = head.kind
         if kind is not OK:
             if kind is RESET:
@@ -433,6 +472,11 @@ class GrpcConnection(asyncio.Protocol):
             if not payload or payload[0] >= n:
                 raise ConnectionError_(PROTOCOL_ERROR, "DATA padding longer than the frame")
             payload = payload[1:n - payload[0]]
+        if st.length is not None:
+            st.length -= len(payload)
+            if st.length < 0 or (flags & END_STREAM and st.length):
+                self._reset(sid, PROTOCOL_ERROR)    # DATA other than the content-length: malformed
+                return
         if st.answered or st.ready:
             if flags & END_STREAM:
                 self._remote_end(st)
@@ -666,7 +710,9 @@ class GrpcConnection(asyncio.Protocol):
             return
         st = self.streams.get(sid)
         if st is None:
-            return
+            if sid > self.last_sid:
+                raise ConnectionError_(PROTOCOL_ERROR, f"WINDOW_UPDATE on idle stream {sid}")
+            return                           # a stream we already answered or reset
         if inc == 0:
             self._reset(sid, PROTOCOL_ERROR)
             return

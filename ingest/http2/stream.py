@@ -1,5 +1,6 @@
-"""Server-streaming gRPC calls over a plain-text HTTP/2 connection, each response message read from
-the socket straight into its own buffer (the scan client's fast path; TLS stays on grpcio).
+"""Server-streaming and unary gRPC calls over one HTTP/2 connection per call, plain text or TLS,
+each response message read from the socket straight into its own buffer (the Drainer's reader of
+Scan, LookupPrewrites, Watermark and PullBinlogs).
 
 Why: grpcio's Python client assembles every received message from its slices into a new object and
 hands it between its threads. For the MiB-sized RecordBatches of a range scan that cost about
@@ -14,6 +15,14 @@ Promises of ``stream_call``:
   status (also from a trailers-only answer), ``UNAVAILABLE`` when the connection fails or is lost,
   ``DEADLINE_EXCEEDED`` when the server sends nothing for ``idle_timeout`` seconds,
   ``RESOURCE_EXHAUSTED`` for a message over ``max_message``, ``INTERNAL`` for a protocol violation.
+- With ``tls`` (a client ``ssl.SSLContext``, e.g. ``SecurityConfig.h2_client_context()``) the
+  socket is wrapped for the host of ``addr`` (the context decides what is verified: the
+  certificate chain and the host name when it checks them) and the same HTTP/2 follows; the server
+  must agree to ALPN ``h2`` or offer no ALPN. Connecting gets ``CONNECT_TIMEOUT`` and the TLS
+  handshake ``HANDSHAKE_TIMEOUT`` (each ``idle_timeout`` if shorter); a refused connection, a failed
+  or unfinished handshake (wrong CA, a server without TLS) and a refused ALPN are ``UNAVAILABLE``
+  with the reason, never a longer wait. After the handshake ``idle_timeout`` means what it means in
+  plain text.
 - One connection per call; it is closed when the generator ends, also when the caller stops early
   (the server then sees the call cancelled).
 - With ``gzip`` the request is sent gzip-compressed and gzip answers are asked for (grpc-go servers
@@ -23,12 +32,16 @@ Promises of ``stream_call``:
 - The request is sent within the server's flow-control windows and frame size. The receive windows
   are 1 GiB and are re-opened as frames arrive; a caller that stops reading stops the server
   through TCP, not through an unbounded buffer here.
+
+``unary_call`` is ``stream_call`` for a method that answers with one message: that message, or
+``INTERNAL`` when an OK call carried none or several.
 """
 from __future__ import annotations
 
 import collections
 import gzip as gzip_format
 import socket
+import ssl
 import zlib
 from collections.abc import Iterator
 
@@ -70,26 +83,28 @@ WINDOW = 1 << 30               # what the server may send before it sees a WINDO
 MAX_FRAME = (1 << 24) - 1      # the largest DATA frame we accept (RFC 9113's maximum)
 READ_BUFFER = 1 << 16          # frame headers and small frames are read through a buffer this large
 STREAM = 1                     # the one stream of the connection
+UNIX_HOST = "localhost"        # the authority and TLS host name of a ``unix:`` address
+# A TCP connect is the kernel's work; a TLS handshake needs the server process's CPU too, so it gets
+# longer: the front door's own limit for a client's handshake (ingest.frontdoor.HANDSHAKE_TIMEOUT).
+HANDSHAKE_TIMEOUT = 10.0
 _CANCEL = 0x8
 
 
 class _Call:
     """One streaming call on its own connection, driven by the caller's thread."""
 
-    def __init__(self, addr: str, idle_timeout: float, max_message: int, gzip: bool = False) -> None:
-        host, _, port = addr.rpartition(":")
+    def __init__(self, addr: str, idle_timeout: float, max_message: int, gzip: bool = False,
+                 tls: ssl.SSLContext | None = None) -> None:
         self.gzip = gzip
-        self.authority = addr
+        self.tls = tls is not None
         self.idle_timeout = idle_timeout
         self.max_message = max_message
-        try:
-            self.sock = socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)),
-                                                 timeout=min(CONNECT_TIMEOUT, idle_timeout))
-        except (OSError, ValueError) as exc:
-            raise WireRpcError(grpc.StatusCode.UNAVAILABLE, f"failed to connect to {addr}: {exc}") from exc
+        raw, host = _dial(addr, min(CONNECT_TIMEOUT, idle_timeout))
+        self.addr = addr                               # named in errors
+        self.authority = UNIX_HOST if addr.startswith("unix:") else addr
+        self.sock = raw if tls is None else _handshake(raw, tls, host, addr, min(HANDSHAKE_TIMEOUT, idle_timeout))
         try:
             self.sock.settimeout(idle_timeout)
-            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except OSError as exc:
             self.sock.close()
             raise WireRpcError(grpc.StatusCode.UNAVAILABLE, f"failed to set up {addr}: {exc}") from exc
@@ -119,11 +134,14 @@ class _Call:
             n = self.sock.recv_into(view)
         except TimeoutError as exc:
             raise WireRpcError(grpc.StatusCode.DEADLINE_EXCEEDED,
-                               f"{self.authority} sent nothing for {self.idle_timeout:g}s") from exc
+                               f"{self.addr} sent nothing for {self.idle_timeout:g}s") from exc
+        except ssl.SSLError as exc:   # e.g. the server's alert refusing our certificate (TLS 1.3)
+            raise WireRpcError(grpc.StatusCode.UNAVAILABLE, f"TLS with {self.addr} failed: {_reason(exc)}"
+                               ) from exc
         except OSError as exc:
-            raise WireRpcError(grpc.StatusCode.UNAVAILABLE, f"connection to {self.authority} lost: {exc}") from exc
+            raise WireRpcError(grpc.StatusCode.UNAVAILABLE, f"connection to {self.addr} lost: {exc}") from exc
         if not n:
-            raise WireRpcError(grpc.StatusCode.UNAVAILABLE, f"connection to {self.authority} closed by the server")
+            raise WireRpcError(grpc.StatusCode.UNAVAILABLE, f"connection to {self.addr} closed by the server")
         return n
 
     def _read(self, n: int) -> bytes:
@@ -159,9 +177,12 @@ class _Call:
             self.sock.sendall(data)
         except TimeoutError as exc:
             raise WireRpcError(grpc.StatusCode.DEADLINE_EXCEEDED,
-                               f"{self.authority} took no data for {self.idle_timeout:g}s") from exc
+                               f"{self.addr} took no data for {self.idle_timeout:g}s") from exc
+        except ssl.SSLError as exc:
+            raise WireRpcError(grpc.StatusCode.UNAVAILABLE, f"TLS with {self.addr} failed: {_reason(exc)}"
+                               ) from exc
         except OSError as exc:
-            raise WireRpcError(grpc.StatusCode.UNAVAILABLE, f"connection to {self.authority} lost: {exc}") from exc
+            raise WireRpcError(grpc.StatusCode.UNAVAILABLE, f"connection to {self.addr} lost: {exc}") from exc
 
     # -- request ----------------------------------------------------------------------------------
     def start(self, method: str, request: bytes) -> None:
@@ -171,7 +192,7 @@ class _Call:
                             ((S_ENABLE_PUSH, 0), (S_INITIAL_WINDOW_SIZE, WINDOW), (S_MAX_FRAME_SIZE, MAX_FRAME)))
         self._send(PREFACE + frame(SETTINGS, 0, 0, settings)
                    + frame(WINDOW_UPDATE, 0, 0, (WINDOW - 65535).to_bytes(4, "big"))
-                   + frame(HEADERS, END_HEADERS, STREAM, request_headers(self.authority, method, self.gzip)))
+                   + frame(HEADERS, END_HEADERS, STREAM, request_headers(self.authority, method, self.gzip, self.tls)))
         if self.gzip:
             request = gzip_format.compress(request, mtime=0)
         body = memoryview(bytes((int(self.gzip),)) + len(request).to_bytes(4, "big") + request)
@@ -250,7 +271,7 @@ class _Call:
             if last < STREAM:
                 code = int.from_bytes(payload[4:8], "big")
                 raise WireRpcError(grpc.StatusCode.UNAVAILABLE,
-                                   f"{self.authority} sent GOAWAY (HTTP/2 error 0x{code:x}); stream not processed")
+                                   f"{self.addr} sent GOAWAY (HTTP/2 error 0x{code:x}); stream not processed")
         elif typ == WINDOW_UPDATE:
             inc = int.from_bytes(payload[:4], "big") & MAX_WINDOW
             if sid == 0:
@@ -325,13 +346,13 @@ class _Call:
         try:
             out = inflater.decompress(data, self.max_message + 1)
         except zlib.error as exc:
-            raise WireRpcError(grpc.StatusCode.INTERNAL, f"a gzip message from {self.authority} is corrupt: {exc}"
+            raise WireRpcError(grpc.StatusCode.INTERNAL, f"a gzip message from {self.addr} is corrupt: {exc}"
                                ) from exc
         if len(out) > self.max_message:
             raise WireRpcError(grpc.StatusCode.RESOURCE_EXHAUSTED,
                                f"Received message larger than max (over {self.max_message} bytes inflated)")
         if not inflater.eof:
-            raise WireRpcError(grpc.StatusCode.INTERNAL, f"a gzip message from {self.authority} is truncated")
+            raise WireRpcError(grpc.StatusCode.INTERNAL, f"a gzip message from {self.addr} is truncated")
         return bytearray(out)
 
     def _on_header_block(self) -> None:
@@ -356,7 +377,7 @@ class _Call:
         self.ended = True
 
     def _protocol(self, what: str) -> WireRpcError:
-        return WireRpcError(grpc.StatusCode.INTERNAL, f"HTTP/2 protocol error from {self.authority}: {what}")
+        return WireRpcError(grpc.StatusCode.INTERNAL, f"HTTP/2 protocol error from {self.addr}: {what}")
 
     def close(self) -> None:
         """Cancel the stream unless it ended, and close the connection."""
@@ -369,13 +390,93 @@ class _Call:
         self.sock.close()
 
 
+def _dial(addr: str, timeout: float) -> tuple[socket.socket, str]:
+    """A connected socket to ``host:port`` (TCP, no Nagle delay) or ``unix:PATH`` (``unix:///PATH``
+    too), and the host name TLS checks (``UNIX_HOST`` for a unix socket)."""
+    try:
+        if addr.startswith("unix:"):
+            path = addr[len("unix:"):]
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.settimeout(timeout)
+                sock.connect(path[2:] if path.startswith("///") else path)
+            except OSError:
+                sock.close()
+                raise
+            return sock, UNIX_HOST
+        host, _, port = addr.rpartition(":")
+        host = host.strip("[]") or "127.0.0.1"
+        sock = socket.create_connection((host, int(port)), timeout=timeout)
+    except (OSError, ValueError) as exc:
+        raise WireRpcError(grpc.StatusCode.UNAVAILABLE, f"failed to connect to {addr}: {exc}") from exc
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    except OSError as exc:
+        sock.close()
+        raise WireRpcError(grpc.StatusCode.UNAVAILABLE, f"failed to set up {addr}: {exc}") from exc
+    return sock, host
+
+
+def _reason(exc: ssl.SSLError) -> str:
+    """What went wrong in TLS, in OpenSSL's words (the certificate check's own message when it failed)."""
+    if isinstance(exc, ssl.SSLCertVerificationError) and exc.verify_message:
+        return f"certificate verify failed: {exc.verify_message}"
+    if isinstance(exc, ssl.SSLEOFError):   # our front door refusing a client certificate closes so
+        return f"the server closed the connection ({exc}): did it refuse our certificate?"
+    return str(exc.reason or exc)
+
+
+def _handshake(raw: socket.socket, tls: ssl.SSLContext, host: str, addr: str, timeout: float) -> ssl.SSLSocket:
+    """``raw`` wrapped by ``tls`` for ``host``, the handshake finished within ``timeout`` seconds and
+    ALPN on ``h2`` (or none); ``UNAVAILABLE`` with the reason otherwise, the socket closed."""
+    try:
+        sock = tls.wrap_socket(raw, server_hostname=host, do_handshake_on_connect=False)
+    except (OSError, ValueError) as exc:
+        raw.close()
+        raise WireRpcError(grpc.StatusCode.UNAVAILABLE, f"TLS with {addr} could not start: {exc}") from exc
+    try:
+        sock.settimeout(timeout)
+        sock.do_handshake()
+    except TimeoutError as exc:
+        sock.close()
+        raise WireRpcError(grpc.StatusCode.UNAVAILABLE, f"TLS handshake with {addr} did not finish in "
+                           f"{timeout:g}s (does it speak TLS?)") from exc
+    except (ssl.SSLEOFError, ConnectionError) as exc:   # closed or reset in the middle
+        sock.close()
+        raise WireRpcError(grpc.StatusCode.UNAVAILABLE, f"TLS handshake with {addr} failed: the server closed "
+                           f"the connection (a server without TLS, or one refusing our certificate)") from exc
+    except ssl.SSLError as exc:
+        sock.close()
+        raise WireRpcError(grpc.StatusCode.UNAVAILABLE, f"TLS handshake with {addr} failed: {_reason(exc)}"
+                           ) from exc
+    except OSError as exc:
+        sock.close()
+        raise WireRpcError(grpc.StatusCode.UNAVAILABLE, f"TLS handshake with {addr} failed: {exc}") from exc
+    protocol = sock.selected_alpn_protocol()
+    if protocol not in (None, "h2"):
+        sock.close()
+        raise WireRpcError(grpc.StatusCode.UNAVAILABLE, f"{addr} chose {protocol!r} by ALPN, not h2")
+    return sock
+
+
 def stream_call(addr: str, method: str, request: bytes, idle_timeout: float,
-                max_message: int, gzip: bool = False) -> Iterator[bytearray]:
-    """Call the server-streaming ``method`` (e.g. ``/binlake.v1.PumpScan/Scan``) at ``host:port``
-    with a serialized request and yield the response messages (see the module's promises)."""
-    call = _Call(addr, idle_timeout, max_message, gzip)
+                max_message: int, gzip: bool = False, tls: ssl.SSLContext | None = None) -> Iterator[bytearray]:
+    """Call the server-streaming ``method`` (e.g. ``/binlake.v1.PumpScan/Scan``) at ``host:port`` (or
+    ``unix:PATH``) with a serialized request and yield the response messages (see the module's promises)."""
+    call = _Call(addr, idle_timeout, max_message, gzip, tls)
     try:
         call.start(method, request)
         yield from call.messages()
     finally:
         call.close()
+
+
+def unary_call(addr: str, method: str, request: bytes, idle_timeout: float, max_message: int,
+               tls: ssl.SSLContext | None = None) -> bytearray:
+    """Call the unary ``method`` at ``host:port`` (or ``unix:PATH``): its one response message (see the
+    module's promises)."""
+    answers = list(stream_call(addr, method, request, idle_timeout, max_message, tls=tls))
+    if len(answers) != 1:
+        raise WireRpcError(grpc.StatusCode.INTERNAL, f"{addr} answered the unary {method} with "
+                           f"{len(answers)} messages")
+    return answers[0]

@@ -19,7 +19,7 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError, Message
 
-from ingest.http2.calls import Call, Method, Reply, RpcAbort
+from ingest.http2 import Call, Method, Reply, RpcAbort
 from ingest.peerlog import PeerLog
 from ingest.security import SecurityConfig
 

@@ -23,7 +23,7 @@ import grpc
 
 from ingest.errors import DiskFull, IngestError, MalformedBinlog, NotOnline, StorageClosed
 from ingest.frontdoor import FrontDoor
-from ingest.http2.calls import Call, Methods, Reply, RpcAbort
+from ingest.http2 import Call, Methods, Reply, RpcAbort
 from ingest.httpserver import warn_if_plain
 from ingest.peerlog import PeerLog
 from ingest.pump.config import PumpConfig

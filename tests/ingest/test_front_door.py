@@ -295,7 +295,7 @@ def test_stream_errors_leave_the_connection_serving(door: Door) -> None:
         c.send(c.headers(7, "/t.T/Echo", content_type="text/html"), c.message(7, b""))
         c.until(lambda t, f, s, p: t == HEADERS and s == 7)
         assert c.last_headers[":status"] == "415"
-        c.send(frame(WINDOW_UPDATE, 0, 9, (0).to_bytes(4, "big")))           # on an idle stream: ignored
+        c.send(frame(WINDOW_UPDATE, 0, 7, (1).to_bytes(4, "big")))           # on a closed stream: ignored
         c.send(c.headers(11, "/t.T/Echo"), c.message(11, b"still here"))
         _, _, _, data = c.until(lambda t, f, s, p: t == DATA and s == 11)
         assert data[5:] == b"still here"
@@ -337,6 +337,34 @@ def test_connection_errors_get_goaway_with_the_rfc_code(door: Door, attack: Call
     with _channel(door.port) as ch:                                           # the server serves on
         assert ch.unary_unary("/t.T/Echo", request_serializer=_ident, response_deserializer=_ident)(
             b"ok", timeout=5) == b"ok"
+
+
+def test_a_client_breaking_many_connections_is_logged_once_a_minute(door: Door, caplog: pytest.LogCaptureFixture,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """However many connections one client ends with a protocol error, the pump writes one line about
+    it per minute; the next line says how many were held back."""
+    from ingest.http2 import server
+
+    monkeypatch.setattr(server, "protocol_errors", PeerLog(server.log))
+    caplog.set_level(logging.INFO, logger=server.log.name)
+    for _ in range(40):
+        c = RawH2(door.port)
+        try:
+            c.send(frame(PING, 0, 0, b"1234"))
+            assert c.goaway_code() == FRAME_SIZE_ERROR
+        finally:
+            c.close()
+    lines = [r.getMessage() for r in caplog.records if r.name == server.log.name]
+    assert lines == ["127.0.0.1: closed an HTTP/2 connection: malformed PING"], lines
+    server.protocol_errors._last["127.0.0.1"] = (-1e9, 39)      # a minute later: one line, with the count
+    c = RawH2(door.port)
+    try:
+        c.send(frame(PING, 0, 0, b"1234"))
+        assert c.goaway_code() == FRAME_SIZE_ERROR
+    finally:
+        c.close()
+    assert [r.getMessage() for r in caplog.records if r.name == server.log.name][-1].endswith(
+        "(39 more from this client held back)")
 
 
 def test_streams_over_the_limit_are_refused_and_rst_cancels(door: Door) -> None:

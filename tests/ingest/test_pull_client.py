@@ -1,22 +1,22 @@
 """``ingest.pull_client`` against a grpcio server that plays a pump's ``/binlog.Pump/PullBinlogs``:
 the request TiDB's drainer sends, a range read that stops at ``to_ts``, streams that end early, go
-backwards or carry no binlog, gzip both ways, and the grpcio (TLS) path's silence limit."""
+backwards or carry no binlog, gzip both ways, and TLS with the same silence limit."""
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
 from concurrent import futures
-from typing import Any
+from pathlib import Path
 
 import grpc
 import pytest
 
 from ingest import binlog as bl
 from ingest.errors import MalformedBinlog
-from ingest.http2.framing import WireRpcError
-from ingest.http2.stream import stream_call
+from ingest.http2 import WireRpcError, stream_call
 from ingest.pull_client import PullClient, PullStreamError
 from schemas import binlog_pb2, pump_pb2
+from tests.certs import tls_world
 from upstream.local import free_port
 
 CLUSTER = 42
@@ -142,18 +142,26 @@ def test_gzip_is_asked_for_and_read_from_a_compressing_server() -> None:
         server.stop(0)
 
 
-def test_the_grpcio_path_reads_compresses_and_times_out_a_silent_pump() -> None:
+def test_tls_reads_compresses_and_times_out_a_silent_pump(tmp_path: Path) -> None:
+    """Over TLS (a grpcio server with a certificate, mutual TLS) the same reader reads gzip answers,
+    and ``idle_timeout`` bounds the pump's silence as it does in plain text."""
+    world = tls_world(tmp_path)
     pump = FakePump()
     pump.script = [(10, 11, bl.COMMIT), (13, 15, bl.COMMIT)]
-    server, addr = _serve(pump, compression=grpc.Compression.Gzip, credentials=grpc.local_server_credentials())
-    creds: Any = grpc.local_channel_credentials()
+    server, addr = _serve(pump, compression=grpc.Compression.Gzip,
+                          credentials=world.server.grpc_server_credentials())
+    tls = world.client.h2_client_context()
     try:
-        client = PullClient(addr, CLUSTER, idle_timeout=5, credentials=creds, compressor="gzip")
+        client = PullClient(addr, CLUSTER, idle_timeout=5, tls=tls, compressor="gzip")
         assert [p.commit_ts for p in client.read_range(0, 15)] == [11, 15]
-        silent = PullClient(addr, CLUSTER, idle_timeout=0.5, credentials=creds)
+        silent = PullClient(addr, CLUSTER, idle_timeout=0.5, tls=tls)
+        began = time.monotonic()
         with pytest.raises(grpc.RpcError) as err:
             list(silent.read_range(0, 16))
-        assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED and time.monotonic() - began < 3
+        with pytest.raises(grpc.RpcError) as err:
+            list(PullClient(addr, CLUSTER, idle_timeout=5).read_range(0, 16))   # plain text to a TLS server
+        assert err.value.code() == grpc.StatusCode.UNAVAILABLE
     finally:
         server.stop(0)
 

@@ -1,15 +1,18 @@
 """TLS on every link, link by link: a good certificate is accepted; no certificate, a certificate of
 another CA, and a certificate whose CN ``cert-allowed-cn`` does not list are refused.
 
-Links: TiDB → pump (gRPC WriteBinlog), drainer → pump (the scan API, ``make_plan``), anyone → the
-pump's HTTP API (and ``binlake ctl`` through it), pump → drainer (``Cistern/Notify``) and the
-following drainer's HTTP API, every component → etcd (the registry).
+Links: TiDB → pump (gRPC WriteBinlog), drainer → pump (the scan API through ``ScanClient``'s HTTP/2
+reader over TLS, ``make_plan``), anyone → the pump's HTTP API (and ``binlake ctl`` through it), pump →
+drainer (``Cistern/Notify``) and the following drainer's HTTP API, every component → etcd (the
+registry).
 """
 from __future__ import annotations
 
 import io
 import socket
 import ssl
+import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -21,16 +24,19 @@ import pytest
 
 from binlake.drain_config import DrainerConfig
 from binlake.follow import Follower
+from ingest import binlog as bl
 from ingest import ctl
 from ingest.errors import CtlError, RegistryError
+from ingest.http2 import HANDSHAKE_TIMEOUT, WireRpcError
+from ingest.http2 import stream as stream_module  # the handshake's limit, shortened for a test
 from ingest.pump.node import Node, NotifyError
 from ingest.registry import EtcdRegistry, FileRegistry, load_registry
 from ingest.registry.base import DRAINER, ONLINE, PUMP, NodeStatus
-from ingest.scan_client import ScanClient
+from ingest.scan_client import ScanClient, records
 from ingest.security import SecurityConfig
 from schemas import pump_pb2, pump_pb2_grpc
-from tests.certs import TLSWorld, security_toml, tls_world
-from tests.ingest.helpers import prewrite
+from tests.certs import Authority, TLSWorld, security_toml, tls_world
+from tests.ingest.helpers import commit, prewrite
 from transform.plan import PlanError, PumpUnreachableError, make_plan
 from upstream.local import PumpProcess, free_port, http
 
@@ -47,6 +53,15 @@ def _channel_credentials(sec: SecurityConfig) -> grpc.ChannelCredentials:
     if creds is None:   # only ssl-ca: a client that trusts the server but presents no certificate
         creds = grpc.ssl_channel_credentials(Path(sec.ssl_ca).read_bytes())
     return creds
+
+
+def _h2_context(sec: SecurityConfig) -> ssl.SSLContext:
+    """``ScanClient``'s TLS for ``sec`` (only ssl-ca: trusts the server, presents no certificate)."""
+    ctx = sec.h2_client_context()
+    if ctx is None:
+        ctx = ssl.create_default_context(cafile=sec.ssl_ca)
+        ctx.set_alpn_protocols(["h2"])
+    return ctx
 
 
 def _write(addr: str, sec: SecurityConfig | None, cluster_id: int, payload: bytes) -> grpc.StatusCode:
@@ -93,18 +108,117 @@ def test_pump_grpc_admits_only_allowed_certificates(tls_pump: PumpProcess, tso: 
     assert "PERMISSION_DENIED" not in tls_pump.log_tail() and "intruder" in tls_pump.log_tail()
 
     # the drainer's link: the scan API and the run's plan
-    with ScanClient(tls_pump.addr, cid, timeout=5, credentials=_channel_credentials(world.client)) as c:
+    with ScanClient(tls_pump.addr, cid, timeout=5, tls=_h2_context(world.client)) as c:
         assert c.watermark().node_id == "pump-tls"
-    for bad in (world.intruder, world.stranger, world.no_cert):
-        with ScanClient(tls_pump.addr, cid, timeout=5, credentials=_channel_credentials(bad)) as c:
-            with pytest.raises(grpc.RpcError):
+    for bad, code in ((world.intruder, grpc.StatusCode.PERMISSION_DENIED),
+                      (world.stranger, grpc.StatusCode.UNAVAILABLE), (world.no_cert, grpc.StatusCode.UNAVAILABLE)):
+        with ScanClient(tls_pump.addr, cid, timeout=5, tls=_h2_context(bad)) as c:
+            with pytest.raises(grpc.RpcError) as err:
                 c.watermark()
+            assert err.value.code() == code, err.value
     registry = tls_pump.registry
     plan = make_plan(registry, cid, 0, security=world.client)
     assert [p.node_id for p in plan.pumps] == ["pump-tls"]
     with pytest.raises(PlanError, match="refused its watermark: PERMISSION_DENIED") as refused:
         make_plan(registry, cid, 0, security=world.intruder)
     assert not isinstance(refused.value, PumpUnreachableError)   # it answered: no relay-log recovery
+
+
+def _wait_watermark(client: ScanClient, ts: int) -> None:
+    deadline = time.monotonic() + 20
+    while client.watermark().max_commit_ts < ts:
+        assert time.monotonic() < deadline, f"watermark never reached {ts}"
+        time.sleep(0.1)
+
+
+def test_scan_client_reads_a_tls_pump_as_written(tls_pump: PumpProcess, tso: Any, ts: Callable[[], int],
+                                                 world: TLSWorld) -> None:
+    """ScanClient's HTTP/2 reader over TLS (ALPN h2, mutual TLS): Scan in one batch and in many, and
+    LookupPrewrites, return exactly the binlogs written."""
+    cid = tso.cluster_id
+    written: dict[int, tuple[int, bytes]] = {}   # start ts -> (commit ts, prewrite value)
+    with grpc.secure_channel(tls_pump.addr, _channel_credentials(world.client)) as channel:
+        stub = pump_pb2_grpc.PumpStub(channel)
+        for i in range(30):
+            start, value = ts(), bytes([i]) * (300 * i + 1)
+            stub.WriteBinlog(pump_pb2.WriteBinlogReq(clusterID=cid, payload=prewrite(start, value)), timeout=5)
+            commit_ts = ts()
+            stub.WriteBinlog(pump_pb2.WriteBinlogReq(clusterID=cid, payload=commit(start, commit_ts)), timeout=5)
+            written[start] = (commit_ts, value)
+    last = max(c for c, _ in written.values())
+    with ScanClient(tls_pump.addr, cid, timeout=5, tls=_h2_context(world.client)) as client:
+        _wait_watermark(client, last)
+        for limit, at_least in ((0, 1), (2000, 5)):
+            batches = list(client.scan_batches(0, last, limit))
+            assert len(batches) >= at_least
+            got = [r for b in batches for r in records(b) if r.start_ts in written]
+            assert {r.start_ts: bl.parse(r.payload).prewrite_value for r in got if r.tp == bl.PREWRITE} == \
+                {s: v for s, (_, v) in written.items()}
+            assert {r.start_ts: r.commit_ts for r in got if r.tp == bl.COMMIT} == \
+                {s: c for s, (c, _) in written.items()}
+        some = sorted(written)[::7]
+        assert {r.start_ts: bl.parse(r.payload).prewrite_value for r in client.lookup_prewrites([*some, 12345])} \
+            == {s: written[s][1] for s in some}
+
+
+def _tls_only_server(pair_cert: str, pair_key: str) -> tuple[str, threading.Thread]:
+    """A one-connection TLS server on 127.0.0.1 presenting ``pair_cert``; it only handshakes."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(pair_cert, pair_key)
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        with listener:
+            conn, _ = listener.accept()
+            try:
+                with ctx.wrap_socket(conn, server_side=True) as tls:
+                    tls.recv(1)
+            except OSError:
+                pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return f"127.0.0.1:{listener.getsockname()[1]}", thread
+
+
+def test_scan_client_tls_failures_are_unavailable_with_the_reason(
+        tls_pump: PumpProcess, pumps: Callable[..., PumpProcess], tso: Any, world: TLSWorld, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A TLS handshake that cannot succeed fails as a plain-text connection failure does
+    (``WireRpcError`` UNAVAILABLE, the reason in its details), at once for a server certificate of a
+    CA the client does not trust, one not issued for the address dialled, and a pump without TLS; after
+    the handshake's limit for a server that never answers it."""
+    cid = tso.cluster_id
+    wrong_ca = SecurityConfig(ssl_ca=str(Authority(tmp_path, "wrong-ca").pem), ssl_cert=world.client.ssl_cert,
+                              ssl_key=world.client.ssl_key)
+    other_name = world.ca.issue("elsewhere", ip=False)        # valid for localhost only
+    named_addr, named = _tls_only_server(str(other_name.cert), str(other_name.key))
+    plain = pumps("pump-plain")
+    cases = ((tls_pump.addr, wrong_ca, "certificate verify failed"),
+             (named_addr, world.client, "certificate verify failed: IP address mismatch"),
+             (plain.addr, world.client, "the server closed the connection (a server without TLS"))
+    for addr, sec, reason in cases:
+        began = time.monotonic()
+        with ScanClient(addr, cid, timeout=60, tls=_h2_context(sec)) as c:
+            with pytest.raises(WireRpcError) as err:
+                list(c.scan(0))
+        assert err.value.code() == grpc.StatusCode.UNAVAILABLE and reason in err.value.details(), err.value
+        took = time.monotonic() - began   # at once: no wait for a timeout
+        assert took < HANDSHAKE_TIMEOUT / 2, f"{addr}: {err.value} after {took:.1f}s"
+    named.join(5)
+    # a server that never answers the handshake: UNAVAILABLE after the handshake's limit, not the silence's
+    monkeypatch.setattr(stream_module, "HANDSHAKE_TIMEOUT", 0.5)
+    with socket.create_server(("127.0.0.1", 0)) as mute:
+        with ScanClient(f"127.0.0.1:{mute.getsockname()[1]}", cid, timeout=60, tls=_h2_context(world.client)) as c:
+            with pytest.raises(WireRpcError) as err:
+                c.watermark()
+    assert err.value.code() == grpc.StatusCode.UNAVAILABLE and "did not finish in 0.5s" in err.value.details()
+    with ScanClient(plain.addr, cid, timeout=5) as c:   # the same pump in plain text is fine
+        assert c.watermark().node_id == "pump-plain"
+    with ScanClient(f"127.0.0.1:{free_port()}", cid, timeout=5, tls=_h2_context(world.client)) as c:
+        with pytest.raises(WireRpcError) as err:   # nothing listening: the same error as in plain text
+            c.watermark()
+    assert err.value.code() == grpc.StatusCode.UNAVAILABLE and "failed to connect" in err.value.details()
 
 
 def test_pump_http_api_is_https_with_the_same_rules(tls_pump: PumpProcess, world: TLSWorld) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import grpc
 import pytest
 
-from ingest.http2.framing import WireRpcError
+from ingest.http2 import WireRpcError
 from schemas import pump_pb2, pump_pb2_grpc
 from upstream.pump_client.channel import WRITE_BINLOG, H2WriteChannel, open_write_channel
 from upstream.pump_client.h2channel import H2Channel

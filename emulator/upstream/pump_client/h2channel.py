@@ -17,7 +17,7 @@ Promises:
   ``grpc.StatusCode`` (the server's status, ``DEADLINE_EXCEEDED`` at the deadline, ``UNAVAILABLE``
   when the connection is lost or refuses the stream), as a grpcio call would.
 - Header blocks are encoded with literals only (no dynamic table); responses are decoded with the
-  ``hpack`` library, whose dynamic table sees every block the peer sends (``ingest.http2.hpack_decoder``).
+  ``hpack`` library, whose dynamic table sees every block the peer sends (``ingest.http2.HpackDecoder``).
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from typing import Any
 import grpc
 from hpack.exceptions import HPACKError
 
-from ingest.http2.framing import (
+from ingest.http2 import (
     ACK,
     CONNECT_TIMEOUT,
     CONTINUATION,
@@ -56,6 +56,7 @@ from ingest.http2.framing import (
     S_MAX_FRAME_SIZE,
     SETTINGS,
     WINDOW_UPDATE,
+    HpackDecoder,
     WireRpcError,
     frame,
     http_error,
@@ -63,7 +64,6 @@ from ingest.http2.framing import (
     rst_error,
     trailers_error,
 )
-from ingest.http2.hpack_decoder import HpackDecoder
 
 log = logging.getLogger(__name__)
 
