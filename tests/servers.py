@@ -298,6 +298,15 @@ class MotoS3:
         boto3.client("s3", endpoint_url=self.endpoint, region_name=self.REGION, aws_access_key_id=self.ACCESS_KEY,
                      aws_secret_access_key=self.SECRET_KEY).create_bucket(Bucket=name)
 
+    def objects(self, bucket: str) -> list[str]:
+        """The keys in ``bucket``."""
+        import boto3
+
+        client = boto3.client("s3", endpoint_url=self.endpoint, region_name=self.REGION,
+                              aws_access_key_id=self.ACCESS_KEY, aws_secret_access_key=self.SECRET_KEY)
+        return [o["Key"] for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket)
+                for o in page.get("Contents", [])]
+
     def __enter__(self) -> MotoS3:
         binary = Path(sys.executable).parent / "moto_server"
         self.proc = subprocess.Popen([str(binary), "-H", "127.0.0.1", "-p", str(self.port)], stdout=self._log,

@@ -53,6 +53,7 @@ KINDS: dict[str, dict[str, bool]] = {
     "sink.iceberg.checkpoint": {"CheckpointError": False},
     "sink.iceberg.commit": {"ConcurrentRunError": True},
     "sink.iceberg.pit": {"LakeRangeError": False},
+    "sink.iceberg.s3_credentials": {"S3CredentialsError": False},
     "sink.restore": {"RestoreError": False},
     "binlake.check": {"GreatExpectationsMissing": False},
 }

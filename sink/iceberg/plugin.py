@@ -103,8 +103,12 @@ class IcebergSpec(SinkSpec[IcebergSettings]):
             if ctx.cluster_id is not None:
                 meta.check_cluster(ctx.cluster_id)
             return CheckpointOnly(meta.checkpoint())
+        from sink.iceberg.catalog import warehouse_location
+        from sink.iceberg.s3_credentials import check_s3_credentials
         from sink.iceberg.writer import IcebergSink
 
+        if not s.catalog_uri.startswith(("http://", "https://")):   # a REST catalog writes its own metadata
+            check_s3_credentials(warehouse_location(s.warehouse), s.properties, "the driver")
         sink = IcebergSink(catalog_of(s), tag_runs=s.tag_runs, mirror_buckets=s.mirror_buckets,
                            table_buckets=s.table_buckets)
         if ctx.cluster_id is not None:

@@ -43,6 +43,7 @@ from sink.files import ChangelogFiles, files_record, records, unpack
 from sink.files import write_changelogs as write_changelogs
 from sink.iceberg import schema as ks
 from sink.iceberg.pyiceberg_adapter import data_files
+from sink.iceberg.s3_credentials import check_s3_credentials
 from transform import changes as ch
 from transform.codec.model import TableInfo
 from transform.reduce import net_change
@@ -86,7 +87,9 @@ class FileWriter:
     io_properties: dict[str, str]
 
     def io(self) -> FileIO:
-        """The table's FileIO, built in this process."""
+        """The table's FileIO, built in this process; :class:`~sink.iceberg.s3_credentials.S3CredentialsError`
+        when the table is on S3 and this process has no credentials for it."""
+        check_s3_credentials(self.metadata.location, self.io_properties, "a Spark task's process")
         return load_file_io(self.io_properties, self.metadata.location)
 
     def write(self, rows: pa.Table) -> list[DataFile]:

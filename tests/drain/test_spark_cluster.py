@@ -1,9 +1,11 @@
 """The drain on a Spark standalone cluster (a master and two workers started from the pyspark
 package): executors that do not have binlake installed get its code shipped by the driver, read
-the pumps by their registered addresses, write the warehouse, and the tables equal a local run's."""
+the pumps by their registered addresses, write the warehouse, and the tables equal a local run's;
+executors without the S3 credentials the driver has fail the run before it commits."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -12,8 +14,10 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from sink.iceberg.catalog import open_catalog
+from sink.iceberg.checkpoint import MetaNamespace
 from tests.drain.conftest import Env, read_table
-from tests.servers import SparkStandalone
+from tests.servers import MotoS3, SparkStandalone
 
 pytestmark = pytest.mark.integration
 
@@ -61,3 +65,40 @@ def test_a_standalone_cluster_writes_what_local_spark_writes(env: Env, standalon
     for ident in ("test.c", "test.c__changelog", "test.h", "test.h__changelog"):
         assert _sorted(read_table(b, ident)) == _sorted(read_table(a, ident)), ident
     env.verify(to_ts, remote)
+
+
+def test_executors_without_the_drivers_s3_credentials_fail_the_run_before_it_commits(
+        env: Env, standalone: SparkStandalone, moto_s3: MotoS3) -> None:
+    """The driver has AWS credentials in its environment, the executors do not: their tasks refuse to
+    write (an S3 endpoint that does not check signatures would store their unsigned writes as data
+    files no reader can open), the run fails naming the missing credentials, and no data, snapshot or
+    checkpoint is committed."""
+    moto_s3.make_bucket("lake-cluster-s3")
+    env.sql("create table s3c (id int primary key, v varchar(20))")
+    env.sql("insert into s3c values (1, 'a'), (2, 'b')")
+    to_ts = env.settle()
+    catalog_db = env.root / "s3-catalog.db"
+    props = [a for k, v in moto_s3.properties.items() for a in ("--catalog-property", f"{k}={v}")]
+    driver_env = {**{k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
+                  "AWS_ACCESS_KEY_ID": MotoS3.ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": MotoS3.SECRET_KEY}
+    args = ["drain", "--registry", env.options.registry, "--pd-urls", env.options.pd_urls,
+            "--upstream-status-url", env.options.upstream.status_url, "--warehouse", "s3://lake-cluster-s3/wh",
+            "--catalog-uri", f"sqlite:///{catalog_db}", *props, "--spark-master", standalone.master,
+            "--to-ts", str(to_ts), "--spark-conf", f"spark.pyspark.python={standalone.executor_python}",
+            "--spark-conf", "spark.driver.host=127.0.0.1", "--spark-conf", "spark.driver.bindAddress=127.0.0.1",
+            "--spark-conf", "spark.executor.memory=1g", "--spark-conf", "spark.cores.max=2",
+            "--spark-conf", f"spark.executorEnv.HOME={env.root}",
+            "--spark-conf", "spark.executorEnv.AWS_EC2_METADATA_DISABLED=true"]
+    r = subprocess.run([sys.executable, "-m", "binlake.cli", *args], capture_output=True, text=True,
+                       timeout=900, cwd=env.root, env=driver_env)
+    assert r.returncode == 1, r.stderr[-4000:]
+    assert "no S3 credentials on a Spark task's process" in r.stderr, r.stderr[-4000:]
+    assert MotoS3.SECRET_KEY not in r.stdout + r.stderr
+    catalog = open_catalog("s3://lake-cluster-s3/wh", f"sqlite:///{catalog_db}",
+                           **moto_s3.properties, **{"s3.access-key-id": MotoS3.ACCESS_KEY,
+                                                    "s3.secret-access-key": MotoS3.SECRET_KEY})
+    assert MetaNamespace(catalog, read_only=True).checkpoint() is None
+    for ns in catalog.list_namespaces():
+        for ident in catalog.list_tables(ns):
+            assert catalog.load_table(ident).current_snapshot() is None, ident
+    assert not [k for k in moto_s3.objects("lake-cluster-s3") if k.endswith(".parquet")]

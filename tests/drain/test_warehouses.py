@@ -52,6 +52,17 @@ def test_an_s3_warehouse_is_written_by_the_executors_and_read_by_pyiceberg_and_d
     env.sql("insert into s values " + ", ".join(f"({i}, 'v{i}', {i}.25)" for i in range(40)))
     env.sql("update s set v = 'x' where id < 5", server=1)
     first_ts = env.settle()
+    # no credentials anywhere: refused before the catalog or the bucket is touched (an S3 endpoint
+    # that does not check signatures would store unsigned writes as data files no reader can open)
+    bare = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    bare.update(HOME=str(env.root), AWS_EC2_METADATA_DISABLED="true")
+    r = subprocess.run([sys.executable, "-m", "binlake.cli", "drain", "--registry", env.options.registry,
+                        "--pd-urls", env.options.pd_urls, "--upstream-status-url", env.options.upstream.status_url,
+                        "--warehouse", env.options.iceberg.warehouse, "--spark-master", "local[1]", *uri, *props,
+                        "--to-ts", str(first_ts)], capture_output=True, text=True, timeout=600, cwd=env.root, env=bare)
+    assert r.returncode == 1 and "no S3 credentials on the driver" in r.stderr, r.stderr[-3000:]
+    assert "s3.access-key-id" in r.stderr and moto_s3.objects("lake-s3-test") == []
+    assert not (env.root / "catalog.db").exists()
     aws = {**os.environ, "AWS_ACCESS_KEY_ID": MotoS3.ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": MotoS3.SECRET_KEY}
     first = _drain_process(env, [*uri, *props, "--to-ts", str(first_ts)], aws, "from-environment")
     assert first["checkpoint_after"] == first_ts
@@ -59,7 +70,6 @@ def test_an_s3_warehouse_is_written_by_the_executors_and_read_by_pyiceberg_and_d
     env.sql("delete from s where id in (7, 8); update s set n = n * 2 where id > 30")
     env.sql("alter table s add column w int default 3; insert into s values (100, 'new', 1.00, 4)", server=1)
     second_ts = env.settle()
-    bare = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     creds = ["--catalog-property", f"s3.access-key-id={MotoS3.ACCESS_KEY}",
              "--catalog-property", f"s3.secret-access-key={MotoS3.SECRET_KEY}"]
     second = _drain_process(env, [*uri, *props, *creds, "--to-ts", str(second_ts)], bare, "from-properties")
