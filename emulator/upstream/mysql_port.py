@@ -67,6 +67,7 @@ _VARIABLES = {
     "version": (str, VERSION, False),
     "version_comment": (str, "binlake TiDB emulator", False),
     "tidb_snapshot": (str, "", True),
+    "tidb_current_ts": (str, "0", False),   # the open transaction's start ts, 0 outside one (as TiDB's)
     "tidb_enable_clustered_index": (str, "INT_ONLY", True),
     "sql_mode": (str, "ONLY_FULL_GROUP_BY,STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,"
                       "ERROR_FOR_DIVISION_BY_ZERO,NO_AUTO_CREATE_USER,NO_ENGINE_SUBSTITUTION", True),
@@ -190,6 +191,8 @@ class EmulatorMySQLSession(Session):
                 continue
             if _first_word(text) not in _READ_WORDS:
                 result = await self._emulate(text)
+                txn = self.emulator.txn
+                self.variables.set("tidb_current_ts", str(txn.start_ts if txn is not None else 0), force=True)
                 continue
             try:
                 expressions = [e for e in self._parse(text) if e]

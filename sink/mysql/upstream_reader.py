@@ -1,6 +1,13 @@
 """The upstream's rows at a ts, read over the MySQL protocol as TiDB's sync-diff-inspector reads them:
 ``SET @@tidb_snapshot = TS``, then ``SELECT *`` of every base table (with ``_tidb_rowid`` where the
-table is keyed by it) in a UTC session. Virtual generated columns (``information_schema.columns``
+table is keyed by it) in a UTC session.
+
+A read at ``TS`` is final only once the upstream's clock has passed it: a snapshot ts the upstream
+has not reached yet reads its current state, and commits still to come may fall at or below it. So
+before it reads, the reader proves the upstream's clock is past ``TS`` (a new transaction's start ts,
+``@@tidb_current_ts``, is above it), waiting up to :data:`CLOCK_WAIT` seconds, and fails with
+:class:`UpstreamSnapshotError` when it cannot; after reading it proves the session still reads at
+``TS`` (``@@tidb_snapshot`` unchanged on the same connection). Virtual generated columns (``information_schema.columns``
 ``EXTRA`` says ``VIRTUAL GENERATED``) are left out: TiDB computes them on read and never writes them
 to a row or a binlog, so the lake does not hold them.
 
@@ -12,6 +19,7 @@ dates stay the server's text.
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +31,7 @@ from transform.codec.values import json_value
 ROWID = "_tidb_rowid"
 SYSTEM_SCHEMAS = frozenset({"mysql", "information_schema", "performance_schema", "metrics_schema", "sys"})
 _BIT, _TIME = 16, 11
+CLOCK_WAIT = 10.0   # seconds the reader waits for the upstream's clock to pass the ts
 _BAD_FIELD = 1054
 VIRTUAL_COLUMNS = ("SELECT table_schema, table_name, column_name FROM information_schema.columns "
                    "WHERE extra LIKE '%VIRTUAL GENERATED%'")
@@ -79,6 +88,33 @@ def _select(cur: Any, db: str, table: str) -> tuple[list[str], list[Any]]:
     return [d[0] for d in cur.description], [d[1] for d in cur.description]
 
 
+def upstream_clock(cur: Any) -> int:
+    """The upstream's clock: the start ts of a new transaction (above every commit before it)."""
+    cur.execute("BEGIN")
+    cur.execute("SELECT @@tidb_current_ts")
+    (row,) = cur.fetchall()
+    cur.execute("ROLLBACK")
+    return int(str(row[0]))
+
+
+def wait_past(cur: Any, ts: int, describe: str, wait: float = CLOCK_WAIT) -> int:
+    """The upstream's clock once it is past ``ts`` (polled for up to ``wait`` seconds); else
+    :class:`UpstreamSnapshotError` saying how far behind it is."""
+    deadline = time.monotonic() + wait
+    while True:
+        now = upstream_clock(cur)
+        if now > ts:
+            return now
+        if time.monotonic() >= deadline:
+            behind = ((ts >> 18) - (now >> 18)) / 1000 if now else None
+            raise UpstreamSnapshotError(
+                f"reading the upstream {describe} at ts {ts}: its clock is at {now}, "
+                + (f"{behind:g} s behind the ts" if behind is not None else "not a TiDB clock")
+                + f" after {wait:g} s: a read at that ts would not be final (commits still to come may fall at or "
+                  f"below it), so nothing is compared; verify at a ts the upstream has reached")
+        time.sleep(0.05)
+
+
 def read_snapshot(target: MySQLTarget, ts: int,
                   allows: Callable[[str, str], bool] | None = None) -> dict[str, list[dict[str, Any]]]:
     """Every base table's rows at ``ts`` (``{"db.table": [{column: value}]}``, virtual generated
@@ -90,6 +126,7 @@ def read_snapshot(target: MySQLTarget, ts: int,
     out: dict[str, list[dict[str, Any]]] = {}
     try:
         with conn.cursor() as cur:
+            wait_past(cur, ts, target.describe(), CLOCK_WAIT)
             cur.execute("SET @@tidb_snapshot = %s", (str(ts),))
             cur.execute("SELECT table_schema, table_name FROM information_schema.tables "
                         "WHERE table_type = 'BASE TABLE'")
@@ -106,6 +143,11 @@ def read_snapshot(target: MySQLTarget, ts: int,
                 kept = [(i, c, code) for i, (c, code) in enumerate(zip(columns, codes)) if c.lower() not in skip]
                 out[f"{db}.{table}"] = [{c: mysql_value(row[i], code) for i, c, code in kept}
                                         for row in cur.fetchall()]
+            cur.execute("SELECT @@tidb_snapshot")
+            (held,) = cur.fetchall()
+            if str(held[0]) != str(ts):
+                raise UpstreamSnapshotError(f"reading the upstream {target.describe()} at ts {ts}: the session "
+                                            f"reads at {held[0]!r} instead, so nothing is compared")
     except pymysql.Error as e:
         raise UpstreamSnapshotError(f"reading the upstream {target.describe()} at ts {ts}: {e}") from None
     finally:

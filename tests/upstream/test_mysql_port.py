@@ -77,6 +77,28 @@ def test_read_at_a_ts_equals_the_snapshot_for_every_column_type(cluster: Cluster
     assert list(some) == ["test.np"]
 
 
+def test_a_read_at_a_ts_the_upstream_has_not_reached_is_refused(cluster: Cluster,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A snapshot ts ahead of the upstream's clock would read its current state, which commits still
+    to come change: the reader waits for the clock to pass the ts, then reads at it; when the clock
+    does not get there, it fails saying how far behind it is, and reads nothing."""
+    from sink.mysql import upstream_reader
+
+    cluster.execute("create table ahead (id int primary key)")
+    cluster.execute("insert into ahead values (1)")
+    target = MySQLTarget.from_dsn(cluster.mysql_dsn)
+    with connect(cluster) as conn, conn.cursor() as cur:
+        now = upstream_reader.upstream_clock(cur)
+    assert now > cluster.ts() - (1000 << 18)                              # TiDB's @@tidb_current_ts, emulated
+    soon = ((now >> 18) + 300) << 18                                       # 0.3 s ahead: waited for
+    assert read_snapshot(target, soon)["test.ahead"] == [{"id": 1}]
+    monkeypatch.setattr(upstream_reader, "CLOCK_WAIT", 0.2)
+    later = ((now >> 18) + 60_000) << 18                                   # a minute ahead: refused
+    with pytest.raises(upstream_reader.UpstreamSnapshotError,
+                       match=rf"at ts {later}: its clock is at \d+, 5\d\.\d+ s behind the ts after 0.2 s"):
+        read_snapshot(target, later)
+
+
 def test_json_comes_back_in_tidbs_text(cluster: Cluster) -> None:
     """SELECT of a JSON column answers TiDB's text: doubles in Go's shortest form, TiDB's escapes."""
     cluster.execute("create table jt (id int primary key, j json)")
