@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 import uvloop
 
-from ingest.http2 import PREFACE, GrpcConnection, Methods
+from ingest.http2 import PREFACE, PROCESS_PARTIAL_LIMIT, GrpcConnection, Methods, RequestBudget
 from ingest.httpserver import GuardedHandler, Http1, HttpSide
 from ingest.peerlog import PeerLog
 from ingest.security import SecurityConfig
@@ -84,7 +84,7 @@ class _Door(asyncio.Protocol):
         assert self.transport is not None
         self._sniffed()
         front = self.front
-        conn = GrpcConnection(front.methods, front.max_message, self.client[0], self.cn, front.forget)
+        conn = GrpcConnection(front.methods, front.max_message, self.client[0], self.cn, front.forget, front.budget)
         front.connections.discard(self)
         front.connections.add(conn)
         self.transport.set_protocol(conn)
@@ -139,6 +139,7 @@ class FrontDoor:
         self.security = security
         self.http = type(http.__name__, (http,), {"security": security}) if http is not None else None
         self.max_message = max_message
+        self.budget = RequestBudget(max(PROCESS_PARTIAL_LIMIT, max_message + 5))   # unfinished requests, all conns
         self.side = HttpSide(security.enabled, peer_log)
         self.connections: set[Any] = set()
         self.http_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix=f"{name}-http")

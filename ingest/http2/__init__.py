@@ -43,6 +43,8 @@ Server (``calls``, ``server``):
   (``ingest.frontdoor``) terminates it, offers ALPN ``http/1.1`` and ``h2`` (a gRPC client offering
   only ``h2`` gets it) and hands over the decrypted bytes; a plain-text door closes a TLS client's
   connection at once, so its handshake fails without waiting.
+- ``RequestBudget``, ``PROCESS_PARTIAL_LIMIT``: the bytes of unfinished requests the connections
+  sharing a budget (a front door's) may hold together; a request past it is ``RESOURCE_EXHAUSTED``.
 
 Where grpcio is still used, and why:
 - ``grpc.StatusCode`` and ``grpc.RpcError`` are the status vocabulary of both transports (a library
@@ -92,7 +94,7 @@ from ingest.http2.framing import (
     trailers_error,
 )
 from ingest.http2.hpack_decoder import HeaderListTooLarge, HpackDecoder, HpackError
-from ingest.http2.server import GrpcConnection
+from ingest.http2.server import PROCESS_PARTIAL_LIMIT, GrpcConnection, RequestBudget
 from ingest.http2.stream import HANDSHAKE_TIMEOUT, stream_call, unary_call
 
 __all__ = [
@@ -106,5 +108,5 @@ __all__ = [
     "frame", "hpack_string", "request_headers", "rst_error", "http_error", "trailers_error",
     "HpackDecoder", "HpackError", "HeaderListTooLarge",
     # server
-    "Call", "Method", "Methods", "Reply", "RpcAbort", "GrpcConnection",
+    "Call", "Method", "Methods", "Reply", "RpcAbort", "GrpcConnection", "RequestBudget", "PROCESS_PARTIAL_LIMIT",
 ]

@@ -14,7 +14,9 @@ many streams at once (``MAX_STREAMS``, more are refused with REFUSED_STREAM, whi
 flow control both ways, ``grpc-timeout`` honoured (``DEADLINE_EXCEEDED`` at the deadline, a stream's
 iterator cancelled), gzip request and response messages (``grpc-encoding``), messages over the
 limit answered ``RESOURCE_EXHAUSTED``, at most ``PARTIAL_LIMIT`` bytes of unfinished requests held
-per connection (or one message of the largest size allowed, if that is more), a client that does
+per connection and ``PROCESS_PARTIAL_LIMIT`` over all connections sharing a :class:`RequestBudget`
+(each at least one message of the largest size allowed; a request past either is answered
+``RESOURCE_EXHAUSTED``, so many clients cannot make the process run out of memory), a client that does
 not read its answers not read from either, and every protocol violation answered with the RFC's
 error code (a stream's with RST_STREAM, the connection's with GOAWAY and a close). Responses of one
 loop iteration leave in one write.
@@ -90,6 +92,7 @@ MAX_FRAME: Final = 1 << 20             # largest frame we accept
 MAX_HEADER_LIST: Final = 64 << 10      # decoded header list limit we advertise
 MAX_HEADER_BLOCK: Final = 256 << 10    # encoded header block (HEADERS + CONTINUATION) we buffer at most
 PARTIAL_LIMIT: Final = 256 << 20       # bytes of unfinished request messages one connection may hold
+PROCESS_PARTIAL_LIMIT: Final = 1 << 30  # ... and all connections of one front door (a process) together
 DEFAULT_WINDOW: Final = 65535
 DEFAULT_FRAME: Final = 16384
 
@@ -161,12 +164,21 @@ class _Stream:
         self.length: int | None = None   # request bytes still due by its content-length (None: none given)
 
 
+class RequestBudget:
+    """Bytes of unfinished request messages the connections sharing it may hold together (one front
+    door's, on its one event loop thread: no lock)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+
+
 class GrpcConnection(asyncio.Protocol):
     """One HTTP/2 connection serving ``methods`` (see the module doc); ``start`` is called with the
     bytes the front door already read (the client preface included)."""
 
     def __init__(self, methods: Methods, max_message: int, peer: str, cn: str | None,
-                 on_close: Callable[[GrpcConnection], None] | None = None) -> None:
+                 on_close: Callable[[GrpcConnection], None] | None = None, budget: RequestBudget | None = None) -> None:
         self.methods = methods
         self.max_message = max_message
         self.peer = peer
@@ -186,6 +198,7 @@ class GrpcConnection(asyncio.Protocol):
         self.recv_window = CONN_WINDOW           # what the peer may still send us
         self.partial = 0                         # bytes of unfinished request messages
         self.partial_limit = max(PARTIAL_LIMIT, max_message + 5)
+        self.budget = budget if budget is not None else RequestBudget(max(PROCESS_PARTIAL_LIMIT, max_message + 5))
         self.out: list[bytes | memoryview] = []
         self.views = False                       # ``out`` holds views of large messages
         self.flush_pending = False
@@ -489,6 +502,7 @@ class GrpcConnection(asyncio.Protocol):
             return
         data += payload
         self.partial += len(payload)
+        self.budget.held += len(payload)
         if len(data) >= 5:
             size = int.from_bytes(data[1:5], "big")
             if size > self.max_message:
@@ -501,6 +515,11 @@ class GrpcConnection(asyncio.Protocol):
             if self.partial > self.partial_limit:
                 self._abort(st, grpc.StatusCode.RESOURCE_EXHAUSTED,
                             f"the connection holds more than {self.partial_limit} bytes of unfinished requests")
+                return
+            if self.budget.held > self.budget.limit:
+                self._abort(st, grpc.StatusCode.RESOURCE_EXHAUSTED,
+                            f"the server holds more than {self.budget.limit} bytes of unfinished requests over all "
+                            f"its connections")
                 return
         st.unacked += n
         if st.unacked >= STREAM_WINDOW // 2 and not flags & END_STREAM:
@@ -519,6 +538,7 @@ class GrpcConnection(asyncio.Protocol):
         data = st.data
         st.data = bytearray()
         self.partial -= len(data)
+        self.budget.held -= len(data)
         st.ready = True
         self._dispatch(st, data)
 
@@ -817,6 +837,7 @@ class GrpcConnection(asyncio.Protocol):
         st.task = None
         self._wake(st)
         self.partial -= len(st.data)
+        self.budget.held -= len(st.data)
         st.data = bytearray()
         if self.streams.pop(st.sid, None) is not None and not self.streams and self.idle is not None \
                 and not self.idle.done():

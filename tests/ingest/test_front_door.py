@@ -367,6 +367,51 @@ def test_a_client_breaking_many_connections_is_logged_once_a_minute(door: Door, 
         "(39 more from this client held back)")
 
 
+def test_unfinished_requests_over_all_connections_are_bounded(door: Door) -> None:
+    """Many clients each holding an unfinished request within its connection's limit cannot exhaust
+    the process: past the front door's budget a request is answered RESOURCE_EXHAUSTED, and what a
+    closed connection held is given back."""
+    door.door.budget.limit = 3 << 20                  # three unfinished 1 MiB messages, over all connections
+    chunk = bytes(16 << 10)
+
+    def unfinished(c: RawH2, sync: bool = True) -> None:   # a 1 MiB message, all but its last 5 bytes sent
+        size = (1 << 20) - 5
+        c.send(c.headers(1, "/t.T/Echo"), frame(DATA, 0, 1, b"\x00" + size.to_bytes(4, "big")))
+        sent = 0
+        while sent + len(chunk) < size - 5:
+            c.send(frame(DATA, 0, 1, chunk))
+            sent += len(chunk)
+        c.send(frame(DATA, 0, 1, bytes(size - 5 - sent)))
+        if sync:
+            c.send(frame(PING, 0, 0, b"12345678"))
+            c.until(lambda t, f, s, p: t == PING)    # everything before the PING was read
+
+    held = [RawH2(door.port) for _ in range(3)]
+    try:
+        for c in held:
+            unfinished(c)
+        assert door.door.budget.held > (3 << 20) - (64 << 10)
+        extra = RawH2(door.port)
+        try:
+            unfinished(extra, sync=False)
+            code, message = extra.status_of(1)
+            assert code == str(grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]), message
+            assert "more than 3145728 bytes of unfinished requests over all its connections" in message
+        finally:
+            extra.close()
+        held.pop().close()                             # its bytes go back to the budget
+        wait_for(lambda: door.door.budget.held < (2 << 20) + (64 << 10), 10, "the closed connection's bytes freed")
+        again = RawH2(door.port)
+        try:
+            again.send(again.headers(1, "/t.T/Echo"), again.message(1, b"room again"))
+            assert again.status_of(1)[0] == "0"
+        finally:
+            again.close()
+    finally:
+        for c in held:
+            c.close()
+
+
 def test_streams_over_the_limit_are_refused_and_rst_cancels(door: Door) -> None:
     from ingest.http2 import server
     c = RawH2(door.port)
