@@ -82,6 +82,31 @@ def test_scan_is_clamped_to_watermark_and_ordered(store: Storage) -> None:
     assert [(e.start_ts, bl.parse(p).prewrite_value) for e, p in found] == [(10, b"v10"), (14, b"v14")]
 
 
+def test_the_watermark_never_passes_a_commit_whose_prewrite_a_lookup_cannot_find(store: Storage) -> None:
+    """The window between a prewrite's acknowledgement and its indexing (LookupPrewrites reads the
+    index) is closed for every drain: a drain reads a pump only up to its watermark, and the watermark
+    passes a commit only after the indexer wrote the pump's prewrite of it. Shown with an indexer made
+    slow: while the lookup misses the acknowledged prewrite, the watermark stays below its commit.
+    (A duplicate prewrite on another pump changes nothing: the commit goes to the pump whose prewrite
+    TiDB saw succeed, and this holds there.)"""
+    gate = threading.Event()
+    real_put = store.index.put_entries
+
+    def slow_put(entries: list[Entry], head: object = None) -> None:
+        gate.wait(10)
+        real_put(entries, head=head)
+
+    store.index.put_entries = slow_put        # type: ignore[method-assign]
+    put(store, bl.PREWRITE, 100, value=b"acknowledged")   # returns once durable in the value log
+    put(store, bl.COMMIT, 100, 110)
+    time.sleep(0.3)
+    assert list(store.lookup_prewrites([100])) == []      # acknowledged, not yet indexed: not found ...
+    assert store.max_commit_ts < 110                      # ... and no drain may read up to its commit
+    gate.set()
+    wait_for(lambda: store.max_commit_ts == 110)
+    assert [bl.parse(p).prewrite_value for _, p in store.lookup_prewrites([100])] == [b"acknowledged"]
+
+
 def test_pull_commits_copies_prewrite_fields(store: Storage) -> None:
     pre = binlog_pb2.Binlog(tp=bl.PREWRITE, start_ts=10, prewrite_key=b"k", prewrite_value=b"rows",
                             ddl_query=b"create table t (a int)", ddl_job_id=5, ddl_schema_state=5)
