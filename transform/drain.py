@@ -74,7 +74,7 @@ from transform.pull import (
     split_range,
 )
 from transform.rowchanges import OUT_SCHEMA, DecodeContext, OutRecord, decode_transactions
-from transform.spark import local_checkpoint, spark_ddl
+from transform.spark import kept_on_disk, spark_ddl
 from transform.worker import tune_worker
 
 T = TypeVar("T")
@@ -204,7 +204,7 @@ def _stages(spark: SparkSession, plan: Plan, history: SchemaHistory, table_filte
     # prewrites are decoded in the task that pulled them: at least one pull task per core of the cluster
     splits = max(splits_per_pump, -(-spark.sparkContext.defaultParallelism // max(1, len(plan.pumps))))
     received = spark.sparkContext.accumulator({}, ReadsParam())
-    raw = _kept(scratch, stages.run("pull", lambda: local_checkpoint(_pull(spark, plan, splits, received))))
+    raw = _kept(scratch, stages.run("pull", lambda: kept_on_disk(_pull(spark, plan, splits, received))))
     if pulled is not None:
         pulled(received.value)
     # pairing moves no payload: the transactions' small records (start_ts, commit_ts, the pull task
@@ -213,7 +213,7 @@ def _stages(spark: SparkSession, plan: Plan, history: SchemaHistory, table_filte
     commits = (raw.where(F.col("tp") == bl.COMMIT).select("start_ts", "commit_ts", "ddl_job_id")
                .dropDuplicates(["start_ts"]))
     copies = prewrites.groupBy("start_ts").agg(F.min("source").alias("source"))   # a txn stored twice: one copy
-    paired = _kept(scratch, stages.run("pair", lambda: local_checkpoint(commits.join(copies, "start_ts", "left"))))
+    paired = _kept(scratch, stages.run("pair", lambda: kept_on_disk(commits.join(copies, "start_ts", "left"))))
     pairs = paired.select("start_ts", "commit_ts", "source")
     ddl_commits: dict[int, int] = {}
 
@@ -263,7 +263,7 @@ def _stages(spark: SparkSession, plan: Plan, history: SchemaHistory, table_filte
     # without pulling again); the driver collects one small record per (table, schema version) and
     # per DDL job, no rows: its memory does not grow with the range
     decoded, release_decoded = stages.run("decode",
-                                          lambda: local_checkpoint(txns.mapInArrow(decode, spark_ddl(OUT_SCHEMA))))
+                                          lambda: kept_on_disk(txns.mapInArrow(decode, spark_ddl(OUT_SCHEMA))))
     try:
         meta = stages.run("collect", lambda: _metadata(decoded),
                           lambda t: f"{_row_changes(t)} row changes")

@@ -122,8 +122,9 @@ def spark_session(master: str = "local[*]", app_name: str = "binlake-drain",
     return spark
 
 
-def local_checkpoint(frame: DataFrame) -> tuple[DataFrame, Callable[[], None]]:
-    """``frame`` computed now and kept on the executors' local disks, and a function that deletes it.
+def kept_on_disk(frame: DataFrame) -> tuple[DataFrame, Callable[[], None]]:
+    """``frame`` computed now and kept on the executors' local disks (Spark's local checkpoint, not a
+    sink's checkpoint), and a function that deletes it.
 
     Disk only: cached in the JVM heap, a range larger than the heap's storage share ran a 1 GB driver
     out of memory while spilling (10M changes). The function is needed because
