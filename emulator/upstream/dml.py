@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from transform.codec import mysqltypes as mt
-from transform.codec.model import ColumnInfo, TableInfo
+from transform.codec.model import ColumnInfo, TableInfo, memo
 from upstream import keys
 from upstream.catalog import Catalog
 from upstream.coltypes import DEFAULT, coerce
@@ -42,10 +42,7 @@ class _Shape:
 
 
 def _shape(table: TableInfo) -> _Shape:
-    shape = table.__dict__.get("_binlake_dml_shape")
-    if shape is None:
-        shape = table.__dict__["_binlake_dml_shape"] = _Shape(table)
-    return shape
+    return memo(table, "_binlake_dml_shape", _Shape)
 
 
 class TableWriter:

@@ -14,7 +14,7 @@ from transform.codec import mydecimal
 from transform.codec import mysqltypes as mt
 from transform.codec.datums import Duration, EncodedJson, encode_datum
 from transform.codec.errors import CodecError, ColumnValueError, SchemaError
-from transform.codec.model import ColumnInfo, TableInfo
+from transform.codec.model import ColumnInfo, TableInfo, memo
 from transform.codec.rows import DELETE, INSERT, KINDS, UPDATE
 from transform.codec.values import Flatten, make_flatten, pack_time
 from transform.codec.varint import INT64_MAX as _I64_MAX
@@ -53,12 +53,8 @@ class _Encoder:
 
 
 def _encoder_for(table: TableInfo) -> _Encoder:
-    """The cached encoding plan of ``table`` (stored on the frozen TableInfo object)."""
-    plan = table.__dict__.get("_binlake_encoder")
-    if plan is None:
-        plan = _Encoder(table)
-        table.__dict__["_binlake_encoder"] = plan
-    return plan
+    """The cached encoding plan of ``table``."""
+    return memo(table, "_binlake_encoder", _Encoder)
 
 
 def _pair_encoder(col: ColumnInfo, flatten: Flatten) -> Callable[[Any], bytes]:

@@ -2,12 +2,32 @@
 from __future__ import annotations
 
 import json
+import socket
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from ingest import binlog as bl
 from schemas import binlog_pb2
 from upstream.local import PumpProcess, PumpWriter
+
+
+def read_frame(sock: socket.socket, buf: bytes) -> tuple[tuple[int, int, int, bytes] | None, bytes]:
+    """The next HTTP/2 frame on ``sock`` (type, flags, stream, payload) after the bytes ``buf`` already
+    read, and the bytes left over; None once the server closed the connection (or went silent past the
+    socket's timeout)."""
+    while True:
+        if len(buf) >= 9:
+            n = int.from_bytes(buf[:3], "big")
+            if len(buf) >= 9 + n:
+                sid = int.from_bytes(buf[5:9], "big") & 0x7fffffff
+                return (buf[3], buf[4], sid, buf[9:9 + n]), buf[9 + n:]
+        try:
+            chunk = sock.recv(1 << 16)
+        except (ConnectionResetError, TimeoutError):
+            return None, buf
+        if not chunk:
+            return None, buf
+        buf += chunk
 
 
 def prewrite(start_ts: int, value: bytes = b"rows", key: bytes = b"t\x80pk") -> bytes:

@@ -41,6 +41,7 @@ from ingest.http2 import (
     hpack_string,
 )
 from schemas import binlake_pb2, pump_pb2
+from tests.ingest.helpers import read_frame
 from upstream.local import LocalTSO, PumpProcess
 
 pytestmark = pytest.mark.integration
@@ -92,19 +93,8 @@ class Peer:
 
     def read(self) -> tuple[int, int, int, bytes] | None:
         """The next frame (type, flags, stream, payload); None once the pump closed the connection."""
-        while True:
-            if len(self.buf) >= 9:
-                n = int.from_bytes(self.buf[:3], "big")
-                if len(self.buf) >= 9 + n:
-                    head, payload, self.buf = self.buf[:9], self.buf[9:9 + n], self.buf[9 + n:]
-                    return head[3], head[4], int.from_bytes(head[5:9], "big") & 0x7fffffff, payload
-            try:
-                chunk = self.sock.recv(1 << 16)
-            except ConnectionResetError:
-                return None
-            if not chunk:
-                return None
-            self.buf += chunk
+        got, self.buf = read_frame(self.sock, self.buf)
+        return got
 
     def until(self, want: Callable[[int, int, int, bytes], bool]) -> tuple[int, int, int, bytes]:
         """Frames are read until ``want`` accepts one (header blocks decoded on the way)."""

@@ -6,13 +6,25 @@ The models are immutable. Keys the model does not interpret are kept verbatim in
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
 from transform.codec import mysqltypes as mt
 from transform.codec.errors import SchemaError
+
+T = TypeVar("T")
+
+
+def memo(table: TableInfo, key: str, build: Callable[[TableInfo], T]) -> T:
+    """``build(table)``, computed once per TableInfo object and kept on it under ``key`` (the frozen
+    dataclass's ``__dict__``: what a decoder or an encoder derives from a table once)."""
+    found = table.__dict__.get(key)
+    if found is None:
+        found = table.__dict__[key] = build(table)
+    return found
 
 JSONDict = dict[str, Any]
 

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from transform.codec import mysqltypes as mt
 from transform.codec.datums import decode_one, skip_one
 from transform.codec.errors import CodecError, RowLayoutError
-from transform.codec.model import ColumnInfo, TableInfo
+from transform.codec.model import ColumnInfo, TableInfo, memo
 from transform.codec.values import Unflatten, make_unflatten, missing_value
 from transform.codec.varint import U64_MASK
 
@@ -66,12 +66,8 @@ class _RowShape:
 
 
 def row_shape(table: TableInfo) -> _RowShape:
-    """The cached row shape of ``table`` (stored on the frozen TableInfo object)."""
-    shape = table.__dict__.get("_binlake_row_shape")
-    if shape is None:
-        shape = _RowShape(table)
-        table.__dict__["_binlake_row_shape"] = shape
-    return shape
+    """The cached row shape of ``table``."""
+    return memo(table, "_binlake_row_shape", _RowShape)
 
 
 # ---------------------------------------------------------------------------------------------
