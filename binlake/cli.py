@@ -243,6 +243,9 @@ def _restore_parser(sub: Any, sinks: bool = True) -> None:
                    help="mysql://USER:PASS@HOST:PORT, tidb://…, or iceberg://NAMESPACE")
     p.add_argument("--replace", action="store_true",
                    help="drop the databases (or the namespace's tables) the restore would create first")
+    p.add_argument("--report", metavar="FILE",
+                   help="write what was restored (tables, rows, base snapshot, changelog tail, seconds) as JSON "
+                        "(docs/restore-report.schema.json)")
     _spark_flags(p)
     p.set_defaults(run=_run_restore)
 
@@ -355,7 +358,7 @@ def _run_restore(args: argparse.Namespace) -> int:
     from binlake.restore import run_restore_command
 
     options = _spark_command_options(args)
-    run_restore_command(options, args.ts, args.into, args.replace, out=sys.stdout)
+    run_restore_command(options, args.ts, args.into, args.replace, out=sys.stdout, report_path=args.report)
     return 0
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from binlake.drain_config import DrainerConfig
@@ -42,8 +43,9 @@ def lake_of(options: DrainerConfig) -> Lake:
 
 
 def run_restore_command(options: DrainerConfig, ts: int, into: str, replace: bool = False,
-                        out: TextIO = sys.stdout) -> dict[str, int]:
-    """Restore the upstream at ``ts`` into ``into``; the rows restored per table (``db.table``)."""
+                        out: TextIO = sys.stdout, report_path: str | None = None) -> dict[str, int]:
+    """Restore the upstream at ``ts`` into ``into``; the rows restored per table (``db.table``).
+    ``report_path``: where the :class:`~binlake.restore_report.RestoreReport` is written (JSON)."""
     from binlake.drain import upstream_status_url
     from sink.restore import RestoredTable, RestorePlan, target_for
     from transform.history import SchemaHistory
@@ -65,14 +67,25 @@ def run_restore_command(options: DrainerConfig, ts: int, into: str, replace: boo
                        cluster_id, max((j.binlog.schema_version for j in jobs), default=0))
     target = target_for(into, options)
     t0 = time.perf_counter()
+    stages: dict[str, float] = {}
+
+    def timed(stage: str, started: float) -> float:
+        now = time.perf_counter()
+        stages[stage] = round(now - started, 3)
+        return now
+
     print(f"binlake restore: the upstream at {ts} into {target.describe()}: {len(plan.tables)} table(s)",
           file=out, flush=True)
     try:
         writer = target.prepare(plan, replace)
+        clock = timed("prepare", t0)
         located = lake.point_in_time(plan, [began for _, began in alive], history)
+        clock = timed("locate", clock)
         spark = spark_session(options.spark.master, "binlake-restore", options.spark.conf)
         counts, results = located.load(spark, writer)
+        clock = timed("load", clock)
         notes = target.finish(plan, results)
+        timed("finish", clock)
     finally:
         target.close()
     restored = {t.name: counts.get(i, 0) for i, t in enumerate(located.tables)}
@@ -82,5 +95,18 @@ def run_restore_command(options: DrainerConfig, ts: int, into: str, replace: boo
             print(f"    {note}", file=out)
     for note in notes:
         print(f"  {note}", file=out)
-    print(f"  {sum(restored.values())} rows in {time.perf_counter() - t0:.1f} s", file=out, flush=True)
+    timed("total", t0)
+    print(f"  {sum(restored.values())} rows in {stages['total']:.1f} s", file=out, flush=True)
+    if report_path:
+        from binlake.restore_report import RestoredTableReport, RestoreReport
+        from ingest.atomic import replace_file
+
+        report = RestoreReport(ts=ts, target=target.describe(), lake=lake.describe(), cluster_id=cluster_id,
+                               schema_version=plan.schema_version, rows=sum(restored.values()), notes=notes,
+                               stages=stages,
+                               tables=[RestoredTableReport(table=t.name, rows=restored[t.name], origin=t.origin(),
+                                                           base_ts=t.base_ts, tail_from=t.tail_from,
+                                                           notes=list(t.notes))
+                                       for t in located.tables])
+        replace_file(Path(report_path), report.model_dump_json(indent=2).encode())
     return restored

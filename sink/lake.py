@@ -64,6 +64,14 @@ class LocatedTable(Protocol):
         """Where its rows come from, for the report (e.g. ``mirror at T + changelog (a, T]``)."""
 
     @property
+    def base_ts(self) -> int | None:
+        """The run end of the stored state its rows start from (None: it starts empty)."""
+
+    @property
+    def tail_from(self) -> int | None:
+        """Changes in ``(tail_from, ts]`` are applied over the base (None: none are)."""
+
+    @property
     def notes(self) -> list[str]:
         """What the report says about it beside the count (how it was restored, what it lacks)."""
 

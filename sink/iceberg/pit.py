@@ -245,6 +245,11 @@ class TableAt:
     tail_run_end: int | None = None   # the to-ts of the run whose changelog files hold the tail's last rows
     unkept: tuple[str, ...] = ()      # columns the changelog no longer has (dropped before it kept them)
 
+    @property
+    def tail_from(self) -> int | None:
+        """The changelog tail's lower bound (None without a tail)."""
+        return self.tail.low if self.tail is not None else None
+
     def origin(self) -> str:
         """``mirror at B + changelog (L, T]``, ``empty``, or the part of it there is."""
         base = f"mirror at {self.base_ts}" if self.base is not None else "empty"

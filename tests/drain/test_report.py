@@ -33,6 +33,14 @@ def test_the_schema_in_docs_is_the_models_schema() -> None:
     assert SCHEMA_FILE.read_text() == schema_text(), "regenerate it: .venv/bin/python -m binlake.report"
 
 
+def test_the_restore_reports_schema_in_docs_is_its_models_schema() -> None:
+    from binlake import restore_report
+
+    assert restore_report.SCHEMA_FILE == REPO / "docs" / "restore-report.schema.json"
+    assert restore_report.SCHEMA_FILE.read_text() == restore_report.schema_text(), \
+        "regenerate it: .venv/bin/python -m binlake.restore_report"
+
+
 def test_reports_round_trip_and_validate_against_the_schema() -> None:
     plan = PlanReport(cluster_id=7, from_ts=10, to_ts=20, sink="mysql", checkpoint_before=None,
                       checkpoint_after=None, dry_run=True, data_dir="d")

@@ -5,17 +5,21 @@ local Spark."""
 from __future__ import annotations
 
 import io
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
 from binlake.drain import run_verify_command
 from binlake.drain_config import DrainerConfig
 from binlake.restore import run_restore_command
+from binlake.restore_report import SCHEMA_FILE as RESTORE_SCHEMA
+from binlake.restore_report import parse_restore_report
 from sink.iceberg.pit import LakeRangeError
 from sink.iceberg.verify import verify_table
 from sink.mysql.target import MySQLTarget
@@ -52,11 +56,12 @@ def verify_against(env: Env, dsn: str, ts: int) -> str:
     return out.getvalue()
 
 
-def restore(env: Env, ts: int, into: str, options: DrainerConfig | None = None, replace: bool = False
-            ) -> dict[str, int]:
+def restore(env: Env, ts: int, into: str, options: DrainerConfig | None = None, replace: bool = False,
+            report: Path | None = None) -> dict[str, int]:
     out = io.StringIO()
     try:
-        return run_restore_command(options or env.options, ts, into, replace, out=out)
+        return run_restore_command(options or env.options, ts, into, replace, out=out,
+                                   report_path=str(report) if report else None)
     finally:
         env.outputs.append(out.getvalue())
 
@@ -106,10 +111,21 @@ def history(env: Env) -> dict[str, int]:
 def test_restore_at_three_points_of_a_history_with_ddl_into_mariadb(env: Env, maria: MariaDBServer) -> None:
     points = history(env)
     expected = {"t1": ["a", "k", "r", "tr"], "t2": ["a", "k", "r2", "tr"], "t3": ["a", "k", "r2", "tr"]}
+    schema = json.loads(RESTORE_SCHEMA.read_text())
     for label, ts in points.items():
         maria.reset("test")
-        counts = restore(env, ts, maria.dsn)
+        report_path = env.root / f"restore-{label}.json"
+        counts = restore(env, ts, maria.dsn, report=report_path)
         assert sorted(n.split(".")[1] for n in counts) == expected[label], (label, counts)
+        # --report: what was restored, validated against its schema in docs/
+        jsonschema.validate(json.loads(report_path.read_text()), schema)
+        report = parse_restore_report(report_path.read_text())
+        assert (report.ts, report.rows, report.cluster_id) == (ts, sum(counts.values()), env.cluster.cluster_id)
+        assert {t.table: t.rows for t in report.tables} == counts and maria.dsn.split("@")[-1] in report.target
+        assert all((t.base_ts is None or t.base_ts <= ts) and (t.tail_from is None or t.tail_from < ts)
+                   for t in report.tables)
+        assert any(t.tail_from is not None for t in report.tables) is (label != "t3"), report.tables   # t3: a run end
+        assert set(report.stages) == {"prepare", "locate", "load", "finish", "total"}
         assert tables(maria) == expected[label], label
         verify_against(env, maria.dsn, ts)
         row = maria.query(f"SELECT checkPoint FROM tidb_binlog.checkpoint WHERE clusterID = "
