@@ -198,6 +198,10 @@ def _drain_parser(sub: Any, sinks: bool = True) -> None:
     p.add_argument("--from-ts", type=int, help="start of the range (exclusive; default the checkpoint)")
     p.add_argument("--to-ts", type=int, help="end of the range (inclusive; default the pumps' watermark)")
     p.add_argument("--dry-run", action="store_true", help="print the plan and stop")
+    p.add_argument("--write-plan", action="store_true",
+                   help="with --dry-run: also print the sink's plan of each table (Iceberg: created, evolved, "
+                        "reset, backfilled, which files are read), for which the range is pulled and decoded on "
+                        "Spark; nothing is written")
     p.add_argument("--follow", action="store_true",
                    help="keep running ranges back to back as an online drainer (SIGTERM stops it cleanly)")
     p.add_argument("--interval", type=float, help="--follow: seconds between runs (default: detect-interval, 5)")
@@ -326,17 +330,19 @@ def _spark_command_options(args: argparse.Namespace) -> DrainerConfig:
 
 def _run_drain(args: argparse.Namespace) -> int:
     from binlake.drain import run_drain_command
+    from ingest.config import ConfigError
 
     options = _spark_command_options(args)
     if args.follow:
         from binlake.follow import run_follow
 
         if args.from_ts is not None or args.to_ts is not None or args.dry_run:
-            from ingest.config import ConfigError
-
             raise ConfigError("--follow runs from the checkpoint on: no --from-ts, --to-ts or --dry-run")
         return run_follow(options, args.interval, sys.stdout)
-    run_drain_command(options, args.from_ts, args.to_ts, args.dry_run, args.report, out=sys.stdout)
+    if args.write_plan and not args.dry_run:
+        raise ConfigError("--write-plan goes with --dry-run")
+    run_drain_command(options, args.from_ts, args.to_ts, args.dry_run, args.report, out=sys.stdout,
+                      write_plan=args.write_plan)
     return 0
 
 

@@ -8,7 +8,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from binlake.drain_config import DrainerConfig
 from binlake.metrics import DrainerMetrics
@@ -21,10 +21,16 @@ from ingest.registry import load_registry
 from ingest.registry.base import DRAINER, PAUSED
 from ingest.topology import TOPOLOGY_PREFIX, tidb_status_urls
 from ingest.tso import TSOClient
-from sink.base import Sink
+from sink.base import PlansWrites, Sink
 from sink.plugin import SinkSpec
 from sink.registry import spec_for_uri
 from transform.event_filter import DML_EVENTS
+
+if TYPE_CHECKING:
+    from transform.changes import RunBatch
+    from transform.drain import DrainResult
+    from transform.history import SchemaHistory
+    from transform.plan import Plan
 
 
 class ConsoleProgress:
@@ -138,16 +144,17 @@ def loopback_channel(options: DrainerConfig) -> int | None:
 def run_drain_command(options: DrainerConfig, from_ts: int | None = None, to_ts: int | None = None,
                       dry_run: bool = False, report_path: str | None = None,
                       out: TextIO = sys.stdout, register: Callable[[int], None] | None = None,
-                      metrics: DrainerMetrics | None = None) -> Report:
+                      metrics: DrainerMetrics | None = None, write_plan: bool = False) -> Report:
     """One run end to end; returns the run report (also printed, and written as JSON). ``register(ts)``
     records the drainer in the registry at ``ts`` (default: a paused batch drainer). Every run but a dry
     one records its outcome in ``metrics`` (default: a fresh registry) and publishes them
     (``DATA_DIR/metrics.prom``, the Pushgateway of ``metrics-addr``), a failed run too. A dry run
     changes nothing anywhere: it reads the sink's checkpoint and the pumps, and writes only
-    ``report_path`` when one is given."""
+    ``report_path`` when one is given; with ``write_plan`` a sink that plans its writes (Iceberg)
+    also prints its plan of each table, for which the range is pulled and decoded on Spark."""
     metrics = metrics or DrainerMetrics()
     try:
-        report = _drain(options, from_ts, to_ts, dry_run, report_path, out, register, metrics)
+        report = _drain(options, from_ts, to_ts, dry_run, report_path, out, register, metrics, write_plan)
     except Exception as e:
         if not dry_run:
             metrics.failed(e)
@@ -160,9 +167,9 @@ def run_drain_command(options: DrainerConfig, from_ts: int | None = None, to_ts:
 
 
 def _drain(options: DrainerConfig, from_ts: int | None, to_ts: int | None, dry_run: bool, report_path: str | None,
-           out: TextIO, register: Callable[[int], None] | None, metrics: DrainerMetrics) -> Report:
+           out: TextIO, register: Callable[[int], None] | None, metrics: DrainerMetrics,
+           write_plan: bool = False) -> Report:
     register = register or (lambda ts: register_drainer(options, ts))
-    from transform.history import SchemaHistory
     from transform.plan import PumpUnreachableError, make_plan
 
     started = time.perf_counter()
@@ -198,6 +205,8 @@ def _drain(options: DrainerConfig, from_ts: int | None, to_ts: int | None, dry_r
             checkpoint_before=checkpoint, dry_run=dry_run, data_dir=options.data_dir, stages=stages,
             pumps=[PumpPlan(node_id=p.node_id, addr=p.addr, protocol=p.protocol, watermark=p.watermark)
                    for p in plan.pumps])
+        if dry_run and write_plan and not plan.empty and isinstance(sink, PlansWrites):
+            _print_write_plan(options, plan, sink, out, metrics, stages)
         if dry_run or plan.empty:
             planned = PlanReport(checkpoint_after=checkpoint, **common)
             if report_path:   # a scheduler asks for the plan (never the default path: a real run's report)
@@ -206,30 +215,11 @@ def _drain(options: DrainerConfig, from_ts: int | None, to_ts: int | None, dry_r
         if checkpoint is None and not options.tables:
             register(plan.from_ts)  # pumps wait for this drainer from now on
         status_url = upstream_status_url(options, "the drain reads the DDL history from TiDB's status port")
-        t0 = time.perf_counter()
-        history = SchemaHistory.fetch(status_url)
-        stages["history"] = time.perf_counter() - t0
-
-        from transform.ddl import refuse_for_lake
-        from transform.drain import run_drain
-        from transform.spark import settings_in_force, spark_session
-
-        t0 = time.perf_counter()
-        spark = spark_session(options.spark.master, options.spark.app_name, options.spark.conf)
-        stages["spark-start"] = time.perf_counter() - t0
-        spark_run = SparkRun(master=options.spark.master,
-                             settings=settings_in_force(spark, options.spark.master, options.spark.conf))
-        skip = frozenset() if caps.skips_commit_ts else frozenset(options.syncer.ignore_txn_commit_ts)
-        result = run_drain(spark, plan, history, options.table_filter(), options.spark.splits_per_pump,
-                           progress=ConsoleProgress(out), per_transaction=caps.per_transaction, skip_commit_ts=skip,
-                           loopback_channel=loopback_channel(options), pulled=metrics.pulled,
-                           event_filter=options.event_filter())
-        stages.update(result.stages)
+        result, history, spark_run = _compute(options, plan, status_url, out, metrics, stages)
         metrics.pending(result.counts.get("transactions", 0))
         t0 = time.perf_counter()
         try:
-            if not caps.replays_ddl:   # DDL that changed rows without binlogs stops the run before it writes
-                refuse_for_lake(result.batch.ddl, options.table_filter(), history, options.syncer.db_type)
+            _refuse_for_lake(options, result.batch, history)
             tables = sink.write(result.batch)
         finally:
             result.release()
@@ -249,6 +239,62 @@ def _drain(options: DrainerConfig, from_ts: int | None, to_ts: int | None, dry_r
     _print_report(report, out)
     _write_report(report, options, report_path, out)
     return report
+
+
+def _compute(options: DrainerConfig, plan: Plan, status_url: str, out: TextIO, metrics: DrainerMetrics,
+             stages: dict[str, float]) -> tuple[DrainResult, SchemaHistory, SparkRun]:
+    """The run's changes computed on Spark (the DDL history read, pulled, decoded; nothing written),
+    with the session's settings; each stage's seconds go to ``stages``."""
+    from transform.drain import run_drain
+    from transform.history import SchemaHistory
+    from transform.spark import settings_in_force, spark_session
+
+    t0 = time.perf_counter()
+    history = SchemaHistory.fetch(status_url)
+    stages["history"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    spark = spark_session(options.spark.master, options.spark.app_name, options.spark.conf)
+    stages["spark-start"] = time.perf_counter() - t0
+    spark_run = SparkRun(master=options.spark.master,
+                         settings=settings_in_force(spark, options.spark.master, options.spark.conf))
+    caps = options.sink_spec().capabilities
+    skip = frozenset() if caps.skips_commit_ts else frozenset(options.syncer.ignore_txn_commit_ts)
+    result = run_drain(spark, plan, history, options.table_filter(), options.spark.splits_per_pump,
+                       progress=ConsoleProgress(out), per_transaction=caps.per_transaction, skip_commit_ts=skip,
+                       loopback_channel=loopback_channel(options), pulled=metrics.pulled,
+                       event_filter=options.event_filter())
+    stages.update(result.stages)
+    return result, history, spark_run
+
+
+def _refuse_for_lake(options: DrainerConfig, batch: RunBatch, history: SchemaHistory) -> None:
+    """A sink that rebuilds tables from rows refuses DDL that changed rows without binlogs, before it
+    writes (or plans) anything."""
+    from transform.ddl import refuse_for_lake
+
+    if not options.sink_spec().capabilities.replays_ddl:
+        refuse_for_lake(batch.ddl, options.table_filter(), history, options.syncer.db_type)
+
+
+def _print_write_plan(options: DrainerConfig, plan: Plan, sink: PlansWrites, out: TextIO, metrics: DrainerMetrics,
+                      stages: dict[str, float]) -> None:
+    """A dry run of a sink that plans its writes: the run computed on Spark and the sink's plan of it
+    printed; nothing is written. Without the upstream's status port (the DDL history) only the range
+    is planned, and the output says so."""
+    try:
+        status_url = upstream_status_url(options, "the write plan reads the DDL history from TiDB's status port")
+    except ConfigError as e:
+        print(f"  write plan: not made ({e})", file=out, flush=True)
+        return
+    result, history, _ = _compute(options, plan, status_url, out, metrics, stages)
+    try:
+        _refuse_for_lake(options, result.batch, history)
+        lines = sink.plan_lines(result.batch)
+    finally:
+        result.release()
+    for line in lines:
+        print(line, file=out)
+    out.flush()
 
 
 def _write_report(report: Report, options: DrainerConfig, report_path: str | None, out: TextIO) -> None:

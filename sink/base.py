@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -73,6 +73,16 @@ class Sink(ABC):
     def close(self) -> None:
         """Release connections (default: nothing to release)."""
         return None
+
+
+@runtime_checkable
+class PlansWrites(Protocol):
+    """A sink that can say, writing nothing, what :meth:`Sink.write` would do to each table of a run
+    (a dry run computes the run and prints it)."""
+
+    def plan_lines(self, run: RunBatch) -> list[str]:
+        """What writing ``run`` would do, one or a few lines per table; nothing is written or created."""
+        ...
 
 
 class CheckpointOnly(Sink):

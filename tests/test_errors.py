@@ -52,6 +52,7 @@ KINDS: dict[str, dict[str, bool]] = {
     "sink.iceberg.quality": {"QualityError": False},
     "sink.iceberg.checkpoint": {"CheckpointError": False},
     "sink.iceberg.commit": {"ConcurrentRunError": True},
+    "sink.iceberg.write_plan": {"TableMovedError": True},
     "sink.iceberg.pit": {"LakeRangeError": False},
     "sink.iceberg.s3_credentials": {"S3CredentialsError": False},
     "sink.restore": {"RestoreError": False},

@@ -14,16 +14,20 @@ pass wrote, in one Iceberg commit.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException
 
 from sink import changelog as fmt
 from sink.errors import SinkError
 from sink.iceberg import schema as ks
-from sink.iceberg.execute import Staged, Written
 from sink.iceberg.pyiceberg_adapter import one_worker
 from transform import changes as ch
 from transform import failpoints
+
+if TYPE_CHECKING:
+    from sink.iceberg.execute import Staged, Written
 
 
 class ConcurrentRunError(SinkError):

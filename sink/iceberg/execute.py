@@ -1,15 +1,17 @@
-"""A run's table work before the commits: each table staged on the driver, then one Spark pass.
+"""A run's table work before the commits: each table's planned write staged on the driver, then one
+Spark pass. Nothing here decides: the run's :class:`~sink.iceberg.write_plan.WritePlan` did.
 
-:func:`stage` takes a :class:`~sink.iceberg.plan.TablePlan` whose catalog moves are done and, for
-its changelog and its mirror, loads the table (or creates it), leaves out a table already at the
-run's ``to_ts``, and opens the transaction its commit will be: the schema evolution to the table's
-final TableInfo (for a mirror whose key moved, the bucket spec moves first). Against the metadata
-that transaction will commit (and, for a mirror, the table's current files) it builds the task job:
-a ``tasks.ChangelogJob`` (the rows after the table's progress) or a ``tasks.MirrorJob`` (the merge of
+:func:`stage` takes a :class:`~sink.iceberg.write_plan.TableWrite` whose catalog moves are done and,
+for its changelog and its mirror, opens the table as planned (created when the plan says so; a table
+another writer changed since the plan raises :class:`~sink.iceberg.write_plan.TableMovedError`), and
+opens the transaction its commit will be with the planned schema and spec updates replayed. Against
+the metadata that transaction will commit it builds the task job the plan describes: a
+``tasks.ChangelogJob`` (the rows after the table's progress) or a ``tasks.MirrorJob`` (the merge of
 the live id's changes into the files of their key buckets; after a TRUNCATE, into none).
 
-A table whose evolution is refused (a DDL Iceberg cannot follow, a rewritten column binlake cannot
-convert) is staged with its error: it is raised at the table's commit, after the tables before it.
+A table whose evolution the plan refused (a DDL Iceberg cannot follow, a rewritten column binlake
+cannot convert) is staged with its error: it is raised at the table's commit, after the tables
+before it.
 
 :func:`run_pass` runs every job of the run in one Spark job: the changelogs' files are written by a
 ``mapInArrow`` over the run's frame, the mirrors' rows are routed per (mirror, key bucket), shuffled
@@ -22,24 +24,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
-from pyiceberg.exceptions import ValidationError
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table, Transaction
-from pyiceberg.transforms import BucketTransform
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
-from sink import changelog as fmt
 from sink.errors import IncompatibleSchemaChange, SinkError
-from sink.iceberg import plan as pl
-from sink.iceberg import schema as ks
 from sink.iceberg import tasks
+from sink.iceberg.steps import replay
 from sink.iceberg.tables import Tables
+from sink.iceberg.write_plan import ChangelogWrite, MirrorWrite, TableWrite
 from transform import changes as ch
 from transform.codec.model import TableInfo
-
-# what a refused schema evolution raises: ours (naming the DDL), pyiceberg's update checks
-REFUSED = (IncompatibleSchemaChange, ValueError, ValidationError)
 
 
 @dataclass
@@ -72,146 +68,58 @@ class Staged:
 
 @dataclass
 class Work:
-    """What the run does to one plan's tables."""
+    """What the run does to one planned table's Iceberg tables."""
 
-    plan: pl.TablePlan
+    write: TableWrite
     changelog: Staged | None = None
     mirror: Staged | None = None
-    skipped: str = ""                                   # why the table was left alone ("" if written)
 
     def staged(self) -> list[Staged]:
         return [s for s in (self.changelog, self.mirror) if s is not None]
 
 
-def stage(tables: Tables, plan: pl.TablePlan, run: ch.RunBatch) -> Work:
-    """The plan's changelog and mirror staged (see the module doc); run after the plan's moves."""
-    work = Work(plan)
+def stage(tables: Tables, write: TableWrite) -> Work:
+    """The planned changelog and mirror staged (see the module doc); run after every table's moves."""
+    work = Work(write)
+    plan = write.plan
     info = plan.info
-    if info is None:   # dropped in the range with no row changes: only catalog operations
+    if info is None:
         return work
-    log = tables.load_or_create(plan.changelog, info, plan.version, changelog=True)
-    skip_log, since = pl.progress(log.properties, run)
-    if not skip_log:
-        work.changelog = _stage_changelog(log, plan, info, since)
-    live = plan.live
-    if live is None:
-        work.skipped = skip_log
-        return work
-    mirror = tables.load_or_create(plan.mirror, info, plan.version, changelog=False)
-    skip_mirror, since = pl.progress(mirror.properties, run)
-    if not skip_mirror:
-        work.mirror = _stage_mirror(mirror, plan, info, since, run)
-    work.skipped = skip_log if skip_log and skip_mirror else ""
+    if write.changelog is not None:
+        work.changelog = _stage_changelog(tables, write.changelog, info, plan.version)
+    if write.mirror is not None:
+        work.mirror = _stage_mirror(tables, write.mirror, info, plan.version)
     return work
 
 
-def _stage_changelog(log: Table, plan: pl.TablePlan, info: TableInfo, since: int) -> Staged:
-    staged = Staged(log, log.transaction(), info, plan.version, sources=frozenset(plan.source_ids))
-    try:
-        evolve(staged.tx, log, info, ks.CHANGELOG, plan.events)
-    except REFUSED as e:
-        staged.error = e
+def _stage_changelog(tables: Tables, planned: ChangelogWrite, info: TableInfo, version: int) -> Staged:
+    log = tables.open(planned.ident, planned.expect, info, version, changelog=True)
+    staged = Staged(log, log.transaction(), info, version, sources=planned.sources)
+    if planned.refused is not None:
+        staged.error = planned.refused
         return staged
-    segments = segment_map(plan.group, info)
-    shapes = [t for (tid, _), t in segments.tables.items() if tid in segments.renamed]
-    with staged.tx.update_schema() as update:
-        ks.add_kept_columns(update, staged.tx.table_metadata.schema(), info, shapes)
-    staged.job = tasks.ChangelogJob(segments, since,
+    replay(staged.tx, planned.updates)
+    staged.job = tasks.ChangelogJob(planned.segments, planned.since,
                                     tasks.FileWriter(staged.tx.table_metadata, dict(log.io.properties)), staged.name)
     return staged
 
 
-def _stage_mirror(mirror: Table, plan: pl.TablePlan, info: TableInfo, since: int, run: ch.RunBatch) -> Staged:
-    has_rows = mirror.current_snapshot() is not None
-    files = [t.file for t in mirror.scan().plan_files()] if has_rows else []
-    reset = pl.reset_ts(plan, mirror.properties, has_rows, since, run)
-    respec = pl.moving_bucket(mirror.spec(), mirror.schema(), mirror.properties, info)
-    staged = Staged(mirror, mirror.transaction(), info, plan.version, files=files, reset=reset is not None)
-    try:
-        if respec:   # the bucket field goes before the evolution (which may drop its column)
-            bucket = pl.bucket_field(mirror.spec())
-            assert bucket is not None
-            with staged.tx.update_spec() as update:
-                update.remove_field(bucket.name)
-        evolve(staged.tx, mirror, info, ks.MIRROR, plan.events)
-        staged.job = _mirror_job(mirror, files, plan, info, since, reset, respec, staged.tx)
-    except REFUSED as e:
-        staged.error = e
+def _stage_mirror(tables: Tables, planned: MirrorWrite, info: TableInfo, version: int) -> Staged:
+    mirror = tables.open(planned.ident, planned.expect, info, version, changelog=False)
+    staged = Staged(mirror, mirror.transaction(), info, version, files=list(planned.files),
+                    reset=planned.reset is not None)
+    if planned.refused is not None:
+        staged.error = planned.refused
+        return staged
+    assert planned.segments is not None
+    replay(staged.tx, planned.updates)
+    staged.job = tasks.MirrorJob(
+        segments=planned.segments, live_id=planned.live_id, after=planned.after, keys=list(planned.keys),
+        buckets=planned.buckets, bucket_type=planned.bucket_type, epochs=planned.epochs, backfill=planned.backfill,
+        existing={b: tasks.pack_files(fs) for b, fs in planned.existing.items()}, old_metadata=mirror.metadata,
+        old_map=dict(planned.old_map), writer=tasks.FileWriter(staged.tx.table_metadata, dict(mirror.io.properties)),
+        epoch_keys=dict(planned.epoch_keys), table=staged.name)
     return staged
-
-
-def evolve(tx: Transaction, tbl: Table, info: TableInfo, kind: str, events: list[ch.DDLEvent]) -> None:
-    """The schema evolution of ``tbl`` to ``info`` in ``tx``: removals first (a name they free can be
-    taken by an added column), then additions and promotions."""
-    ddl = "; ".join(e.job.query for e in events) or "(schema as of the run)"
-    with tx.update_schema(allow_incompatible_changes=True) as update:
-        ks.evolve_remove(update, tbl.schema(), tbl.properties, info, kind)
-    with tx.update_schema() as update:
-        ks.evolve_add(update, tx.table_metadata.schema(), tbl.properties, info, kind, ddl)
-
-
-def _mirror_job(tbl: Table, files: list[DataFile], plan: pl.TablePlan, final: TableInfo, since: int,
-                reset: int | None, respec: int | None, tx: Transaction) -> tasks.MirrorJob:
-    """The merge of the live id's changes after ``since`` (and after a TRUNCATE at ``reset``) into
-    ``tbl``'s ``files`` as ``tx`` leaves the table (a bucket spec moved to the new first key column
-    when ``respec``). A rewritten column binlake cannot convert at all is refused here."""
-    live = plan.live
-    assert live is not None
-    keys = ks.key_columns(final)
-    retyped = ks.retypes(plan.events)
-    for chain in ks.retype_chains({str(r.old.id) for r in retyped}, final, retyped).values():
-        for step in chain:
-            step.check()
-    segments = segment_map(plan.group, final, retyped)
-    epoch_keys = {(tid, v): ",".join(final_names(ks.key_columns(info), info, final))
-                  for (tid, v), info in segments.tables.items() if tid == live.table_id}
-    epochs = any(k != ",".join(keys) for k in epoch_keys.values())
-    if respec:   # the key's first column changed: bucket the new one, rewriting the whole table here
-        source = tx.table_metadata.schema().find_field(keys[0])
-        if BucketTransform(respec).can_transform(source.field_type):
-            with tx.update_spec() as update:
-                update.add_field(keys[0], BucketTransform(respec), f"{keys[0]}_bucket")
-    buckets, bucket_type = pl.merge_buckets(tx.table_metadata, keys[0]) if not (epochs or respec) else (1, None)
-    spec_id = tx.table_metadata.spec().spec_id
-    existing: dict[int, list[DataFile]] = {}
-    if reset is None:
-        for f in files:
-            b = 0 if buckets == 1 else f.partition[0] if f.spec_id == spec_id else None
-            if b is None:   # a file of an older spec: this run merges in one bucket
-                buckets, bucket_type = 1, None
-                existing = {0: files}
-                break
-            existing.setdefault(b, []).append(f)
-    same_table = tbl.properties.get(fmt.TABLE_ID_KEY) == str(final.id)
-    backfill = bool(existing) and pl.needs_backfill(tbl.properties, final, retyped)
-    return tasks.MirrorJob(
-        segments=segments, live_id=live.table_id, after=max(since, reset) if reset is not None else since,
-        keys=keys, buckets=buckets, bucket_type=bucket_type, epochs=epochs, backfill=backfill,
-        existing={b: tasks.pack_files(fs) for b, fs in existing.items()}, old_metadata=tbl.metadata,
-        old_map=ks.stored_columns(tbl.properties) if same_table else {},
-        writer=tasks.FileWriter(tx.table_metadata, dict(tbl.io.properties)), epoch_keys=epoch_keys,
-        table=".".join(tbl.name()))
-
-
-def segment_map(g: pl.Group, final: TableInfo, retyped: tuple[ks.Retype, ...] = ()) -> tasks.SegmentMap:
-    """The TableInfo of every segment of the group; ids renamed into ``final``: the live ones and
-    ``final``'s own (a dropped table's rows keep their names); ``retyped``: the rewritten columns
-    whose values rows written before the rewrite carry into ``final`` (the mirror's, not the
-    changelog's: the changelog keeps each change as it was written)."""
-    tables = {(tc.table_id, s.schema_version): s.table for tc in g.parts for s in tc.segments}
-    renamed = frozenset(tc.table_id for tc in g.parts if tc.final is not None or tc.table_id == final.id)
-    return tasks.SegmentMap(final, tables, renamed, retyped)
-
-
-def final_names(names: list[str], old: TableInfo, new: TableInfo) -> list[str]:
-    """Column names of ``old`` as ``new`` calls them (by column id); hidden columns and columns
-    ``new`` dropped keep their ``old`` name."""
-    ids = {c.name: c.id for c in old.columns}
-    out = []
-    for n in names:
-        col = new.column_by_id(ids[n]) if n in ids else None
-        out.append(col.name if col is not None else n)
-    return out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -18,6 +18,8 @@ The decisions that depend on what the catalog holds are functions of a table's p
 metadata (data, no I/O): how far a table already is (:func:`progress`), whether the mirror starts
 over (:func:`reset_ts`), whether its bucket column moves (:func:`moving_bucket`), how many buckets
 the merge routes to (:func:`merge_buckets`), whether every file is rewritten (:func:`needs_backfill`).
+``sink.iceberg.planner`` takes them against the catalog, once per run, into the run's
+``sink.iceberg.write_plan.WritePlan``; nothing that executes the plan calls them.
 """
 from __future__ import annotations
 
@@ -89,7 +91,7 @@ class Drop:
         return properties.get(fmt.TABLE_ID_KEY) not in {str(i) for i in self.successors}
 
 
-@dataclass
+@dataclass(frozen=True)
 class TablePlan:
     """One upstream table's share of the run (see the module doc)."""
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import BeforeValidator, Field
 
 from ingest.config import Bool, ConfigError, Int, Str, TomlModel, settings_table
-from sink.base import CheckpointOnly, Sink
+from sink.base import Sink
 from sink.plugin import Capabilities, Flag, SinkContext, SinkSpec, Verifier
 from sink.verify_report import VerifyReport
 
@@ -95,14 +95,15 @@ class IcebergSpec(SinkSpec[IcebergSettings]):
         s = ctx.settings
         if ctx.dry_run:
             from sink.iceberg.checkpoint import MetaNamespace
+            from sink.iceberg.dry_run import IcebergDryRun
 
             catalog = _catalog_if_present(s)
             if catalog is None:
-                return CheckpointOnly(None)
+                return IcebergDryRun(None, None, s.mirror_buckets, s.table_buckets)
             meta = MetaNamespace(catalog, read_only=True)
             if ctx.cluster_id is not None:
                 meta.check_cluster(ctx.cluster_id)
-            return CheckpointOnly(meta.checkpoint())
+            return IcebergDryRun(catalog, meta.checkpoint(), s.mirror_buckets, s.table_buckets)
         from sink.iceberg.catalog import warehouse_location
         from sink.iceberg.s3_credentials import check_s3_credentials
         from sink.iceberg.writer import IcebergSink

@@ -20,11 +20,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.schema import Schema
-from pyiceberg.table.update.schema import UpdateSchema
 from pyiceberg.types import (
     BinaryType,
     DateType,
@@ -188,6 +188,22 @@ def _matched(current: Schema, props: dict[str, str], new: TableInfo) -> dict[str
     return out
 
 
+class SchemaEdits(Protocol):
+    """The edits of pyiceberg's ``UpdateSchema`` the evolution makes (``sink.iceberg.steps.Recorder``
+    records them)."""
+
+    def add_column(self, path: str | tuple[str, ...], field_type: IcebergType) -> object: ...
+
+    def delete_column(self, path: str | tuple[str, ...]) -> object: ...
+
+    def rename_column(self, path_from: str | tuple[str, ...], new_name: str) -> object: ...
+
+    def update_column(self, path: str | tuple[str, ...], field_type: IcebergType | None = None,
+                      required: bool | None = None) -> object: ...
+
+    def set_identifier_fields(self, *fields: str) -> object: ...
+
+
 def identifier_names(schema: Schema) -> list[str]:
     """The names of ``schema``'s identifier fields, in identifier-id order."""
     names = []
@@ -210,7 +226,7 @@ def _prefixes(kind: str) -> list[tuple[str, ...]]:
     return [(), (ch.BEFORE,)] if kind == CHANGELOG else [()]
 
 
-def evolve_remove(update: UpdateSchema, current: Schema, props: dict[str, str], new: TableInfo, kind: str) -> None:
+def evolve_remove(update: SchemaEdits, current: Schema, props: dict[str, str], new: TableInfo, kind: str) -> None:
     """First half of the evolution to ``new``: drops and renames (and, for the mirror, the new key).
     The changelog keeps a dropped column of the same table id, renamed
     (``sink.changelog.dropped_column_name``), and drops it from ``_tidb_before`` only.
@@ -246,7 +262,7 @@ def evolve_remove(update: UpdateSchema, current: Schema, props: dict[str, str], 
                 update.rename_column((*p, old_name), new_map[cid])
 
 
-def add_kept_columns(update: UpdateSchema, current: Schema, final: TableInfo, tables: Iterable[TableInfo]) -> None:
+def add_kept_columns(update: SchemaEdits, current: Schema, final: TableInfo, tables: Iterable[TableInfo]) -> None:
     """The changelog's fields for the columns of ``tables`` (the shapes its rows were written in, of
     ``final``'s table id) that ``final`` no longer has, under their dropped names
     (``sink.changelog.dropped_column_name``): the changes written before a DROP COLUMN, or before a
@@ -259,7 +275,7 @@ def add_kept_columns(update: UpdateSchema, current: Schema, final: TableInfo, ta
             update.add_column(name, iceberg_type(arrow_type(col)))
 
 
-def evolve_add(update: UpdateSchema, current: Schema, props: dict[str, str], new: TableInfo, kind: str,
+def evolve_add(update: SchemaEdits, current: Schema, props: dict[str, str], new: TableInfo, kind: str,
                ddl: str) -> None:
     """Second half (``current`` is the schema after :func:`evolve_remove`): added columns and type
     promotions; a change Iceberg cannot promote raises :class:`IncompatibleSchemaChange` naming ``ddl``."""

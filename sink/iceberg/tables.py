@@ -1,20 +1,20 @@
 """The Iceberg tables of the sink as catalog objects: loaded, created with their partition specs, and
-moved by the run's RENAME TABLE and DROP TABLE before anything is written (each step idempotent: a
-crashed run's re-run finds it done and goes on).
+moved by the catalog steps a run's plan decided (``sink.iceberg.write_plan``: renames, drops,
+lineage records), before anything is written.
 
 - A new changelog ``<db>.<table>__changelog`` is partitioned by day of ``_tidb_commit_time``; a new
   mirror ``<db>.<table>`` by ``bucket(N, first key column)`` (``mirror_buckets``, per table
-  ``table_buckets``): a run rewrites only the buckets its keys fall in.
-- RENAME TABLE renames both Iceberg tables; a target that still holds another table (names swapped
-  within one run) is refused.
-- DROP TABLE keeps the mirror as ``<table>__dropped_<ts>`` (its snapshots still answer ``verify --ts``
-  before the drop) and the changelog as ``<table>__changelog_dropped_<ts>``, so the name is free for
-  a table created or renamed into it later. Renames and drops are recorded in the ``_binlake``
-  namespace (``sink.iceberg.lineage``).
+  ``table_buckets``): a run rewrites only the buckets its keys fall in (:meth:`Tables.new_table`,
+  which planning also asks what a creation would make).
+- A planned step finds the tables as they were planned (its source at the planned metadata
+  location, its target free), else it raises :class:`~sink.iceberg.write_plan.TableMovedError`; a
+  refused rename (its target still holds another table) raises ``SinkError`` in its turn.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError
@@ -23,16 +23,32 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyiceberg.transforms import BucketTransform, DayTransform
 
-from sink import changelog as fmt
 from sink.errors import SinkError
-from sink.iceberg import lineage
 from sink.iceberg import schema as ks
 from sink.iceberg.checkpoint import MetaNamespace, ensure_namespace
-from sink.iceberg.plan import Ident, Rename, TablePlan, progress
+from sink.iceberg.plan import Ident
+from sink.iceberg.write_plan import CatalogStep, DropTable, RecordMove, RefuseRename, RenameTable, TableMovedError
 from transform import changes as ch
 from transform.codec.model import TableInfo
 
 DEFAULT_MIRROR_BUCKETS = 16   # a new mirror is partitioned by bucket(16, first key column)
+
+
+@dataclass(frozen=True)
+class NewTable:
+    """What creating a table makes: its schema, partition spec and properties."""
+
+    schema: Schema
+    spec: PartitionSpec
+    properties: dict[str, str]
+
+
+class Layout(Protocol):
+    """What a table the sink creates would be (planning asks it of tables that do not exist yet)."""
+
+    def new_table(self, ident: Ident, info: TableInfo, version: int, changelog: bool) -> NewTable:
+        """The table creating ``ident`` for ``info`` would make."""
+        ...
 
 
 class Tables:
@@ -50,69 +66,61 @@ class Tables:
         except NoSuchTableError:
             return None
 
-    def load_or_create(self, ident: Ident, info: TableInfo, version: int, changelog: bool) -> Table:
-        return self.load(ident) or self.create(ident, info, version, changelog)
-
-    def create(self, ident: Ident, info: TableInfo, version: int, changelog: bool) -> Table:
-        """A new changelog (partitioned by day of ``_tidb_commit_time``) or mirror (by a bucket of its
-        first key column)."""
-        ensure_namespace(self.catalog, ident[0])
+    def new_table(self, ident: Ident, info: TableInfo, version: int, changelog: bool) -> NewTable:
+        """A changelog partitioned by day of ``_tidb_commit_time``, or a mirror by a bucket of its
+        first key column."""
         props = ks.table_properties(info, version)
         props["format-version"] = "2"
         if changelog:
             schema = ks.changelog_schema(info)
             day = schema.find_field(ch.COMMIT_TIME).field_id
-            spec = PartitionSpec(PartitionField(day, 1000, DayTransform(), "commit_day"))
-        else:
-            schema = ks.mirror_schema(info)
-            buckets = self.table_buckets.get(".".join(ident), self.mirror_buckets)
-            spec = bucket_spec(schema, ks.key_columns(info)[0], buckets)
-        return self.catalog.create_table_if_not_exists(ident, schema, partition_spec=spec, properties=props)
+            return NewTable(schema, PartitionSpec(PartitionField(day, 1000, DayTransform(), "commit_day")), props)
+        schema = ks.mirror_schema(info)
+        buckets = self.table_buckets.get(".".join(ident), self.mirror_buckets)
+        return NewTable(schema, bucket_spec(schema, ks.key_columns(info)[0], buckets), props)
+
+    def open(self, ident: Ident, expect: str | None, info: TableInfo, version: int, changelog: bool) -> Table:
+        """The table as planned: at metadata location ``expect``, or created when ``expect`` is None."""
+        tbl = self.load(ident)
+        if expect is None:
+            if tbl is not None:
+                raise _moved(ident, "created")
+            new = self.new_table(ident, info, version, changelog)
+            ensure_namespace(self.catalog, ident[0])
+            return self.catalog.create_table_if_not_exists(ident, new.schema, partition_spec=new.spec,
+                                                           properties=new.properties)
+        if tbl is None or tbl.metadata_location != expect:
+            raise _moved(ident, "dropped or renamed" if tbl is None else "committed to")
+        return tbl
 
     # -- the run's catalog moves -----------------------------------------------------------------
 
-    def move(self, plan: TablePlan, run: ch.RunBatch, meta: MetaNamespace) -> None:
-        """The RENAME TABLEs into the plan's name, their lineage records, and what a DROP sets aside."""
-        for r in plan.renames:
-            self.rename(r)
-        for m in plan.moves:
-            meta.record(m)
-        if plan.drop is not None:
-            self._set_aside(plan, run, meta)
+    def move(self, steps: tuple[CatalogStep, ...], meta: MetaNamespace) -> None:
+        """A table's planned catalog steps, in order."""
+        for step in steps:
+            if isinstance(step, RefuseRename):
+                raise SinkError(step.message)
+            if isinstance(step, RecordMove):
+                meta.record(step.move)
+            elif isinstance(step, RenameTable):
+                self._expect(step.src, step.expect)
+                if self.load(step.dst) is not None:
+                    raise _moved(step.dst, "created")
+                ensure_namespace(self.catalog, step.dst[0])
+                self.catalog.rename_table(step.src, step.dst)
+            elif isinstance(step, DropTable):
+                self._expect(step.ident, step.expect)
+                self.catalog.drop_table(step.ident)
 
-    def rename(self, r: Rename) -> None:
-        for suffix in ("", fmt.CHANGELOG_SUFFIX):
-            src, dst = (r.old[0], r.old[1] + suffix), (r.new[0], r.new[1] + suffix)
-            if self.load(src) is None:
-                continue  # done by an earlier (crashed) attempt, or never written
-            if self.load(dst) is not None:
-                raise SinkError(f"RENAME TABLE {'.'.join(r.old)} TO {'.'.join(r.new)}: the Iceberg table "
-                                f"{'.'.join(dst)} still holds another table (names swapped within one run?); "
-                                f"drain up to the commit before this rename first (--to-ts), or rename "
-                                f"{'.'.join(dst)} out of the way")
-            ensure_namespace(self.catalog, dst[0])
-            self.catalog.rename_table(src, dst)
+    def _expect(self, ident: Ident, location: str) -> None:
+        tbl = self.load(ident)
+        if tbl is None or tbl.metadata_location != location:
+            raise _moved(ident, "dropped or renamed" if tbl is None else "committed to")
 
-    def _set_aside(self, plan: TablePlan, run: ch.RunBatch, meta: MetaNamespace) -> None:
-        """DROP TABLE: the mirror to ``kept`` (recorded), the changelog to ``aside``; an end without a
-        DROP drops the mirror. A table already at the run's ``to_ts``, or recording an id that takes
-        the name later in the run, is the name's next table (a crashed attempt got that far) and stays."""
-        drop = plan.drop
-        assert drop is not None
-        mirror = self.load(plan.mirror)
-        ours = mirror is not None and not progress(mirror.properties, run)[0] and drop.moves(mirror.properties)
-        if drop.kept is not None and drop.drop_ts is not None:
-            if ours and self.load(drop.kept) is None:
-                self.catalog.rename_table(plan.mirror, drop.kept)
-            if self.load(drop.kept) is not None:
-                meta.record(lineage.Move(drop.drop_ts, ".".join(plan.mirror), ".".join(drop.kept), lineage.DROP))
-        elif ours:
-            self.catalog.drop_table(plan.mirror)
-        if drop.aside is not None:
-            live_log = (plan.group.db, fmt.changelog_name(plan.group.name))
-            log = self.load(live_log)
-            if log is not None and drop.moves(log.properties) and self.load(drop.aside) is None:
-                self.catalog.rename_table(live_log, drop.aside)
+
+def _moved(ident: Ident, how: str) -> TableMovedError:
+    return TableMovedError(f"table {'.'.join(ident)}: another writer {how} it after this run planned it: "
+                           f"concurrent run; nothing of this run was written to it, a re-run plans again")
 
 
 def bucket_spec(schema: Schema, column: str, buckets: int) -> PartitionSpec:

@@ -1,11 +1,13 @@
 """The Iceberg sink: per upstream table, an append-only changelog and a current-state mirror.
 
-A run goes through four steps, one module each:
+A run is planned, then executed; the plan is finished before anything is written:
 
-1. Plan (``sink.iceberg.plan``, from the run's metadata alone): the run's table ids grouped per
-   upstream table name (TRUNCATE and DROP + CREATE give one name several table ids), in the order
-   the tables are worked on, each with the RENAME TABLEs into its name, what a DROP sets aside, the
-   changelog it appends to and the mirror it merges into.
+1. Plan (:meth:`IcebergSink.plan`: ``sink.iceberg.plan`` from the run's metadata alone, then
+   ``sink.iceberg.planner`` against the catalog): the run's table ids grouped per upstream table
+   name (TRUNCATE and DROP + CREATE give one name several table ids), in the order the tables are
+   worked on, each with its catalog steps, and its changelog's and mirror's writes with every
+   decision taken (progress, reset, moved bucket, merge buckets, backfill, schema and spec updates,
+   the files read): a ``sink.iceberg.write_plan.WritePlan``, which a dry run prints.
 2. Catalog moves (``sink.iceberg.tables``), plan by plan: RENAME TABLE renames both Iceberg tables;
    DROP TABLE keeps the mirror as ``<table>__dropped_<commit_ts>`` and the changelog as
    ``<table>__changelog_dropped_<commit_ts>`` (the name is free for a table created or renamed into
@@ -13,9 +15,10 @@ A run goes through four steps, one module each:
    (``sink.iceberg.lineage``): ``verify --ts T`` finds a table by what it was called at T.
 3. Execute (``sink.iceberg.execute``): missing tables are created (mirror ``<db>.<table>`` with
    identifier fields = primary key or ``_tidb_rowid``; changelog ``<db>.<table>__changelog``
-   partitioned by day of ``_tidb_commit_time``), each table's transaction is staged with its schema
-   evolution to the table's final TableInfo, and ONE Spark pass writes every changelog's files
-   and merges every mirror's key buckets.
+   partitioned by day of ``_tidb_commit_time``), each table's transaction is staged with its planned
+   schema evolution to the table's final TableInfo, and ONE Spark pass writes every changelog's files
+   and merges every mirror's key buckets. A table another writer changed since the plan raises
+   ``TableMovedError`` (a ``ConcurrentRunError``).
 4. Commit (``sink.iceberg.commit``), table by table in plan order: the changelog appends every row
    change of the range; the mirror deletes every row when the range truncated the table and every
    key the range touched, and appends the surviving after-images.
@@ -45,9 +48,11 @@ from sink.iceberg.checkpoint import checkpoint_from as checkpoint_from
 from sink.iceberg.commit import ConcurrentRunError as ConcurrentRunError
 from sink.iceberg.commit import commit, tag
 from sink.iceberg.lineage import META_NAMESPACE as META_NAMESPACE
-from sink.iceberg.plan import plan_run
+from sink.iceberg.planner import plan_write
 from sink.iceberg.tables import DEFAULT_MIRROR_BUCKETS as DEFAULT_MIRROR_BUCKETS
 from sink.iceberg.tables import Tables
+from sink.iceberg.write_plan import TableMovedError as TableMovedError
+from sink.iceberg.write_plan import WritePlan
 from transform import changes as ch
 from transform import failpoints
 
@@ -84,14 +89,19 @@ class IcebergSink(Sink):
 
     # -- the run -----------------------------------------------------------------------------
 
+    def plan(self, run: ch.RunBatch) -> WritePlan:
+        """What :meth:`write` does to each table of ``run``, decided against the catalog as it is now;
+        writes nothing."""
+        return plan_write(run, self._tables.load, self._tables)
+
     def write(self, run: ch.RunBatch) -> list[TableReport]:
         """Plan, move, stage, one Spark pass, then commit table by table; the whole write is one item
         to ``observer`` (the run is the lake's commit batch)."""
         started = time.perf_counter()
-        plans = plan_run(run)
-        for p in plans:
-            self._tables.move(p, run, self._meta)
-        work = [execute.stage(self._tables, p, run) for p in plans]
+        planned = self.plan(run)
+        for t in planned.tables:
+            self._tables.move(t.moves, self._meta)
+        work = [execute.stage(self._tables, t) for t in planned.tables]
         written = execute.run_pass(self.spark or run.spark, run, [s for w in work for s in w.staged()])
         reports: dict[str, TableReport] = {}
         for w in work:
@@ -109,8 +119,9 @@ class IcebergSink(Sink):
 
     def _commit(self, w: execute.Work, written: Mapping[str, execute.Written], run: ch.RunBatch) -> TableReport:
         """The plan's changelog then its mirror committed; what the run report says of the table."""
-        report = TableReport(table=w.plan.table, ddl=[e.job.query for e in w.plan.events], skipped=w.skipped)
-        if w.plan.info is not None:
+        plan = w.write.plan
+        report = TableReport(table=plan.table, ddl=[e.job.query for e in plan.events], skipped=w.write.skipped)
+        if plan.info is not None:
             report.rows = {"I": 0, "U": 0, "D": 0}
         for staged in w.staged():
             got = written.get(staged.name, execute.Written())
