@@ -150,19 +150,27 @@ def real(tidb_build: TiDBBuild) -> Iterator[RealCluster]:
     """One real cluster per test module and tidb-server build (tidb-server starts in seconds; its
     build is `make peers`)."""
     root = scratch_dir(f"binlake-rt-{tidb_build.line}-")
-    pumps: list[PumpProcess] = []
     try:
-        with PDEtcd(root / "pd") as pd:
-            tidb = TiDBServer(root / "tidb", pd.url, build=tidb_build)
-            try:
-                pumps = start_pumps(root, pd, tidb)
-                with tidb:
-                    yield RealCluster(root, pd, pumps, tidb)
-            finally:
-                for p in pumps:
-                    p.kill()
+        with real_cluster(root, tidb_build) as cluster:
+            yield cluster
     finally:
         remove(root)
+
+
+@contextmanager
+def real_cluster(root: Path, build: TiDBBuild, write_timeout: str = "15s") -> Iterator[RealCluster]:
+    """pdetcd, two pumps and a tidb-server of ``build`` under ``root`` (left in place), stopped on exit;
+    ``write_timeout`` is TiDB's pump client write timeout (``[binlog] write-timeout``)."""
+    pumps: list[PumpProcess] = []
+    with PDEtcd(root / "pd") as pd:
+        tidb = TiDBServer(root / "tidb", pd.url, build=build, write_timeout=write_timeout)
+        try:
+            pumps = start_pumps(root, pd, tidb)
+            with tidb:
+                yield RealCluster(root, pd, pumps, tidb)
+        finally:
+            for p in pumps:
+                p.kill()
 
 
 def parquet_matches_iceberg(iceberg: DrainerConfig, parquet: DrainerConfig) -> int:

@@ -46,6 +46,7 @@ class PDEtcd:
         self.root = root
         self.cluster_id = cluster_id
         self.addr = f"127.0.0.1:{free_port()}"
+        self.peer_addr = f"127.0.0.1:{free_port()}"   # kept, so a stopped pdetcd restarts on its data dir
         self.log = root / "pdetcd.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -58,7 +59,7 @@ class PDEtcd:
         self.root.mkdir(parents=True, exist_ok=True)
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
-                [str(peer("pdetcd")), "-addr", self.addr, "-peer-addr", f"127.0.0.1:{free_port()}",
+                [str(peer("pdetcd")), "-addr", self.addr, "-peer-addr", self.peer_addr,
                  "-data-dir", str(self.root / "pdetcd.data"), "-cluster-id", str(self.cluster_id)],
                 stdout=subprocess.PIPE, stderr=log, start_new_session=True)
         assert self.proc.stdout is not None
@@ -92,7 +93,7 @@ TIDB_CONFIG = """\
 [binlog]
 enable = true
 ignore-error = false
-write-timeout = "15s"
+write-timeout = "{write_timeout}"
 {socket}
 [log]
 level = "warn"
@@ -115,6 +116,7 @@ class TiDBServer:
     pd_url: str
     binlog_socket: str = ""
     build: TiDBBuild = NEWEST
+    write_timeout: str = "15s"     # the pump client's binlog write timeout: past it, it tries another pump
     port: int = field(default_factory=free_port)
     status_port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
@@ -138,7 +140,7 @@ class TiDBServer:
         self.root.mkdir(parents=True, exist_ok=True)
         config = self.root / "tidb.toml"
         socket = f'binlog-socket = "{self.binlog_socket}"' if self.binlog_socket else ""
-        config.write_text(TIDB_CONFIG.format(socket=socket))
+        config.write_text(TIDB_CONFIG.format(socket=socket, write_timeout=self.write_timeout))
         host_port = self.pd_url.split("://", 1)[-1]
         # unistore keeps its data in a temporary dir of its own; ``-path`` is where the binlog client
         # finds PD and etcd

@@ -1,0 +1,798 @@
+"""A seeded fault campaign whose writer is a real ``tidb-server``: TiDB's own pump client, TiDB's own
+transactions, binlake pumps, binlake drains into Iceberg and MariaDB, one or two faults per run, and
+after every run a count of what was lost, duplicated, or broke an invariant.
+
+Each run starts a fresh real cluster (``tests/realtidb/conftest.py`` ``real_cluster``: pdetcd as PD
+and etcd, two ``binlake pump`` processes, the newest tidb-server build on unistore with binlog on and
+a 3 s pump-client write timeout), puts load on it over TiDB's MySQL port, injects its fault(s) at
+seeded points, drains, and checks. Run ``i`` uses kind ``KINDS[i % len(KINDS)]`` (of the ``--kinds``
+chosen); its seed is the ``i``-th draw of ``random.Random(--seed)`` and drives every choice of the run.
+
+Load (pymysql, database ``fc``):
+
+- *bank*: 3 threads (15 transfers/s each at most) move money between 60 accounts spread over
+  ``bank_a``/``bank_b``/``bank_c``, one transfer per transaction (``BEGIN PESSIMISTIC`` or
+  ``BEGIN OPTIMISTIC``, two UPDATEs and an INSERT of a unique ``ledger`` row); the total is
+  constant at every ts. A transfer whose COMMIT returned OK is *acknowledged*, one whose COMMIT
+  raised is *unknown* (there at most once), one that failed before COMMIT is *aborted* (never there).
+- *churn*: a writer (15 transactions/s at most) on ``churn_cols``/``churn_trunc``/``churn_ren``/
+  ``churn_part`` beside a DDL thread (ADD/DROP COLUMN, TRUNCATE TABLE, RENAME TABLE back and forth,
+  ADD PARTITION).
+
+Every run also drains Iceberg in process once during the load (``tag-runs`` on, so each run of the
+drain tags ``tidb-ts-<to_ts>``) and, for half the runs, MariaDB too.
+
+Fault kinds (``fault_*``):
+
+- ``pump-kill``: ``kill -9`` of one pump under load, restarted from its data dir 0.5-3 s later.
+- ``pump-stop``: SIGSTOP of one pump for 4-7 s (past TiDB's 3 s write timeout: TiDB writes the
+  prewrite again to the other pump, so both may hold it), then SIGCONT.
+- ``drain-kill-iceberg``: ``tests.drain.crashing_cli sink-commit=N`` under load (exit 86 as
+  ``kill -9``), N in 1..16; the final drain completes the range.
+- ``drain-kill-mysql``: the same into MariaDB with ``mysql-flush=N``, N in 1..30.
+- ``pd-stop``: pdetcd (PD + etcd) terminated under load for 2-5 s, restarted on its data dir.
+- ``racing-drains``: two ``binlake drain`` processes at once on one catalog and ``--to-ts`` under load;
+  one must succeed, a loser may only fail with "concurrent run".
+
+Not built: ``tidb-kill``. The harness's tidb-server keeps unistore in a fresh temporary directory per
+start (``-path`` is PD's address, so unistore's own path is empty): a restarted tidb-server is an
+empty cluster, every table gone, and the pump could not resolve the lost commits of the dead one.
+
+Checks after every run (the final drains are in process, after the load stopped):
+
+- ledger: every acknowledged transfer's row exactly once in the Iceberg mirror, in the Iceberg
+  changelog (as an insert) and in MariaDB; an unknown one at most once; no row of an aborted
+  transfer or of an id never attempted;
+- bank: the total equals the initial one in the Iceberg mirror at every ``tidb-ts-*`` tag all three
+  bank tables carry (a killed drain may leave a tag on only some: noted, not summed), in the current
+  mirror, and in MariaDB after every MySQL drain (at its checkpoint); the MariaDB checkpoint row
+  consistent at the final drain's checkpoint;
+- ``binlake verify`` exact: Iceberg at the checkpoint, MariaDB ``--against``.
+
+``lost`` counts (sink, ledger id) pairs of acknowledged transfers missing from a sink plus rows a
+verify finds missing; ``duplicated`` counts extra copies of ledger rows plus rows a verify finds extra
+or twice; ``invariant_breaks`` counts bank totals off and rows of aborted or never-attempted
+transfers. A run's other problems (a verify diff it could not count, an error) are listed.
+
+    .venv/bin/python bench/faults_real.py --runs 6 --seed 1            # one run of each kind
+    .venv/bin/python bench/faults_real.py --runs 12 --seed 1 --kinds pump-kill,pump-stop
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pymysql
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from binlake.drain import run_verify_command
+from binlake.drain_config import DrainerConfig
+from ingest import binlog as bl
+from ingest.scan_client import ScanClient
+from sink.changelog import TAG_PREFIX
+from sink.iceberg.plugin import catalog_for
+from tests.drain.crashing_cli import CRASH_STATUS
+from tests.realtidb.conftest import RealCluster, real_cluster
+from tests.realtidb.peers import remove, scratch_dir
+from tests.realtidb.versions import NEWEST, TiDBBuild
+from tests.servers import MariaDBServer
+
+KINDS = ["pump-kill", "pump-stop", "drain-kill-iceberg", "drain-kill-mysql", "pd-stop", "racing-drains"]
+DB = "fc"
+BANK = ("bank_a", "bank_b", "bank_c")
+ACCOUNTS = 20                  # per bank table
+BALANCE = 1000
+TOTAL = BALANCE * ACCOUNTS * len(BANK)
+BANK_WORKERS = 3
+BANK_RATE = 15.0               # transfers/s per bank thread at most (the drains' work stays bounded)
+CHURN_RATE = 15.0              # churn transactions/s at most
+WRITE_TIMEOUT = "3s"           # TiDB's [binlog] write-timeout in these runs
+TABLES_WRITTEN = 8             # 3 bank tables, ledger, 4 churn tables: 2 commits each per drain run
+SETUP = (
+    *(f"CREATE TABLE {t} (id INT PRIMARY KEY, bal BIGINT NOT NULL)" for t in BANK),
+    "CREATE TABLE ledger (id BIGINT PRIMARY KEY, src VARCHAR(16), dst VARCHAR(16), amt INT, mode VARCHAR(12))",
+    "CREATE TABLE churn_cols (id INT PRIMARY KEY, v INT)",
+    "CREATE TABLE churn_trunc (id INT PRIMARY KEY, v INT)",
+    "CREATE TABLE churn_ren (id INT PRIMARY KEY, v INT)",
+    "CREATE TABLE churn_part (id INT PRIMARY KEY, v INT) PARTITION BY RANGE (id) (PARTITION p1 VALUES LESS THAN (100))",
+    *(f"INSERT INTO {t} VALUES " + ", ".join(f"({i}, {BALANCE})" for i in range(1, ACCOUNTS + 1)) for t in BANK),
+)
+
+
+class Skipped(Exception):
+    """The kind cannot run here (the reason is printed)."""
+
+
+# ---- the load -----------------------------------------------------------------------------------
+
+@dataclass
+class Ledger:
+    """Every transfer by what its client saw: acknowledged, unknown (COMMIT raised) or aborted."""
+
+    acked: set[int] = field(default_factory=set)
+    unknown: set[int] = field(default_factory=set)
+    aborted: set[int] = field(default_factory=set)
+    errors: Counter[str] = field(default_factory=Counter)
+
+
+class Load:
+    """The bank threads and the churn writer + DDL threads on one real TiDB, until ``stop()``."""
+
+    def __init__(self, real: RealCluster, seed: int) -> None:
+        self.real = real
+        self.seed = seed
+        self.ledger = Ledger()
+        self.churn_writes = 0
+        self.ddls: list[str] = []
+        self.churn_errors: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._ren = "churn_ren"
+        self._part_bound = 100
+
+    def setup(self) -> None:
+        """The database, the bank's accounts, the ledger and the churn tables."""
+        self.real.tidb.execute(f"CREATE DATABASE {DB}")
+        self.real.tidb.execute(*SETUP, database=DB)
+
+    def start(self) -> None:
+        """Start every thread."""
+        targets: list[tuple[Callable[..., None], tuple[Any, ...]]] = [
+            *((self._bank, (w,)) for w in range(BANK_WORKERS)), (self._churn, ()), (self._ddl, ())]
+        self._threads = [threading.Thread(target=f, args=a, daemon=True, name=f"load-{i}")
+                         for i, (f, a) in enumerate(targets)]
+        for t in self._threads:
+            t.start()
+
+    def stop(self) -> None:
+        """Stop every thread and wait for it."""
+        self._stop.set()
+        for t in self._threads:
+            t.join(90)
+
+    def _connect(self) -> Any:
+        while not self._stop.is_set():
+            try:
+                return self.real.tidb.connect(DB)
+            except pymysql.err.MySQLError:
+                self._stop.wait(0.3)
+        return None
+
+    @staticmethod
+    def _reset(conn: Any) -> bool:
+        """Roll back what the connection holds; False when it is broken (reconnect)."""
+        try:
+            conn.rollback()
+            return True
+        except Exception:  # noqa: BLE001 - a broken connection
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001
+                pass
+            return False
+
+    def _bank(self, w: int) -> None:
+        rng = random.Random(self.seed * 31 + w)
+        conn = self._connect()
+        n = 0
+        while conn is not None and not self._stop.wait(1 / BANK_RATE):
+            n += 1
+            lid = (w + 1) * 10_000_000 + n
+            (ta, ia), (tb, ib) = rng.sample([(t, i) for t in BANK for i in range(1, ACCOUNTS + 1)], 2)
+            amt = rng.randint(1, 50)
+            mode = rng.choice(["PESSIMISTIC", "OPTIMISTIC"])
+            try:
+                with conn.cursor() as cur:
+                    cur.execute(f"BEGIN {mode}")
+                    cur.execute(f"UPDATE {ta} SET bal = bal - {amt} WHERE id = {ia}")
+                    cur.execute(f"UPDATE {tb} SET bal = bal + {amt} WHERE id = {ib}")
+                    cur.execute(f"INSERT INTO ledger VALUES ({lid}, '{ta}.{ia}', '{tb}.{ib}', {amt}, '{mode}')")
+            except Exception as e:  # noqa: BLE001 - before COMMIT: rolled back
+                with self._lock:
+                    self.ledger.aborted.add(lid)
+                    self.ledger.errors[_code(e)] += 1
+                if not self._reset(conn):
+                    conn = self._connect()
+                continue
+            try:
+                with conn.cursor() as cur:
+                    cur.execute("COMMIT")
+            except Exception as e:  # noqa: BLE001 - COMMIT raised: committed or not, never twice
+                with self._lock:
+                    self.ledger.unknown.add(lid)
+                    self.ledger.errors[f"commit {_code(e)}"] += 1
+                if not self._reset(conn):
+                    conn = self._connect()
+                continue
+            with self._lock:
+                self.ledger.acked.add(lid)
+        if conn is not None:
+            conn.close()
+
+    def _churn(self) -> None:
+        rng = random.Random(self.seed * 31 + 100)
+        conn = self._connect()
+        while conn is not None and not self._stop.is_set():
+            table = rng.choice(["churn_cols", "churn_trunc", self._ren, "churn_part"])
+            top = self._part_bound if table == "churn_part" else 300
+            try:
+                with conn.cursor() as cur:
+                    cur.execute("BEGIN")
+                    for _ in range(rng.randint(1, 3)):
+                        k = rng.randrange(top)
+                        if rng.random() < 0.75:
+                            cur.execute(f"INSERT INTO {table} (id, v) VALUES ({k}, 1) "
+                                        "ON DUPLICATE KEY UPDATE v = v + 1")
+                        else:
+                            cur.execute(f"DELETE FROM {table} WHERE id = {k}")
+                    cur.execute("COMMIT")
+                self.churn_writes += 1
+            except Exception as e:  # noqa: BLE001 - schema changed, table renamed away, a fault
+                self.churn_errors[_code(e)] += 1
+                if not self._reset(conn):
+                    conn = self._connect()
+            self._stop.wait(1 / CHURN_RATE)
+        if conn is not None:
+            conn.close()
+
+    def _ddl(self) -> None:
+        rng = random.Random(self.seed * 31 + 200)
+        added: list[str] = []
+        column = 0
+        conn = self._connect()
+        while conn is not None and not self._stop.wait(rng.uniform(0.6, 1.5)):
+            kind = rng.choice(["add", "drop", "truncate", "rename", "partition"])
+            if kind == "drop" and not added:
+                kind = "add"
+            if kind == "add":
+                column += 1
+                sql = f"ALTER TABLE churn_cols ADD COLUMN c{column} INT DEFAULT {column}"
+            elif kind == "drop":
+                sql = f"ALTER TABLE churn_cols DROP COLUMN {added[0]}"
+            elif kind == "truncate":
+                sql = "TRUNCATE TABLE churn_trunc"
+            elif kind == "rename":
+                other = "churn_ren2" if self._ren == "churn_ren" else "churn_ren"
+                sql = f"RENAME TABLE {self._ren} TO {other}"
+            else:
+                sql = (f"ALTER TABLE churn_part ADD PARTITION (PARTITION p{self._part_bound // 100 + 1} "
+                       f"VALUES LESS THAN ({self._part_bound + 100}))")
+            try:
+                with conn.cursor() as cur:
+                    cur.execute(sql)
+            except Exception as e:  # noqa: BLE001 - a fault (the DDL may or may not have run): state re-read
+                self.churn_errors[f"ddl {_code(e)}"] += 1
+                if not self._reset(conn):
+                    conn = self._connect()
+                self._reread(added)
+                continue
+            self.ddls.append(sql)
+            if kind == "add":
+                added.append(f"c{column}")
+            elif kind == "drop":
+                added.pop(0)
+            elif kind == "rename":
+                self._ren = other
+            elif kind == "partition":
+                self._part_bound += 100
+        if conn is not None:
+            conn.close()
+
+    def _reread(self, added: list[str]) -> None:
+        """After a DDL whose outcome is unknown: the churn tables' state as TiDB has it."""
+        try:
+            tables = {str(r[0]) for r in self.real.tidb.query(f"SHOW TABLES FROM {DB}")}
+            self._ren = "churn_ren2" if "churn_ren2" in tables else "churn_ren"
+            cols = [str(r[0]) for r in self.real.tidb.query(f"SHOW COLUMNS FROM {DB}.churn_cols")]
+            added[:] = [c for c in cols if re.fullmatch(r"c\d+", c)]
+            parts = self.real.tidb.query("SELECT COUNT(*) FROM information_schema.partitions WHERE "
+                                         f"table_schema = '{DB}' AND table_name = 'churn_part'")
+            self._part_bound = 100 * int(str(parts[0][0]))
+        except pymysql.err.MySQLError:
+            pass
+
+    def describe(self) -> str:
+        """One line: what the load did."""
+        lg = self.ledger
+        errs = ", ".join(f"{k} x{n}" for k, n in (lg.errors + self.churn_errors).most_common(4))
+        return (f"bank {len(lg.acked)} acked/{len(lg.unknown)} unknown/{len(lg.aborted)} aborted, churn "
+                f"{self.churn_writes} txns + {len(self.ddls)} DDL" + (f" (errors: {errs})" if errs else ""))
+
+
+def _code(e: BaseException) -> str:
+    """A short name of a client error: its MySQL code, or its type."""
+    if isinstance(e, pymysql.err.MySQLError) and e.args and isinstance(e.args[0], int):
+        return str(e.args[0])
+    return type(e).__name__
+
+
+# ---- one run ------------------------------------------------------------------------------------
+
+@dataclass
+class Outcome:
+    """What one run found."""
+
+    index: int
+    kind: str
+    seed: int
+    seconds: float = 0.0
+    lost: int = 0
+    duplicated: int = 0
+    breaks: int = 0
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    skipped: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return not self.skipped and not (self.lost or self.duplicated or self.breaks or self.problems)
+
+    def line(self, runs: int) -> str:
+        """The run's one line."""
+        head = f"run {self.index}/{runs} kind={self.kind} seed={self.seed} seconds={self.seconds:.1f}"
+        if self.skipped:
+            return f"{head} skipped: {self.skipped}"
+        return (f"{head} lost={self.lost} duplicated={self.duplicated} invariant_breaks={self.breaks} "
+                f"problems={len(self.problems)}")
+
+
+class Run:
+    """One run: its seeded choices, cluster, load, drains and checks."""
+
+    def __init__(self, out: Outcome, root: Path, maria: MariaDBServer, build: TiDBBuild, load_seconds: float) -> None:
+        self.out = out
+        self.root = root
+        self.maria = maria
+        self.build = build
+        self.rng = random.Random(out.seed)
+        self.load_seconds = round(self.rng.uniform(0.8, 1.2) * load_seconds, 1)
+        self.real: RealCluster | None = None
+        self.load: Load | None = None
+        self.outputs: list[str] = []
+
+    def note(self, text: str) -> None:
+        self.out.notes.append(text)
+
+    def problem(self, text: str) -> None:
+        self.out.problems.append(" ".join(text.split())[:400])
+
+    # ---- drains ----
+    def iceberg(self) -> DrainerConfig:
+        """The Iceberg drainer of the run (``tag-runs`` on)."""
+        assert self.real is not None
+        o = self.real.options("ice", [DB])
+        o.iceberg.tag_runs = True
+        return o
+
+    def mysql(self) -> DrainerConfig:
+        """The MariaDB drainer of the run."""
+        assert self.real is not None
+        o = self.real.options("my", [DB], sink="mysql")
+        o.syncer.to.dsn = self.maria.dsn
+        o.syncer.worker_count = 2
+        o.syncer.txn_batch = 5
+        return o
+
+    def drain(self, options: DrainerConfig) -> int:
+        """One in-process drain; returns its checkpoint; after a MySQL one, the bank total checked there."""
+        assert self.real is not None
+        report = self.real.drain(options)
+        self.outputs.append(str(report.get("output", "")))
+        checkpoint = int(report["checkpoint_after"])
+        if options.syncer.db_type == "mysql":
+            self.mysql_bank(checkpoint)
+        return checkpoint
+
+    def config_file(self, options: DrainerConfig, name: str) -> Path:
+        """A drainer.toml (TiDB Binlog key names) for ``binlake drain --config`` child processes."""
+        def q(v: object) -> str:
+            return json.dumps(v)
+        o = options
+        lines = [f"registry = {q(o.registry)}", f"pd-urls = {q(o.pd_urls)}",
+                 f"data-dir = {q(str(self.root / (name + '-drainer')))}",
+                 "[upstream]", f"status-url = {q(o.upstream.status_url)}", f"dsn = {q(o.upstream.dsn)}",
+                 "[syncer]", f"db-type = {q(o.syncer.db_type)}", f"replicate-do-db = {q(o.syncer.replicate_do_db)}",
+                 f"worker-count = {o.syncer.worker_count}", f"txn-batch = {o.syncer.txn_batch}",
+                 "[syncer.to]", f"dsn = {q(o.syncer.to.dsn)}",
+                 "[iceberg]", f"warehouse = {q(o.iceberg.warehouse)}", f"tag-runs = {q(o.iceberg.tag_runs)}",
+                 "[spark]", 'master = "local[1]"']
+        path = self.root / f"{name}.toml"
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
+    def drain_process(self, options: DrainerConfig, name: str, failpoint: str = "",
+                      extra: tuple[str, ...] = ()) -> subprocess.Popen[str]:
+        """``binlake drain --config`` in a child process (``crashing_cli`` with a failpoint ``NAME=N``)."""
+        cmd = ["-m", "tests.drain.crashing_cli", failpoint, "--"] if failpoint else ["-m", "binlake.cli"]
+        return subprocess.Popen([sys.executable, *cmd, "drain", "--config", str(self.config_file(options, name)),
+                                 "--report", str(self.root / f"{name}.json"), *extra],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=self.root,
+                                env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+    def finish(self, proc: subprocess.Popen[str], timeout: float = 600) -> tuple[int, str]:
+        """Wait for a child drain; its exit status and output (kept for drains.log)."""
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            stdout, stderr = proc.communicate()
+        self.outputs.append(stdout + stderr)
+        return proc.returncode, stderr
+
+    # ---- checks ----
+    def ledger_counts(self, where: str, counts: Counter[int]) -> None:
+        """Acknowledged ids exactly once, unknown ones at most once, nothing else."""
+        assert self.load is not None
+        lg = self.load.ledger
+        missing = sorted(i for i in lg.acked if counts[i] == 0)
+        twice = {i: n for i, n in counts.items() if n > 1}
+        phantom = sorted(i for i in counts if i not in lg.acked and i not in lg.unknown)
+        self.out.lost += len(missing)
+        self.out.duplicated += sum(n - 1 for n in twice.values())
+        self.out.breaks += len(phantom)
+        if missing:
+            self.problem(f"{where}: {len(missing)} acknowledged ledger row(s) missing, first {missing[:3]}")
+        if twice:
+            self.problem(f"{where}: {len(twice)} ledger row(s) more than once, first {sorted(twice)[:3]}")
+        if phantom:
+            aborted = sum(1 for i in phantom if i in lg.aborted)
+            self.problem(f"{where}: {len(phantom)} ledger row(s) of no acknowledged or unknown transfer "
+                         f"({aborted} aborted before COMMIT), first {phantom[:3]}")
+        seen_unknown = sum(1 for i in lg.unknown if counts[i])
+        if lg.unknown:
+            self.note(f"{where}: {seen_unknown} of {len(lg.unknown)} unknown transfer(s) present")
+
+    def verify_result(self, what: str, code: int, text: str) -> None:
+        """Count a verify report's missing rows as lost, extra or twice held rows as duplicated."""
+        if code == 0:
+            return
+        diffs = [line.strip() for line in text.splitlines() if line.strip().startswith(("DIFF", "!"))]
+        self.problem(f"{what}: {'; '.join(diffs[:3]) or text[-300:]}")
+        for line in diffs:
+            counts = {k: int(v) for k, v in re.findall(r"(missing|extra|duplicates) (\d+)", line)}
+            self.out.lost += counts.get("missing", 0)
+            self.out.duplicated += counts.get("extra", 0) + counts.get("duplicates", 0)
+
+    def check_iceberg(self, options: DrainerConfig, checkpoint: int) -> None:
+        """verify at the checkpoint; ledger rows in mirror and changelog; the bank total at every tag."""
+        out = io.StringIO()
+        self.verify_result(f"iceberg verify at {checkpoint}", run_verify_command(options, checkpoint, out=out),
+                           out.getvalue())
+        cat = catalog_for(options)
+        mirror = cat.load_table(f"{DB}.ledger").scan(selected_fields=("id",)).to_arrow()
+        self.ledger_counts("iceberg mirror", Counter(mirror.column("id").to_pylist()))
+        log = cat.load_table(f"{DB}.ledger__changelog").scan(selected_fields=("id", "_tidb_op")).to_arrow()
+        self.ledger_counts("iceberg changelog", Counter(r["id"] for r in log.to_pylist() if r["_tidb_op"] == "I"))
+        tables = {t: cat.load_table(f"{DB}.{t}") for t in BANK}
+        current = sum(sum(tbl.scan(selected_fields=("bal",)).to_arrow().column("bal").to_pylist())
+                      for tbl in tables.values())
+        if current != TOTAL:
+            self.out.breaks += 1
+            self.problem(f"iceberg mirror: bank total {current} != {TOTAL} at the checkpoint {checkpoint}")
+        tags: dict[int, dict[str, int]] = {}
+        for t, tbl in tables.items():
+            for name, ref in tbl.refs().items():
+                if name.startswith(TAG_PREFIX):
+                    tags.setdefault(int(name[len(TAG_PREFIX):]), {})[t] = ref.snapshot_id
+        checked = 0
+        for ts, snaps in sorted(tags.items()):
+            if len(snaps) < len(BANK):
+                self.note(f"tidb-ts-{ts} on {len(snaps)} of {len(BANK)} bank tables (a killed drain's): not summed")
+                continue
+            total = sum(sum(tables[t].scan(snapshot_id=s, selected_fields=("bal",)).to_arrow().column("bal")
+                            .to_pylist()) for t, s in snaps.items())
+            checked += 1
+            if total != TOTAL:
+                self.out.breaks += 1
+                self.problem(f"iceberg tag tidb-ts-{ts}: bank total {total} != {TOTAL}")
+        if not checked:
+            self.problem("no tidb-ts-* tag on every bank table")
+        self.note(f"iceberg: bank total checked at {checked} tag(s)")
+
+    def mysql_bank(self, checkpoint: int) -> None:
+        """The bank total in MariaDB right after a MySQL drain (at its checkpoint)."""
+        total = sum(int(str(self.maria.query(f"SELECT COALESCE(SUM(bal), 0) FROM {DB}.{t}")[0][0])) for t in BANK)
+        if total != TOTAL:
+            self.out.breaks += 1
+            self.problem(f"mariadb at checkpoint {checkpoint}: bank total {total} != {TOTAL}")
+
+    def check_mysql(self, options: DrainerConfig, checkpoint: int) -> None:
+        """verify --against, ledger rows, checkpoint row."""
+        assert self.real is not None
+        out = io.StringIO()
+        self.verify_result("mysql verify --against", run_verify_command(options, None, out=out,
+                                                                        against=self.maria.dsn), out.getvalue())
+        self.ledger_counts("mariadb", Counter(int(str(r[0])) for r in self.maria.query(f"SELECT id FROM {DB}.ledger")))
+        row = self.maria.query("SELECT checkPoint FROM tidb_binlog.checkpoint WHERE clusterID = "
+                               f"{self.real.pd.cluster_id}")
+        cp = json.loads(str(row[0][0])) if row else {}
+        if cp.get("consistent") is not True or cp.get("commitTS") != checkpoint:
+            self.problem(f"mariadb checkpoint row after the final drain at {checkpoint}: {cp or 'none'}")
+
+    def check_upstream(self) -> None:
+        """TiDB itself: every acknowledged ledger row, the bank total (else TiDB lost it, not binlake)."""
+        assert self.load is not None
+        ids = {int(str(r[0])) for r in self.real.tidb.query(f"SELECT id FROM {DB}.ledger")} if self.real else set()
+        gone = self.load.ledger.acked - ids
+        if gone:
+            self.problem(f"TiDB itself lacks {len(gone)} acknowledged ledger row(s)")
+        total = sum(int(str(self.real.tidb.query(f"SELECT SUM(bal) FROM {DB}.{t}")[0][0])) for t in BANK) \
+            if self.real else TOTAL
+        if total != TOTAL:
+            self.problem(f"TiDB itself: bank total {total} != {TOTAL}")
+
+    # ---- the run ----
+    @contextmanager
+    def cluster(self) -> Iterator[RealCluster]:
+        """The run's real cluster, load set up; the load stopped and drain outputs kept on the way out."""
+        with real_cluster(self.root, self.build, write_timeout=WRITE_TIMEOUT) as real:
+            self.real = real
+            self.load = Load(real, self.rng.randrange(1 << 30))
+            self.load.setup()
+            try:
+                yield real
+            finally:
+                self.load.stop()
+                self.note(self.load.describe())
+                (self.root / "drains.log").write_text("\n\n".join(self.outputs))
+
+    def under_load(self, fault: Callable[[], None]) -> None:
+        """The load for ``load_seconds``; the fault at a seeded point, an Iceberg drain (and for half the
+        runs a MariaDB drain) at other seeded points, in time order, the load still running after the
+        last; then the final drains and checks."""
+        assert self.real is not None and self.load is not None
+        self.maria.reset(DB)
+        ice, my = self.iceberg(), self.mysql()
+        span = self.load_seconds
+        events: list[tuple[float, str, Callable[[], Any]]] = [
+            (self.rng.uniform(0.2, 0.45) * span, "fault", fault),
+            (self.rng.uniform(0.1, 0.8) * span, "iceberg drain", lambda: self.drain(ice))]
+        if self.rng.random() < 0.5:
+            events.append((self.rng.uniform(0.1, 0.8) * span, "mariadb drain", lambda: self.drain(my)))
+        started = time.monotonic()
+        self.load.start()
+        try:
+            for at, what, action in sorted(events, key=lambda e: e[0]):
+                wait = started + at - time.monotonic()
+                if wait > 0:
+                    time.sleep(wait)
+                self.note(f"{what} at {time.monotonic() - started:.1f}s")
+                action()
+            # the load outlives every event (a slow drain delays the ones after it) and the span
+            time.sleep(max(1.0, started + span - time.monotonic()))
+        finally:
+            self.load.stop()
+        self.note(f"load stopped at {time.monotonic() - started:.1f}s")
+        self.check_upstream()
+        checkpoint = self.drain(ice)
+        self.check_iceberg(ice, checkpoint)
+        checkpoint = self.drain(my)
+        self.check_mysql(my, checkpoint)
+
+
+# ---- fault kinds --------------------------------------------------------------------------------
+
+def fault_pump_kill(run: Run) -> None:
+    """kill -9 of one pump under load; restarted from its data dir."""
+    with run.cluster() as real:
+        victim = run.rng.choice(real.pumps)
+        down = round(run.rng.uniform(0.5, 3.0), 2)
+
+        def fault() -> None:
+            victim.kill()
+            time.sleep(down)
+            victim.start()
+            run.note(f"kill -9 {victim.node_id}, restarted {down}s later")
+        run.under_load(fault)
+
+
+def fault_pump_stop(run: Run) -> None:
+    """SIGSTOP of one pump past TiDB's write timeout (TiDB fails over, the prewrite may be on both), SIGCONT."""
+    with run.cluster() as real:
+        victim = run.rng.choice(real.pumps)
+        hold = round(run.rng.uniform(4.0, 7.0), 2)
+
+        def fault() -> None:
+            assert victim.proc is not None
+            os.killpg(victim.proc.pid, signal.SIGSTOP)
+            try:
+                time.sleep(hold)
+            finally:
+                os.killpg(victim.proc.pid, signal.SIGCONT)
+            run.note(f"SIGSTOP {victim.node_id} for {hold}s (TiDB's write timeout {WRITE_TIMEOUT})")
+        run.under_load(fault)
+        run.note(f"{prewrites_on_both(real)} prewrite(s) on both pumps (TiDB's failover re-writes)")
+
+
+def prewrites_on_both(real: RealCluster) -> int:
+    """How many start_ts have a prewrite binlog on more than one pump."""
+    held: Counter[int] = Counter()
+    for p in real.pumps:
+        with ScanClient(p.addr, real.pd.cluster_id) as c:
+            held.update({r.start_ts for r in c.scan(0) if r.tp == bl.PREWRITE})
+    return sum(1 for n in held.values() if n > 1)
+
+
+def _drain_kill(run: Run, sink: str) -> None:
+    with run.cluster():
+        options = run.iceberg() if sink == "iceberg" else run.mysql()
+        point = (f"sink-commit={run.rng.randint(1, 2 * TABLES_WRITTEN)}" if sink == "iceberg"
+                 else f"mysql-flush={run.rng.randint(1, 30)}")
+
+        def fault() -> None:
+            code, err = run.finish(run.drain_process(options, f"crash-{sink}", failpoint=point))
+            if code not in (CRASH_STATUS, 0):
+                run.problem(f"the crashing {sink} drain exited {code}: {err.strip()[-300:]}")
+            run.note(f"{sink} drain killed at {point}" if code == CRASH_STATUS
+                     else f"{point} did not fire (exit {code})")
+            if run.maria.PASSWORD in "".join(run.outputs[-1:]):
+                run.problem("the MariaDB password was printed")
+        run.under_load(fault)
+
+
+def fault_drain_kill_iceberg(run: Run) -> None:
+    """The Iceberg drain killed after its N-th table commit, under load; the final drain completes."""
+    _drain_kill(run, "iceberg")
+
+
+def fault_drain_kill_mysql(run: Run) -> None:
+    """The MariaDB drain killed after its N-th loader flush, under load; the final drain completes."""
+    _drain_kill(run, "mysql")
+
+
+def fault_pd_stop(run: Run) -> None:
+    """pdetcd (PD + the pumps' etcd) terminated under load for a few seconds, restarted on its data dir."""
+    with run.cluster() as real:
+        down = round(run.rng.uniform(2.0, 5.0), 2)
+
+        def fault() -> None:
+            real.pd.__exit__(None, None, None)
+            time.sleep(down)
+            real.pd.__enter__()
+            run.note(f"pdetcd stopped for {down}s")
+            for p in real.pumps:
+                if p.proc is not None and p.proc.poll() is not None:
+                    run.problem(f"{p.node_id} exited ({p.proc.returncode}) during the PD outage: {p.log_tail(3)}")
+        run.under_load(fault)
+
+
+def fault_racing_drains(run: Run) -> None:
+    """Two Iceberg drains started together on one catalog and range, under load."""
+    with run.cluster() as real:
+        options = run.iceberg()
+
+        def fault() -> None:
+            to_ts = real.settle()
+            procs = [run.drain_process(options, f"race-{i}", extra=("--to-ts", str(to_ts))) for i in (1, 2)]
+            outcomes = [run.finish(p) for p in procs]
+            codes = [c for c, _ in outcomes]
+            if 0 not in codes:
+                run.problem(f"neither racing drain succeeded: exits {codes}: {outcomes[0][1].strip()[-200:]}")
+            for code, err in outcomes:
+                if code != 0 and "concurrent run" not in err:
+                    run.problem(f"a racing drain failed otherwise (exit {code}): {err.strip()[-300:]}")
+            run.note(f"racing drains to {to_ts} exited {codes}")
+        run.under_load(fault)
+
+
+FAULTS: dict[str, Callable[[Run], None]] = {
+    "pump-kill": fault_pump_kill, "pump-stop": fault_pump_stop, "drain-kill-iceberg": fault_drain_kill_iceberg,
+    "drain-kill-mysql": fault_drain_kill_mysql, "pd-stop": fault_pd_stop, "racing-drains": fault_racing_drains,
+}
+assert list(FAULTS) == KINDS
+
+
+# ---- the campaign -------------------------------------------------------------------------------
+
+def plan(runs: int, seed: int, kinds: list[str]) -> list[tuple[int, str, int]]:
+    """(run number, kind, seed) of every run: kind ``kinds[i % len]``, seed the i-th draw of ``Random(seed)``."""
+    master = random.Random(seed)
+    return [(i + 1, kinds[i % len(kinds)], master.randrange(1 << 32)) for i in range(runs)]
+
+
+def run_one(index: int, kind: str, seed: int, root: Path, maria: MariaDBServer, build: TiDBBuild = NEWEST,
+            load_seconds: float = 12.0) -> Outcome:
+    """Run one fault in a fresh real cluster under ``root``; every error becomes a problem of the run."""
+    out = Outcome(index, kind, seed)
+    started = time.monotonic()
+    try:
+        FAULTS[kind](Run(out, root, maria, build, load_seconds))
+    except Skipped as e:
+        out.skipped = str(e)
+    except Exception as e:  # noqa: BLE001 - counted as a problem of the run
+        tb = traceback.extract_tb(e.__traceback__)
+        where = next((f"{Path(f.filename).name}:{f.lineno}" for f in reversed(tb)
+                      if f.filename.endswith("faults_real.py")), "")
+        out.problems.append(f"error at {where}: {type(e).__name__}: {' '.join(str(e).split())[:300]}")
+    out.seconds = time.monotonic() - started
+    return out
+
+
+def campaign(runs: int, seed: int, kinds: list[str], maria: MariaDBServer, base: Path, keep: bool = False,
+             only: int = 0, load_seconds: float = 12.0, echo: Callable[[str], None] = print) -> list[Outcome]:
+    """Every run of the plan (or only run ``only``), each in a directory under ``base`` (kept when it
+    failed or ``keep``); ``echo`` gets each run's line and details."""
+    outcomes = []
+    for index, kind, run_seed in plan(runs, seed, kinds):
+        if only and index != only:
+            continue
+        root = base / f"run-{index:03d}-{kind}"
+        root.mkdir(parents=True)
+        out = run_one(index, kind, run_seed, root, maria, load_seconds=load_seconds)
+        outcomes.append(out)
+        echo(out.line(runs))
+        for text in out.notes + [f"PROBLEM {p}" for p in out.problems]:
+            echo(f"    {text}")
+        if out.passed and not keep or out.skipped:
+            remove(root)
+        else:
+            echo(f"    kept {root}")
+    return outcomes
+
+
+def summary(outcomes: list[Outcome]) -> str:
+    """``runs=N faults=kind:n,... lost=L duplicated=D invariant_breaks=B`` (+ problems, skipped)."""
+    ran = [o for o in outcomes if not o.skipped]
+    kinds = Counter(o.kind for o in ran)
+    return (f"runs={len(ran)} faults={','.join(f'{k}:{n}' for k, n in kinds.items())} "
+            f"lost={sum(o.lost for o in ran)} duplicated={sum(o.duplicated for o in ran)} "
+            f"invariant_breaks={sum(o.breaks for o in ran)} problems={sum(len(o.problems) for o in ran)}"
+            + (f" skipped={len(outcomes) - len(ran)}" if len(ran) < len(outcomes) else ""))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the campaign; 0 when nothing was lost, duplicated or broken and no run had a problem."""
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=len(KINDS), help="runs (default: one of each kind)")
+    ap.add_argument("--seed", type=int, default=1, help="campaign seed (each run's seed is drawn from it)")
+    ap.add_argument("--kinds", default="", help=f"comma-separated subset of: {','.join(KINDS)}")
+    ap.add_argument("--only", type=int, default=0, metavar="N", help="run only run N of this campaign (same seed)")
+    ap.add_argument("--load-seconds", type=float, default=12.0, help="load per run, before the seeded +-20%%")
+    ap.add_argument("--keep", action="store_true", help="keep every run's directory (failed runs' are always kept)")
+    args = ap.parse_args(argv)
+    kinds = [k.strip() for k in args.kinds.split(",") if k.strip()] or list(KINDS)
+    unknown = [k for k in kinds if k not in FAULTS]
+    if unknown:
+        ap.error(f"unknown kind(s) {', '.join(unknown)}; known: {', '.join(KINDS)}")
+    kinds = [k for k in KINDS if k in kinds]
+    if args.runs < 1 or not 0 <= args.only <= args.runs:
+        ap.error("--runs must be at least 1 and --only name a run of the campaign")
+    def terminated(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt   # unwinds the run: its processes and MariaDB stopped
+    signal.signal(signal.SIGTERM, terminated)
+    base = scratch_dir("binlake-faults-real-")
+    print(f"binlake real-TiDB fault campaign: --runs {args.runs} --seed {args.seed} kinds {','.join(kinds)} "
+          f"(tidb-server {NEWEST.line}); run directories under {base}", flush=True)
+    started = time.monotonic()
+    with MariaDBServer() as maria:
+        outcomes = campaign(args.runs, args.seed, kinds, maria, base, keep=args.keep, only=args.only,
+                            load_seconds=args.load_seconds, echo=lambda s: print(s, flush=True))
+    if not any(base.iterdir()):
+        shutil.rmtree(base, ignore_errors=True)
+    print(f"{summary(outcomes)} minutes={(time.monotonic() - started) / 60:.1f}", flush=True)
+    bad = any(o.lost or o.duplicated or o.breaks or o.problems for o in outcomes)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
