@@ -33,6 +33,7 @@ SYSTEM_SCHEMAS = frozenset({"mysql", "information_schema", "performance_schema",
 _BIT, _TIME = 16, 11
 CLOCK_WAIT = 10.0   # seconds the reader waits for the upstream's clock to pass the ts
 _BAD_FIELD = 1054
+_UNKNOWN_VARIABLE = 1193
 VIRTUAL_COLUMNS = ("SELECT table_schema, table_name, column_name FROM information_schema.columns "
                    "WHERE extra LIKE '%VIRTUAL GENERATED%'")
 
@@ -99,10 +100,19 @@ def upstream_clock(cur: Any) -> int:
 
 def wait_past(cur: Any, ts: int, describe: str, wait: float = CLOCK_WAIT) -> int:
     """The upstream's clock once it is past ``ts`` (polled for up to ``wait`` seconds); else
-    :class:`UpstreamSnapshotError` saying how far behind it is."""
+    :class:`UpstreamSnapshotError` saying how far behind it is, or that the server is not TiDB."""
+    import pymysql
+
     deadline = time.monotonic() + wait
     while True:
-        now = upstream_clock(cur)
+        try:
+            now = upstream_clock(cur)
+        except pymysql.err.OperationalError as e:
+            if e.args[0] != _UNKNOWN_VARIABLE:
+                raise
+            raise UpstreamSnapshotError(f"reading the upstream {describe} at ts {ts}: it is not TiDB (it knows "
+                                        f"neither @@tidb_current_ts nor @@tidb_snapshot, so it cannot be read at "
+                                        f"a ts)") from None
         if now > ts:
             return now
         if time.monotonic() >= deadline:

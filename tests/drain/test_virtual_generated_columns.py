@@ -218,6 +218,7 @@ class _Cursor:
         self.statements = statements
         self.rows: list[tuple[Any, ...]] = []
         self.description: list[tuple[Any, ...]] = []
+        self.snapshot = ""
 
     def __enter__(self) -> _Cursor:
         return self
@@ -227,7 +228,13 @@ class _Cursor:
 
     def execute(self, sql: str, args: Any = None) -> None:
         self.statements.append(sql)
-        if "information_schema.tables" in sql:
+        if sql.startswith("SET @@tidb_snapshot"):
+            self.snapshot = args[0]
+        elif sql == "SELECT @@tidb_current_ts":          # in a transaction: its start ts, past the read ts
+            self.rows = [("99999",)]
+        elif sql == "SELECT @@tidb_snapshot":
+            self.rows = [(self.snapshot,)]
+        elif "information_schema.tables" in sql:
             self.rows = [("test", "g")]
         elif "information_schema.columns" in sql:
             self.rows = [("test", "g", "v"), ("test", "G", "_V$_ie_0")] if "VIRTUAL GENERATED" in sql else []
