@@ -37,6 +37,7 @@ from ingest.security import SecurityConfig
 from schemas import pump_pb2, pump_pb2_grpc
 from tests.certs import Authority, TLSWorld, security_toml, tls_world
 from tests.ingest.helpers import commit, prewrite
+from tests.waiting import wait_for
 from transform.plan import PlanError, PumpUnreachableError, make_plan
 from upstream.local import PumpProcess, free_port, http
 
@@ -125,10 +126,7 @@ def test_pump_grpc_admits_only_allowed_certificates(tls_pump: PumpProcess, tso: 
 
 
 def _wait_watermark(client: ScanClient, ts: int) -> None:
-    deadline = time.monotonic() + 20
-    while client.watermark().max_commit_ts < ts:
-        assert time.monotonic() < deadline, f"watermark never reached {ts}"
-        time.sleep(0.1)
+    wait_for(lambda: client.watermark().max_commit_ts >= ts, 20, f"the watermark to reach {ts}")
 
 
 def test_scan_client_reads_a_tls_pump_as_written(tls_pump: PumpProcess, tso: Any, ts: Callable[[], int],
