@@ -33,10 +33,16 @@ Fault kinds (``fault_*``):
 - ``pd-stop``: pdetcd (PD + etcd) terminated under load for 2-5 s, restarted on its data dir.
 - ``racing-drains``: two ``binlake drain`` processes at once on one catalog and ``--to-ts`` under load;
   one must succeed, a loser may only fail with "concurrent run".
-
-Not built: ``tidb-kill``. The harness's tidb-server keeps unistore in a fresh temporary directory per
-start (``-path`` is PD's address, so unistore's own path is empty): a restarted tidb-server is an
-empty cluster, every table gone, and the pump could not resolve the lost commits of the dead one.
+- ``tidb-kill``: ``kill -9`` of tidb-server under load, after 0.3-1.5 s of the bank threads
+  transferring unthrottled (transactions in flight: lost commits for the pumps to resolve through
+  TiDB's status API), restarted 0.5-3 s later on its unistore data
+  (``real_cluster(persistent=True)``); then every table of ``fc`` is read once, as a live cluster's
+  traffic (or TiKV's GC) would, so that the dead server's locks are resolved. A prewrite binlog whose
+  transaction never reached the store has no lock and no record upstream: the pump drops it after
+  ``max-txn-timeout``, 600 s by default as in TiDB Binlog, set to 15 s in these runs.
+- ``disk-full``: pump-1's data dir is a tmpfs of its own, filled under load for 4-7 s, then freed:
+  either below the pumps' ``stop-write-at-available-space`` (the pump refuses writes; TiDB writes to
+  the other pump) or to a few KiB free with no threshold (the pump's writes fail with ENOSPC).
 
 Checks after every run (the final drains are in process, after the load stopped):
 
@@ -72,6 +78,7 @@ import sys
 import threading
 import time
 import traceback
+import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -80,6 +87,7 @@ from pathlib import Path
 from typing import Any
 
 import pymysql
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -96,7 +104,8 @@ from tests.realtidb.peers import remove, scratch_dir
 from tests.realtidb.versions import NEWEST, TiDBBuild
 from tests.servers import MariaDBServer
 
-KINDS = ["pump-kill", "pump-stop", "drain-kill-iceberg", "drain-kill-mysql", "pd-stop", "racing-drains"]
+KINDS = ["pump-kill", "pump-stop", "drain-kill-iceberg", "drain-kill-mysql", "pd-stop", "racing-drains",
+         "tidb-kill", "disk-full"]
 DB = "fc"
 BANK = ("bank_a", "bank_b", "bank_c")
 ACCOUNTS = 20                  # per bank table
@@ -107,6 +116,9 @@ BANK_RATE = 15.0               # transfers/s per bank thread at most (the drains
 CHURN_RATE = 15.0              # churn transactions/s at most
 WRITE_TIMEOUT = "3s"           # TiDB's [binlog] write-timeout in these runs
 TABLES_WRITTEN = 8             # 3 bank tables, ledger, 4 churn tables: 2 commits each per drain run
+TIDB_KILL_TXN_TIMEOUT = 15     # tidb-kill: the pumps' max-txn-timeout (s; default 600, as TiDB Binlog's)
+PUMP_FS = 512 << 20            # disk-full: the tmpfs that holds pump-1's data dir
+STOP_WRITE_AT = 64 << 20       # disk-full: the pumps' stop-write-at-available-space (threshold variant)
 SETUP = (
     *(f"CREATE TABLE {t} (id INT PRIMARY KEY, bal BIGINT NOT NULL)" for t in BANK),
     "CREATE TABLE ledger (id BIGINT PRIMARY KEY, src VARCHAR(16), dst VARCHAR(16), amt INT, mode VARCHAR(12))",
@@ -149,6 +161,7 @@ class Load:
         self._threads: list[threading.Thread] = []
         self._ren = "churn_ren"
         self._part_bound = 100
+        self.burst = threading.Event()   # set: the bank threads transfer as fast as they can
 
     def setup(self) -> None:
         """The database, the bank's accounts, the ledger and the churn tables."""
@@ -195,7 +208,7 @@ class Load:
         rng = random.Random(self.seed * 31 + w)
         conn = self._connect()
         n = 0
-        while conn is not None and not self._stop.wait(1 / BANK_RATE):
+        while conn is not None and not self._stop.wait(0 if self.burst.is_set() else 1 / BANK_RATE):
             n += 1
             lid = (w + 1) * 10_000_000 + n
             (ta, ia), (tb, ib) = rng.sample([(t, i) for t in BANK for i in range(1, ACCOUNTS + 1)], 2)
@@ -342,6 +355,7 @@ class Outcome:
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     skipped: str = ""
+    upstream_broken: str = ""   # tidb-kill: what TiDB itself lost (its store, not binlake)
 
     @property
     def passed(self) -> bool:
@@ -353,7 +367,7 @@ class Outcome:
         if self.skipped:
             return f"{head} skipped: {self.skipped}"
         return (f"{head} lost={self.lost} duplicated={self.duplicated} invariant_breaks={self.breaks} "
-                f"problems={len(self.problems)}")
+                f"problems={len(self.problems)}" + (" upstream_broken" if self.upstream_broken else ""))
 
 
 class Run:
@@ -369,6 +383,7 @@ class Run:
         self.real: RealCluster | None = None
         self.load: Load | None = None
         self.outputs: list[str] = []
+        self.findings: list[tuple[str, int, int, int]] = []   # against_tidb's, until settle()
 
     def note(self, text: str) -> None:
         self.out.notes.append(text)
@@ -462,16 +477,34 @@ class Run:
         if lg.unknown:
             self.note(f"{where}: {seen_unknown} of {len(lg.unknown)} unknown transfer(s) present")
 
+    def against_tidb(self, text: str, lost: int = 0, duplicated: int = 0, breaks: int = 0) -> None:
+        """A finding measured against TiDB's own state (a verify diff, a bank total): counted by
+        :meth:`settle`, unless TiDB itself broke in the run (:meth:`check_upstream`)."""
+        self.findings.append((text, lost, duplicated, breaks))
+
+    def settle(self) -> None:
+        """Count the findings against TiDB's state, or keep them as notes when TiDB itself broke."""
+        for text, lost, duplicated, breaks in self.findings:
+            if self.out.upstream_broken:
+                self.note(f"not counted (TiDB itself broke): {text}")
+                continue
+            self.out.lost += lost
+            self.out.duplicated += duplicated
+            self.out.breaks += breaks
+            self.problem(text)
+        self.findings.clear()
+
     def verify_result(self, what: str, code: int, text: str) -> None:
         """Count a verify report's missing rows as lost, extra or twice held rows as duplicated."""
         if code == 0:
             return
         diffs = [line.strip() for line in text.splitlines() if line.strip().startswith(("DIFF", "!"))]
-        self.problem(f"{what}: {'; '.join(diffs[:3]) or text[-300:]}")
+        if not diffs:
+            self.problem(f"{what}: {text[-300:]}")
         for line in diffs:
             counts = {k: int(v) for k, v in re.findall(r"(missing|extra|duplicates) (\d+)", line)}
-            self.out.lost += counts.get("missing", 0)
-            self.out.duplicated += counts.get("extra", 0) + counts.get("duplicates", 0)
+            self.against_tidb(f"{what}: {line}", lost=counts.get("missing", 0),
+                              duplicated=counts.get("extra", 0) + counts.get("duplicates", 0))
 
     def check_iceberg(self, options: DrainerConfig, checkpoint: int) -> None:
         """verify at the checkpoint; ledger rows in mirror and changelog; the bank total at every tag."""
@@ -487,8 +520,8 @@ class Run:
         current = sum(sum(tbl.scan(selected_fields=("bal",)).to_arrow().column("bal").to_pylist())
                       for tbl in tables.values())
         if current != TOTAL:
-            self.out.breaks += 1
-            self.problem(f"iceberg mirror: bank total {current} != {TOTAL} at the checkpoint {checkpoint}")
+            self.against_tidb(f"iceberg mirror: bank total {current} != {TOTAL} at the checkpoint {checkpoint}",
+                              breaks=1)
         tags: dict[int, dict[str, int]] = {}
         for t, tbl in tables.items():
             for name, ref in tbl.refs().items():
@@ -503,8 +536,7 @@ class Run:
                             .to_pylist()) for t, s in snaps.items())
             checked += 1
             if total != TOTAL:
-                self.out.breaks += 1
-                self.problem(f"iceberg tag tidb-ts-{ts}: bank total {total} != {TOTAL}")
+                self.against_tidb(f"iceberg tag tidb-ts-{ts}: bank total {total} != {TOTAL}", breaks=1)
         if not checked:
             self.problem("no tidb-ts-* tag on every bank table")
         self.note(f"iceberg: bank total checked at {checked} tag(s)")
@@ -513,8 +545,7 @@ class Run:
         """The bank total in MariaDB right after a MySQL drain (at its checkpoint)."""
         total = sum(int(str(self.maria.query(f"SELECT COALESCE(SUM(bal), 0) FROM {DB}.{t}")[0][0])) for t in BANK)
         if total != TOTAL:
-            self.out.breaks += 1
-            self.problem(f"mariadb at checkpoint {checkpoint}: bank total {total} != {TOTAL}")
+            self.against_tidb(f"mariadb at checkpoint {checkpoint}: bank total {total} != {TOTAL}", breaks=1)
 
     def check_mysql(self, options: DrainerConfig, checkpoint: int) -> None:
         """verify --against, ledger rows, checkpoint row."""
@@ -532,20 +563,31 @@ class Run:
     def check_upstream(self) -> None:
         """TiDB itself: every acknowledged ledger row, the bank total (else TiDB lost it, not binlake)."""
         assert self.load is not None
+        if self.real is not None:
+            read_every_table(self.real)
         ids = {int(str(r[0])) for r in self.real.tidb.query(f"SELECT id FROM {DB}.ledger")} if self.real else set()
         gone = self.load.ledger.acked - ids
-        if gone:
-            self.problem(f"TiDB itself lacks {len(gone)} acknowledged ledger row(s)")
+        broken = [f"TiDB itself lacks {len(gone)} acknowledged ledger row(s)"] if gone else []
         total = sum(int(str(self.real.tidb.query(f"SELECT SUM(bal) FROM {DB}.{t}")[0][0])) for t in BANK) \
             if self.real else TOTAL
         if total != TOTAL:
-            self.problem(f"TiDB itself: bank total {total} != {TOTAL}")
+            broken.append(f"TiDB itself: bank total {total} != {TOTAL}")
+        if broken and self.out.kind == "tidb-kill":
+            # unistore keeps its locks in memory (written out only when it closes): a kill -9 loses
+            # the secondaries of a transaction whose primary had committed, so TiDB breaks atomicity
+            self.out.upstream_broken = "; ".join(broken)
+            self.note(f"TiDB itself broke after kill -9 (unistore keeps its locks in memory): "
+                      f"{self.out.upstream_broken}")
+        elif broken:
+            self.problem("; ".join(broken))
 
     # ---- the run ----
     @contextmanager
-    def cluster(self) -> Iterator[RealCluster]:
-        """The run's real cluster, load set up; the load stopped and drain outputs kept on the way out."""
-        with real_cluster(self.root, self.build, write_timeout=WRITE_TIMEOUT) as real:
+    def cluster(self, persistent: bool = False, pump_args: tuple[str, ...] = ()) -> Iterator[RealCluster]:
+        """The run's real cluster (``real_cluster``'s options), load set up; the load stopped and drain
+        outputs kept on the way out."""
+        with real_cluster(self.root, self.build, write_timeout=WRITE_TIMEOUT, persistent=persistent,
+                          pump_args=pump_args) as real:
             self.real = real
             self.load = Load(real, self.rng.randrange(1 << 30))
             self.load.setup()
@@ -588,6 +630,7 @@ class Run:
         self.check_iceberg(ice, checkpoint)
         checkpoint = self.drain(my)
         self.check_mysql(my, checkpoint)
+        self.settle()
 
 
 # ---- fault kinds --------------------------------------------------------------------------------
@@ -695,9 +738,86 @@ def fault_racing_drains(run: Run) -> None:
         run.under_load(fault)
 
 
+def read_every_table(real: RealCluster) -> None:
+    """``SELECT COUNT(*)`` of every table of ``fc``: a reader resolves the locks a dead transaction left."""
+    for (table,) in real.tidb.query(f"SHOW TABLES FROM {DB}"):
+        real.tidb.query(f"SELECT COUNT(*) FROM {DB}.`{table}`")
+
+
+def resolved_prewrites(real: RealCluster) -> str:
+    """What the pumps' lost-commit resolution decided, from their metrics (``committed=2 ...``)."""
+    found: Counter[str] = Counter()
+    for p in real.pumps:
+        with urllib.request.urlopen(f"{p.status_url}/metrics", timeout=5) as resp:
+            for line in resp.read().decode().splitlines():
+                m = re.match(r'binlog_pump_storage_resolved_prewrites_total\{result="(\w+)"\} ([0-9.e+]+)', line)
+                if m:
+                    found[m.group(1)] += int(float(m.group(2)))
+    return " ".join(f"{k}={n}" for k, n in sorted(found.items())) or "none"
+
+
+def fault_tidb_kill(run: Run) -> None:
+    """kill -9 of tidb-server under load, restarted on its unistore data; its locks read away."""
+    config = run.root / "pump.toml"
+    config.write_text(f"max-txn-timeout = {TIDB_KILL_TXN_TIMEOUT}\n")
+    with run.cluster(persistent=True, pump_args=("--config", str(config))) as real:
+        down = round(run.rng.uniform(0.5, 3.0), 2)
+        burst = round(run.rng.uniform(0.3, 1.5), 2)
+
+        def fault() -> None:
+            tidb = real.tidb
+            assert tidb.proc is not None and run.load is not None
+            run.load.burst.set()   # many commits in flight: some between TiDB's commit and its commit binlog
+            time.sleep(burst)
+            os.killpg(tidb.proc.pid, signal.SIGKILL)
+            tidb.proc.wait()
+            run.load.burst.clear()
+            time.sleep(down)
+            tidb.__enter__()
+            read_every_table(real)
+            run.note(f"kill -9 tidb-server after a {burst}s burst of transfers, restarted {down}s later on its data")
+        run.under_load(fault)
+        run.note(f"pumps resolved lost commits: {resolved_prewrites(real)}")
+
+
+def fault_disk_full(run: Run) -> None:
+    """pump-1's own filesystem filled under load, then freed: below the stop-write threshold or to ENOSPC."""
+    variant = run.rng.choice(["threshold", "enospc"])
+    hold = round(run.rng.uniform(4.0, 7.0), 2)
+    mount = run.root / "pump-1"   # start_pumps' data dir of pump-1
+    mount.mkdir(parents=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={PUMP_FS}", "tmpfs", str(mount)], check=True)
+    config = run.root / "pump.toml"
+    config.write_text(f"[storage]\nstop-write-at-available-space = {STOP_WRITE_AT if variant == 'threshold' else 0}\n")
+    try:
+        with run.cluster(pump_args=("--config", str(config))) as real:
+            def fault() -> None:
+                filler = mount / "filler"
+                st = os.statvfs(mount)
+                leave = STOP_WRITE_AT // 2 if variant == "threshold" else 16 << 10
+                fd = os.open(filler, os.O_CREAT | os.O_WRONLY)
+                try:
+                    os.posix_fallocate(fd, 0, max(0, st.f_bavail * st.f_frsize - leave))
+                finally:
+                    os.close(fd)
+                time.sleep(hold)
+                filler.unlink()
+                run.note(f"pump-1's filesystem full ({variant}: {leave >> 10} KiB left) for {hold}s")
+                for p in real.pumps:
+                    if p.proc is not None and p.proc.poll() is not None:
+                        run.problem(f"{p.node_id} exited ({p.proc.returncode}) on a full disk: {p.log_tail(3)}")
+            run.under_load(fault)
+            errors = sum(1 for line in (run.root / "pump-1.log").read_text(errors="replace").splitlines()
+                         if "No space left" in line or "no available space" in line)
+            run.note(f"pump-1 logged {errors} line(s) about the full disk")
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
 FAULTS: dict[str, Callable[[Run], None]] = {
     "pump-kill": fault_pump_kill, "pump-stop": fault_pump_stop, "drain-kill-iceberg": fault_drain_kill_iceberg,
     "drain-kill-mysql": fault_drain_kill_mysql, "pd-stop": fault_pd_stop, "racing-drains": fault_racing_drains,
+    "tidb-kill": fault_tidb_kill, "disk-full": fault_disk_full,
 }
 assert list(FAULTS) == KINDS
 
@@ -719,7 +839,7 @@ def run_one(index: int, kind: str, seed: int, root: Path, maria: MariaDBServer, 
         FAULTS[kind](Run(out, root, maria, build, load_seconds))
     except Skipped as e:
         out.skipped = str(e)
-    except Exception as e:  # noqa: BLE001 - counted as a problem of the run
+    except (Exception, pytest.fail.Exception) as e:  # noqa: BLE001 - counted as a problem of the run
         tb = traceback.extract_tb(e.__traceback__)
         where = next((f"{Path(f.filename).name}:{f.lineno}" for f in reversed(tb)
                       if f.filename.endswith("faults_real.py")), "")
@@ -729,12 +849,13 @@ def run_one(index: int, kind: str, seed: int, root: Path, maria: MariaDBServer, 
 
 
 def campaign(runs: int, seed: int, kinds: list[str], maria: MariaDBServer, base: Path, keep: bool = False,
-             only: int = 0, load_seconds: float = 12.0, echo: Callable[[str], None] = print) -> list[Outcome]:
-    """Every run of the plan (or only run ``only``), each in a directory under ``base`` (kept when it
-    failed or ``keep``); ``echo`` gets each run's line and details."""
+             only: int = 0, first: int = 1, load_seconds: float = 12.0,
+             echo: Callable[[str], None] = print) -> list[Outcome]:
+    """Every run of the plan from run ``first`` on (or only run ``only``), each in a directory under
+    ``base`` (kept when it failed or ``keep``); ``echo`` gets each run's line and details."""
     outcomes = []
     for index, kind, run_seed in plan(runs, seed, kinds):
-        if only and index != only:
+        if only and index != only or index < first:
             continue
         root = base / f"run-{index:03d}-{kind}"
         root.mkdir(parents=True)
@@ -756,7 +877,8 @@ def summary(outcomes: list[Outcome]) -> str:
     kinds = Counter(o.kind for o in ran)
     return (f"runs={len(ran)} faults={','.join(f'{k}:{n}' for k, n in kinds.items())} "
             f"lost={sum(o.lost for o in ran)} duplicated={sum(o.duplicated for o in ran)} "
-            f"invariant_breaks={sum(o.breaks for o in ran)} problems={sum(len(o.problems) for o in ran)}"
+            f"invariant_breaks={sum(o.breaks for o in ran)} problems={sum(len(o.problems) for o in ran)} "
+            f"upstream_broken={sum(1 for o in ran if o.upstream_broken)}"
             + (f" skipped={len(outcomes) - len(ran)}" if len(ran) < len(outcomes) else ""))
 
 
@@ -767,6 +889,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1, help="campaign seed (each run's seed is drawn from it)")
     ap.add_argument("--kinds", default="", help=f"comma-separated subset of: {','.join(KINDS)}")
     ap.add_argument("--only", type=int, default=0, metavar="N", help="run only run N of this campaign (same seed)")
+    ap.add_argument("--first", type=int, default=1, metavar="N",
+                    help="start at run N of this campaign (the same plan: a stopped campaign goes on)")
     ap.add_argument("--load-seconds", type=float, default=12.0, help="load per run, before the seeded +-20%%")
     ap.add_argument("--keep", action="store_true", help="keep every run's directory (failed runs' are always kept)")
     args = ap.parse_args(argv)
@@ -775,18 +899,19 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         ap.error(f"unknown kind(s) {', '.join(unknown)}; known: {', '.join(KINDS)}")
     kinds = [k for k in KINDS if k in kinds]
-    if args.runs < 1 or not 0 <= args.only <= args.runs:
-        ap.error("--runs must be at least 1 and --only name a run of the campaign")
+    if args.runs < 1 or not 0 <= args.only <= args.runs or not 1 <= args.first <= args.runs:
+        ap.error("--runs must be at least 1, and --only and --first name a run of the campaign")
     def terminated(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt   # unwinds the run: its processes and MariaDB stopped
     signal.signal(signal.SIGTERM, terminated)
     base = scratch_dir("binlake-faults-real-")
-    print(f"binlake real-TiDB fault campaign: --runs {args.runs} --seed {args.seed} kinds {','.join(kinds)} "
+    print(f"binlake real-TiDB fault campaign: --runs {args.runs} --seed {args.seed} --first {args.first} "
+          f"kinds {','.join(kinds)} "
           f"(tidb-server {NEWEST.line}); run directories under {base}", flush=True)
     started = time.monotonic()
     with MariaDBServer() as maria:
         outcomes = campaign(args.runs, args.seed, kinds, maria, base, keep=args.keep, only=args.only,
-                            load_seconds=args.load_seconds, echo=lambda s: print(s, flush=True))
+                            first=args.first, load_seconds=args.load_seconds, echo=lambda s: print(s, flush=True))
     if not any(base.iterdir()):
         shutil.rmtree(base, ignore_errors=True)
     print(f"{summary(outcomes)} minutes={(time.monotonic() - started) / 60:.1f}", flush=True)

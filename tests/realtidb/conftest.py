@@ -126,12 +126,14 @@ class RealCluster:
         return out.getvalue()
 
 
-def start_pumps(root: Path, pd: PDEtcd, tidb: TiDBServer, count: int = 2) -> list[PumpProcess]:
+def start_pumps(root: Path, pd: PDEtcd, tidb: TiDBServer, count: int = 2,
+                extra_args: tuple[str, ...] = ()) -> list[PumpProcess]:
     """``count`` pump processes registered in ``pd``'s etcd, resolving lost commits through TiDB."""
     pumps = [PumpProcess(data_dir=root / f"pump-{i}", pd_url=pd.url, registry=f"etcd://{pd.addr}",
                          node_id=f"pump-{i}",
                          extra_args=["--gen-binlog-interval", "0.3", "--heartbeat-interval", "0.3",
-                                     "--upstream-status-url", tidb.status_url]) for i in range(1, count + 1)]
+                                     "--upstream-status-url", tidb.status_url, *extra_args])
+             for i in range(1, count + 1)]
     for p in pumps:
         p.start()
     return pumps
@@ -158,14 +160,18 @@ def real(tidb_build: TiDBBuild) -> Iterator[RealCluster]:
 
 
 @contextmanager
-def real_cluster(root: Path, build: TiDBBuild, write_timeout: str = "15s") -> Iterator[RealCluster]:
+def real_cluster(root: Path, build: TiDBBuild, write_timeout: str = "15s", persistent: bool = False,
+                 pump_args: tuple[str, ...] = ()) -> Iterator[RealCluster]:
     """pdetcd, two pumps and a tidb-server of ``build`` under ``root`` (left in place), stopped on exit;
-    ``write_timeout`` is TiDB's pump client write timeout (``[binlog] write-timeout``)."""
+    ``write_timeout`` is TiDB's pump client write timeout (``[binlog] write-timeout``); ``persistent``
+    keeps unistore's data in ``root/tidb-store``, so a killed tidb-server restarts on it; ``pump_args``
+    go to every pump."""
     pumps: list[PumpProcess] = []
     with PDEtcd(root / "pd") as pd:
-        tidb = TiDBServer(root / "tidb", pd.url, build=build, write_timeout=write_timeout)
+        tidb = TiDBServer(root / "tidb", pd.url, build=build, write_timeout=write_timeout,
+                          store_dir=root / "tidb-store" if persistent else None)
         try:
-            pumps = start_pumps(root, pd, tidb)
+            pumps = start_pumps(root, pd, tidb, extra_args=pump_args)
             with tidb:
                 yield RealCluster(root, pd, pumps, tidb)
         finally:

@@ -117,6 +117,7 @@ class TiDBServer:
     binlog_socket: str = ""
     build: TiDBBuild = NEWEST
     write_timeout: str = "15s"     # the pump client's binlog write timeout: past it, it tries another pump
+    store_dir: Path | None = None  # unistore's data dir, kept across restarts (default: a temporary one)
     port: int = field(default_factory=free_port)
     status_port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
@@ -142,11 +143,15 @@ class TiDBServer:
         socket = f'binlog-socket = "{self.binlog_socket}"' if self.binlog_socket else ""
         config.write_text(TIDB_CONFIG.format(socket=socket, write_timeout=self.write_timeout))
         host_port = self.pd_url.split("://", 1)[-1]
-        # unistore keeps its data in a temporary dir of its own; ``-path`` is where the binlog client
-        # finds PD and etcd
+        path = host_port
+        if self.store_dir is not None:
+            # ``-path`` is read twice: as the URL ``unistore://<path>`` (whose path part is unistore's
+            # data dir, a temporary one when empty) and as the binlog client's comma-separated PD
+            # endpoints; a second endpoint carries the dir, and the client reaches PD through the first
+            path = f"{host_port},{host_port}{self.store_dir.resolve()}"
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
-                [str(peer(self.build.binary)), "-config", str(config), "-store", "unistore", "-path", host_port,
+                [str(peer(self.build.binary)), "-config", str(config), "-store", "unistore", "-path", path,
                  "-host", "127.0.0.1", "-P", str(self.port), "-status-host", "127.0.0.1",
                  "-status", str(self.status_port), "-socket", "", "-log-file", str(self.log)],
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=self.root,
