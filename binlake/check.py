@@ -44,11 +44,11 @@ def _gates_installed() -> None:
 def run_check_command(options: DrainerConfig, ts: int | None = None, out: TextIO = sys.stdout,
                       report_file: str | None = None) -> int:
     """Check the run that ended at ``ts`` (default: the catalog's checkpoint); print the summary and
-    return 0 when every expectation holds, 1 otherwise. A missing run report, catalog checkpoint or
-    ``[upstream] status-url`` (the NOT NULL flags come from the DDL history) is a :class:`ConfigError`."""
+    return 0 when every expectation holds, 1 otherwise. A missing run report or catalog checkpoint,
+    or a lake without DDL history and no ``[upstream] status-url`` (the NOT NULL flags come from the
+    DDL history), is a :class:`ConfigError`."""
     _gates_installed()
-    from binlake.drain import upstream_status_url
-    from transform.history import SchemaHistory
+    from binlake.restore import lake_history
     from transform.spark import spark_session
 
     spec = options.sink_spec()
@@ -69,8 +69,7 @@ def run_check_command(options: DrainerConfig, ts: int | None = None, out: TextIO
         raise ConfigError(f"the run report {path} is not a run report: {str(e).splitlines()[0]}") from e
     if report.to_ts != ts:
         raise ConfigError(f"the run report {path} is of the run ending at {report.to_ts}, not {ts}")
-    history = SchemaHistory.fetch(upstream_status_url(options, "check reads the NOT NULL columns from the upstream's "
-                                                               "DDL history"))
+    history = lake_history(lake, options, out)
     spark = spark_session(options.spark.master, options.spark.app_name, options.spark.conf)
     tables = [f"{d}.{t}" for d, t in options.tables] or None
     print(f"binlake check: run ({report.from_ts}, {ts}] from {path}", file=out, flush=True)

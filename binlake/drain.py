@@ -226,6 +226,7 @@ def _drain(options: DrainerConfig, from_ts: int | None, to_ts: int | None, dry_r
         stages["sink"] = time.perf_counter() - t0
         advance = not options.tables and (checkpoint is None or plan.from_ts <= checkpoint < plan.to_ts)
         if advance:
+            sink.record_history(history, result.batch)
             sink.save_checkpoint(result.batch)
             register(plan.to_ts)
         note = "" if advance else ("checkpoint not moved: " + ("--tables restricts the run" if options.tables

@@ -4,8 +4,11 @@ lake (for the Iceberg sink: its mirrors and changelogs), long after the pumps ha
 1. The lake (:class:`sink.lake.Lake`, from the configured sink's spec, or the one registered sink that
    keeps a lake): ``T`` must lie between the start of its first run and its checkpoint, else the
    command stops naming that range.
-2. The upstream's DDL history (``[upstream] status-url``) gives the tables alive at ``T`` and their
-   definitions then; ``[syncer]`` filters and ``--tables`` select among them.
+2. The DDL history the lake holds (:meth:`sink.lake.Lake.ddl_history`: every job up to its
+   checkpoint, each at its DDL binlog's commit ts) gives the tables alive at ``T`` and their
+   definitions then; ``[syncer]`` filters and ``--tables`` select among them. Only a lake written
+   before binlake kept that history sends the command to the upstream's (``[upstream] status-url``);
+   so a restore needs no PD, pump or TiDB.
 3. The target (``sink.restore.target_for``: ``mysql://``, ``tidb://``, ``iceberg://NAMESPACE``) makes
    the tables, the lake locates each table's rows at ``T`` and Spark's executors load them
    (:meth:`sink.lake.Lake.point_in_time`), and the target records the restore (a MySQL target's
@@ -24,6 +27,7 @@ from ingest.config import ConfigError
 
 if TYPE_CHECKING:
     from sink.lake import Lake
+    from transform.history import SchemaHistory
 
 
 def lake_of(options: DrainerConfig) -> Lake:
@@ -42,28 +46,47 @@ def lake_of(options: DrainerConfig) -> Lake:
     return spec.lake(spec.settings(options))
 
 
+def lake_history(lake: Lake, options: DrainerConfig, out: TextIO) -> SchemaHistory:
+    """The DDL history a command reading ``lake`` works with: the lake's own; for a lake written
+    before binlake kept one, the upstream's (the next drain records it in the lake), or a
+    :class:`ConfigError` saying neither is there."""
+    from binlake.drain import upstream_status_url
+    from transform.history import SchemaHistory
+
+    held = lake.ddl_history()
+    if held is not None:
+        return held
+    try:
+        status_url = upstream_status_url(options, "")
+    except ConfigError:
+        raise ConfigError(f"{lake.describe()} holds no DDL history yet (it was written before binlake kept "
+                          f"one there: the next drain records it) and no [upstream] status-url is set to "
+                          f"read TiDB's") from None
+    print(f"  {lake.describe()} holds no DDL history yet (the next drain records it): reading the "
+          f"upstream's, {status_url}/ddl/history", file=out, flush=True)
+    return SchemaHistory.fetch(status_url)
+
+
 def run_restore_command(options: DrainerConfig, ts: int, into: str, replace: bool = False,
                         out: TextIO = sys.stdout, report_path: str | None = None) -> dict[str, int]:
     """Restore the upstream at ``ts`` into ``into``; the rows restored per table (``db.table``).
     ``report_path``: where the :class:`~binlake.restore_report.RestoreReport` is written (JSON)."""
-    from binlake.drain import upstream_status_url
     from sink.restore import RestoredTable, RestorePlan, target_for
-    from transform.history import SchemaHistory
+    from transform.changes import DDLJob
     from transform.spark import spark_session
 
-    status_url = upstream_status_url(options, "restore reads the tables and their definitions at the ts from "
-                                              "the upstream's DDL history")
     lake = lake_of(options)
     lake.check_restorable(ts)
     cluster_id = lake.cluster_id() or options.cluster_id or 0
-    history = SchemaHistory.fetch(status_url)
+    history = lake_history(lake, options, out)
     filt = options.table_filter()
     if options.tables:   # exactly these (the ignore rules still apply)
         filt = dataclasses.replace(filt, do_dbs=(), do_tables=tuple(options.tables))
     alive = [(v, began) for v, began in history.tables_at(ts) if v.table is not None
              and filt.allows(v.db, v.table.name)]
     jobs = history.done_by(ts)
-    plan = RestorePlan(ts, jobs, [RestoredTable(v.db, v.table) for v, _ in alive if v.table is not None], filt,
+    plan = RestorePlan(ts, [DDLJob(history.placed_ts(j), j) for j in jobs],
+                       [RestoredTable(v.db, v.table) for v, _ in alive if v.table is not None], filt,
                        cluster_id, max((j.binlog.schema_version for j in jobs), default=0))
     target = target_for(into, options)
     t0 = time.perf_counter()

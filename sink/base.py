@@ -13,6 +13,7 @@ from sink.errors import SinkError
 
 if TYPE_CHECKING:
     from transform.changes import RunBatch
+    from transform.history import SchemaHistory
 
 
 class TableReport(BaseModel):
@@ -69,6 +70,11 @@ class Sink(ABC):
     def notes(self) -> list[str]:
         """What the last :meth:`write` wants the run report to say (default: nothing)."""
         return []
+
+    def record_history(self, history: SchemaHistory, run: RunBatch) -> None:
+        """Keep the DDL jobs ``run`` applied (and those before its range the sink lacks), before its
+        checkpoint moves: a sink that keeps a lake reads its history from there (default: nothing)."""
+        return None
 
     def close(self) -> None:
         """Release connections (default: nothing to release)."""

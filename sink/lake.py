@@ -115,6 +115,12 @@ class Lake(ABC):
         """The upstream cluster the lake holds (None before the first run)."""
 
     @abstractmethod
+    def ddl_history(self) -> SchemaHistory | None:
+        """The upstream's DDL history as the lake holds it, every job up to its checkpoint placed at
+        its DDL binlog's commit ts (:meth:`sink.base.Sink.record_history`); None when the lake holds
+        none (it was written before the sink recorded one)."""
+
+    @abstractmethod
     def check_restorable(self, ts: int) -> None:
         """A :class:`~sink.errors.SinkError` naming the lake's range unless it can restore ``ts``."""
 

@@ -18,7 +18,8 @@ import pyarrow as pa
 
 from ingest.config import TomlModel
 from sink.errors import SinkError
-from transform.codec.model import Job, TableInfo
+from transform.changes import DDLJob
+from transform.codec.model import TableInfo
 from transform.filters import TableFilter
 
 
@@ -42,11 +43,12 @@ class RestoredTable:
 
 @dataclass(frozen=True)
 class RestorePlan:
-    """What a restore rebuilds: the upstream at ``ts``, the DDL jobs done by then (schema-version
-    order), the tables alive then that the filter selects, the lake's cluster id."""
+    """What a restore rebuilds: the upstream at ``ts``, the DDL jobs in effect by then (schema-version
+    order, each with the ts it took effect at: its DDL binlog's commit ts, or its ``FinishedTS`` where
+    the history lacks it), the tables alive then that the filter selects, the lake's cluster id."""
 
     ts: int
-    jobs: Sequence[Job]
+    jobs: Sequence[DDLJob]
     tables: Sequence[RestoredTable]
     table_filter: TableFilter
     cluster_id: int

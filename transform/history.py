@@ -114,9 +114,17 @@ class ColumnPast:
 
 
 class SchemaHistory:
-    """Every table's TableInfo by schema version, and the DDL jobs by id."""
+    """Every table's TableInfo by schema version, and the DDL jobs by id.
 
-    def __init__(self, jobs: Iterable[Job]) -> None:
+    ``commit_ts`` places jobs in time: job id → the commit ts of its DDL binlog, the ts from which
+    TiDB's snapshot reads see the job (its transaction starts at the job's ``FinishedTS`` and commits
+    there); a job it lacks is placed at its ``FinishedTS``. ``raw``: job id → the job's JSON as the
+    upstream gave it (what the lake records)."""
+
+    def __init__(self, jobs: Iterable[Job], commit_ts: Mapping[int, int] | None = None,
+                 raw: Mapping[int, str] | None = None) -> None:
+        self._commit_ts = dict(commit_ts or {})
+        self._raw = dict(raw or {})
         done = [j for j in jobs if j.state in (JOB_DONE, JOB_SYNCED) and j.binlog.schema_version > 0]
         done.sort(key=lambda j: (j.binlog.schema_version, j.id))
         self.jobs: dict[int, Job] = {j.id: j for j in done}
@@ -131,7 +139,8 @@ class SchemaHistory:
         """Parse the JSON array ``/ddl/history`` answers."""
         if not isinstance(doc, list):
             raise HistoryError(f"/ddl/history must be a JSON array, got {type(doc).__name__}")
-        return cls(Job.from_json(j) for j in doc)
+        jobs = [Job.from_json(j) for j in doc]
+        return cls(jobs, raw={job.id: json.dumps(j, separators=(",", ":")) for job, j in zip(jobs, doc)})
 
     @classmethod
     def fetch(cls, status_url: str, timeout: float = 30.0) -> SchemaHistory:
@@ -187,6 +196,20 @@ class SchemaHistory:
             self._put(info.id, version, db, info, job)
 
     # -- queries -----------------------------------------------------------------------------
+
+    def placed_ts(self, job: Job) -> int:
+        """The upstream ts from which ``job`` is in effect: its DDL binlog's commit ts when known,
+        else its ``FinishedTS`` (0: not placed)."""
+        return self._commit_ts.get(job.id, job.binlog.finished_ts)
+
+    def commit_ts_known(self, job_id: int) -> bool:
+        """Whether the job is placed at its DDL binlog's commit ts (not at its ``FinishedTS``)."""
+        return job_id in self._commit_ts
+
+    def raw_job(self, job_id: int) -> str:
+        """The job's JSON as the upstream gave it (rebuilt from the parsed job when not kept)."""
+        raw = self._raw.get(job_id)
+        return raw if raw is not None else json.dumps(self.job(job_id).to_json(), separators=(",", ":"))
 
     def version_at(self, table_id: int, schema_version: int) -> TableVersion | None:
         """The table id's definition in force at ``schema_version`` (None: not created yet)."""
@@ -251,29 +274,28 @@ class SchemaHistory:
         return v.table
 
     def done_by(self, ts: int) -> list[Job]:
-        """The jobs finished at or before upstream ``ts`` (their ``FinishedTS``, the start of the
-        transaction that finished them), in schema-version order."""
-        return [j for j in self.jobs.values() if 0 < j.binlog.finished_ts <= ts]
+        """The jobs in effect at upstream ``ts`` (:meth:`placed_ts`), in schema-version order."""
+        return [j for j in self.jobs.values() if 0 < self.placed_ts(j) <= ts]
 
     def tables_at(self, ts: int) -> list[tuple[TableVersion, int]]:
         """Every table alive once the jobs done by ``ts`` took effect: its definition then, and the
-        ``FinishedTS`` of the job that began its table id (CREATE, TRUNCATE's new id)."""
+        ts (:meth:`placed_ts`) of the job that began its table id (CREATE, TRUNCATE's new id)."""
         out = []
         for vs in self._versions.values():
-            done = [v for v in vs if 0 < v.job.binlog.finished_ts <= ts]
+            done = [v for v in vs if 0 < self.placed_ts(v.job) <= ts]
             if done and done[-1].table is not None:
-                out.append((done[-1], done[0].job.binlog.finished_ts))
+                out.append((done[-1], self.placed_ts(done[0].job)))
         return sorted(out, key=lambda p: (p[0].db, p[0].table.name if p[0].table else ""))
 
     def last_table(self, table_id: int, ts: int) -> TableInfo | None:
         """The newest definition of ``table_id`` done by ``ts`` (before its drop, if it was dropped)."""
-        live = [v.table for v in self._versions.get(table_id, []) if 0 < v.job.binlog.finished_ts <= ts and v.table]
+        live = [v.table for v in self._versions.get(table_id, []) if 0 < self.placed_ts(v.job) <= ts and v.table]
         return live[-1] if live else None
 
     def column_past(self, table_id: int, ts: int) -> ColumnPast:
         """What rows of ``table_id`` written before ``ts`` hold for the columns it has at ``ts``
         (:class:`ColumnPast`)."""
-        done = [v for v in self._versions.get(table_id, []) if 0 < v.job.binlog.finished_ts <= ts]
+        done = [v for v in self._versions.get(table_id, []) if 0 < self.placed_ts(v.job) <= ts]
         if not done or done[-1].table is None:
             return ColumnPast()
         seen = {c.id for c in done[0].table.columns} if done[0].table is not None else set()
@@ -286,7 +308,7 @@ class SchemaHistory:
                 came_from[new.id] = (*came_from.pop(old.id, ()), (old, new))
             for c in v.table.columns:
                 if c.id not in seen and c.id not in came_from:
-                    born[c.id] = v.job.binlog.finished_ts
+                    born[c.id] = self.placed_ts(v.job)
                 seen.add(c.id)
         final = done[-1].table.columns
         return ColumnPast({c.name: born[c.id] for c in final if c.id in born},

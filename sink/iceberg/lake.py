@@ -53,6 +53,12 @@ class IcebergLake(Lake):
         found = MetaNamespace(self.catalog, read_only=True).properties().get(CLUSTER_ID)
         return int(found) if found else None
 
+    def ddl_history(self) -> SchemaHistory | None:
+        from sink.iceberg import ddl_history
+
+        recorded = ddl_history.read(self.catalog)
+        return ddl_history.history(recorded) if recorded is not None else None
+
     def check_restorable(self, ts: int) -> None:
         from sink.iceberg.pit import lake_range
 

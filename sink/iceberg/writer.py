@@ -59,6 +59,8 @@ from transform import failpoints
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from transform.history import SchemaHistory
+
 
 class IcebergSink(Sink):
     """Writes runs into a pyiceberg catalog (see the module doc). ``spark`` is the session the
@@ -86,6 +88,13 @@ class IcebergSink(Sink):
 
     def save_checkpoint(self, run: ch.RunBatch) -> None:
         self._meta.save_checkpoint(run)
+
+    def record_history(self, history: SchemaHistory, run: ch.RunBatch) -> None:
+        """The jobs of ``run``'s range and those before it that ``_binlake.ddl_history`` lacks
+        (``sink.iceberg.ddl_history``)."""
+        from sink.iceberg import ddl_history
+
+        ddl_history.record(self.catalog, history, ddl_history.to_record(history, run))
 
     # -- the run -----------------------------------------------------------------------------
 

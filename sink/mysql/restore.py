@@ -32,7 +32,6 @@ from sink.mysql.sink import MySQLOptions, MySQLSink
 from sink.mysql.statements import TargetTable, insert_statements, literal_sql_mode, quote
 from sink.mysql.target import MySQLTarget, TLSFiles
 from sink.restore import RestoreError, RestorePlan, RestoreTarget, RowWriter, WriterSession
-from transform import changes as ch
 
 ROWS_PER_INSERT = 1_000
 
@@ -97,7 +96,7 @@ class MySQLRestore(RestoreTarget):
     def _databases(self, plan: RestorePlan) -> list[str]:
         """The databases the replayed jobs create or write."""
         names: dict[str, None] = {}
-        for job in plan.jobs:
+        for job in (d.job for d in plan.jobs):
             if job.schema_name and not plan_ddl(job, plan.table_filter, self.tidb).skip:
                 names.setdefault(job.schema_name)
         for t in plan.tables:
@@ -122,14 +121,14 @@ class MySQLRestore(RestoreTarget):
                                                    table_filter=plan.table_filter))
         skip = set(self.settings.ignore_txn_commit_ts)
         try:
-            for job in plan.jobs:
-                if job.binlog.finished_ts in skip:
+            for ddl in plan.jobs:
+                if ddl.commit_ts in skip:
                     continue
                 try:
-                    sink.apply_ddl(ch.DDLJob(job.binlog.finished_ts, job))
+                    sink.apply_ddl(ddl)
                 except ApplyError as e:
-                    raise RestoreError(f"replaying the upstream's DDL job {job.id} on {self.describe()}: {e} "
-                                       f"(its FinishedTS, which a restore counts it at)") from None
+                    raise RestoreError(f"replaying the upstream's DDL job {ddl.job.id} on {self.describe()}: {e} "
+                                       f"(at ts {ddl.commit_ts})") from None
         finally:
             sink.close()
         tables = {i: TargetTable.of(t.db, t.info) for i, t in enumerate(plan.tables)}
