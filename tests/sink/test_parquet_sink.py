@@ -379,3 +379,19 @@ def test_an_older_range_written_after_a_newer_one_reads_in_commit_order(tmp_path
     out = read_changelog(tmp_path, "shop", "users")
     assert out.column("id").to_pylist() == [1, 2, 1, 2, 9]
     assert out.column(SEQ).to_pylist() == [0, 0, 0, 1, 0]
+
+
+@pytest.mark.parametrize("uri", ["s3://lake/cdc", "gs://lake/cdc", "abfss://c@acct.dfs.core.windows.net/cdc",
+                                 "hdfs://nn:8020/cdc"])
+def test_object_storage_is_refused_naming_what_to_use(uri: str, tmp_path: Path) -> None:
+    """The sink's exactly-once protocol needs flock and rename: an object store URI is refused when
+    the config is read, pointing at the Iceberg sink; a ``file://`` URI is a path."""
+    from binlake.drain_config import DrainerConfig
+    from ingest.config import ConfigError, load_config
+
+    config = tmp_path / "drainer.toml"
+    config.write_text(f'[syncer]\ndb-type = "parquet"\n[parquet]\ndir = "{uri}"\n')
+    with pytest.raises(ConfigError, match=r"parquet.dir: .* not a filesystem path.*flock and renames.*Iceberg sink"):
+        load_config(DrainerConfig, config)
+    config.write_text(f'[syncer]\ndb-type = "parquet"\n[parquet]\ndir = "file://{tmp_path / "cdc"}"\n')
+    assert load_config(DrainerConfig, config).parquet.dir == str(tmp_path / "cdc")
