@@ -1,6 +1,7 @@
 """Storage: watermark rule, restart recovery, slow chaser, scans, pulls, GC, locking."""
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from pathlib import Path
@@ -192,12 +193,21 @@ def test_second_open_fails_with_lock_error(tmp_path: Path) -> None:
     s.close()
 
 
-def test_disk_full_refuses_writes_but_not_fake_binlogs(tmp_path: Path) -> None:
+def test_disk_full_refuses_writes_but_not_fake_binlogs(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="ingest.pump.storage.storage")
     s = Storage(tmp_path, StorageConfig(stop_write_at_available_space=1 << 62))
     with pytest.raises(DiskFull, match="no available space"):
         put(s, bl.PREWRITE, 10)
     s.write(bl.fake_binlog(20), bl.ROLLBACK, 20, 20)
     wait_for(lambda: s.max_commit_ts == 20)
+    # the operator reads when writes stop and start again, once each (not once per refused write)
+    stopped = [r for r in caplog.records if "refusing binlog writes" in r.getMessage()]
+    assert len(stopped) == 1 and stopped[0].levelno == logging.WARNING
+    s.options = StorageConfig(stop_write_at_available_space=0)
+    s.disk_available = s._check_disk()
+    s._check_disk()
+    assert sum("accepting binlog writes again" in r.getMessage() for r in caplog.records) == 1
+    put(s, bl.PREWRITE, 30)
     s.close()
 
 

@@ -245,6 +245,7 @@ class Storage:
         self._chasing = True
         self._chase_from = start
         self._committed_end = self.vlog.end()
+        self._write_stopped = False
         self.disk_available = self._check_disk()
         self._closing = False
         self._write_q: queue.SimpleQueue[object] = queue.SimpleQueue()
@@ -656,10 +657,22 @@ class Storage:
         return True
 
     def _check_disk(self) -> int:
+        """The bytes available in the data dir (kept in the metrics); a line in the log whenever writes
+        stop or start again on ``stop-write-at-available-space``."""
         st = os.statvfs(self.dir)
         available = st.f_bavail * st.f_frsize
         self.metrics.storage_size.labels("capacity").set(st.f_blocks * st.f_frsize)
         self.metrics.storage_size.labels("available").set(available)
+        threshold = self.options.stop_write_at_available_space
+        stopped = available <= threshold
+        if stopped != self._write_stopped:
+            self._write_stopped = stopped
+            if stopped:
+                log.warning("%d bytes available in %s, not above stop-write-at-available-space %d: refusing "
+                            "binlog writes until there is more", available, self.dir, threshold)
+            else:
+                log.info("%d bytes available in %s, above stop-write-at-available-space %d: accepting "
+                         "binlog writes again", available, self.dir, threshold)
         return available
 
     def _disk_loop(self) -> None:
