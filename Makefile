@@ -113,10 +113,24 @@ KAFKA_JARS := \
 	org/xerial/snappy/snappy-java/1.1.10.7/snappy-java-1.1.10.7.jar@4c766cb3f855415ee734b2392949a0b6f12a60879334a74518deaf6270d32e36 \
 	org/yaml/snakeyaml/2.5/snakeyaml-2.5.jar@e6682acf1ace77508ef13649cbf4f8d09d2cf5457bdb61d25ffb6ac0233d78dd
 
+# A Spark with Apache Iceberg's Java runtime, the reader of tests/sink/test_java_readers.py (Java Iceberg reads
+# what binlake writes): Maven Central has no iceberg-spark-runtime for binlake's Spark 4.3 yet, so Spark 4.1
+# (pyspark pinned, with the py4j it requires) in a virtualenv of its own, and the iceberg-spark-runtime for
+# Spark 4.1 with SQLite's JDBC driver (the SQL catalog), each pinned by sha256 (checked against Maven
+# Central's .sha1 when pinned), into the git-ignored .peers/.
+ICEBERG_SPARK := $(PEERS)/iceberg-spark
+ICEBERG_SPARK_VENV := $(ICEBERG_SPARK)/venv
+ICEBERG_SPARK_STAMP := $(ICEBERG_SPARK_VENV)/.installed
+ICEBERG_SPARK_PYSPARK := 4.1.4
+ICEBERG_SPARK_PIP := pyspark==$(ICEBERG_SPARK_PYSPARK) py4j==0.10.9.9
+ICEBERG_SPARK_JARS := \
+	org/apache/iceberg/iceberg-spark-runtime-4.1_2.13/1.12.0/iceberg-spark-runtime-4.1_2.13-1.12.0.jar@3123c3798af642dd537230923548e013ef41cc28b6626e5225808cf5670a0f82 \
+	org/xerial/sqlite-jdbc/3.50.3.0/sqlite-jdbc-3.50.3.0.jar@a3f53a2aa15ae9425a9e793bbe9c8e5288febeb4b65ef5c1a4e80d4c2045cf08
+
 # binlake's processes set their own environment defaults (SPARK_LOCAL_IP, ...): binlake/process.py
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo demo-mysql test lint deps airflow-env system-deps peers iceberg-rest kafka proto bench clean
+.PHONY: demo demo-mysql test lint deps airflow-env system-deps peers iceberg-rest iceberg-spark kafka proto bench clean
 
 # Python environment: pinned by pyproject.toml (binlake) and emulator/pyproject.toml (the TiDB emulator and
 # the demo harness, a distribution of their own: not in binlake's wheel), transitively frozen by constraints.txt.
@@ -194,6 +208,18 @@ $(KAFKA)/classpath: Makefile
 
 kafka: $(KAFKA)/classpath
 
+$(ICEBERG_SPARK)/classpath: Makefile
+	$(call FETCH_JARS,$(ICEBERG_SPARK),$(ICEBERG_SPARK_JARS))
+
+$(ICEBERG_SPARK_STAMP): Makefile
+	test -x $(ICEBERG_SPARK_VENV)/bin/python || $(PYTHON) -m venv $(ICEBERG_SPARK_VENV)
+	$(ICEBERG_SPARK_VENV)/bin/pip install -q $(ICEBERG_SPARK_PIP)
+	cd / && $(CURDIR)/$(ICEBERG_SPARK_VENV)/bin/python -c \
+		"import pyspark; assert pyspark.__version__ == '$(ICEBERG_SPARK_PYSPARK)', pyspark.__version__"
+	touch $@
+
+iceberg-spark: $(ICEBERG_SPARK)/classpath $(ICEBERG_SPARK_STAMP)
+
 # Regenerate schemas/*_pb2*.py from the .proto files (tests/test_schemas.py checks they are current).
 proto: deps
 	$(BIN)/python -m schemas.generate
@@ -207,7 +233,7 @@ lint: deps
 # stopped by the tests. The tidb-servers build (about 20 min cold on 2 cores) at low priority while
 # the tests that do not need them run, taking the CPU those leave idle; the real-TiDB tier runs once
 # they are built. A pytest run that collects nothing (PYTEST_ARGS chose none of its tests) passes.
-test: lint system-deps airflow-env iceberg-rest kafka $(GO_TOOLS)
+test: lint system-deps airflow-env iceberg-rest iceberg-spark kafka $(GO_TOOLS)
 	@mkdir -p $(PEERS); \
 	nice -n 15 $(MAKE) -s $(TIDB_SERVERS) > $(PEERS)/build.log 2>&1 & builder=$$!; \
 	status=0; \

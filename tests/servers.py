@@ -484,6 +484,10 @@ ICEBERG_REST_CLASSPATH = _ROOT / ".peers" / "iceberg-rest" / "classpath"
 KAFKA_CLASSPATH = _ROOT / ".peers" / "kafka" / "classpath"
 
 
+ICEBERG_SPARK_CLASSPATH = _ROOT / ".peers" / "iceberg-spark" / "classpath"
+ICEBERG_SPARK_PYTHON = _ROOT / ".peers" / "iceberg-spark" / "venv" / "bin" / "python"
+
+
 def _listed_jars(listing: Path) -> list[Path] | None:
     """The jars a Makefile ``classpath`` file lists, in its order, or None when it is missing or a
     listed jar is gone."""
@@ -511,6 +515,15 @@ def kafka_classpath() -> list[Path] | None:
     """The jars of Apache Kafka's broker, in the order ``make kafka`` listed them
     (``.peers/kafka/classpath``), or None when that has not run or a listed jar is gone."""
     return _listed_jars(KAFKA_CLASSPATH)
+
+
+def iceberg_spark() -> tuple[Path, list[Path]] | None:
+    """The Python of the Spark with Iceberg's Java runtime and that runtime's jars, as ``make iceberg-spark``
+    installed them (``.peers/iceberg-spark/venv``, ``.peers/iceberg-spark/classpath``), or None when
+    that has not run or a part of it is gone."""
+    jars = _listed_jars(ICEBERG_SPARK_CLASSPATH)
+    stamp = ICEBERG_SPARK_PYTHON.parent.parent / ".installed"
+    return (ICEBERG_SPARK_PYTHON, jars) if jars and stamp.exists() and ICEBERG_SPARK_PYTHON.exists() else None
 
 
 class RestCatalogServer:
