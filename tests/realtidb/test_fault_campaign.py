@@ -9,14 +9,14 @@ from tests.realtidb.peers import remove, scratch_dir
 from tests.servers import MariaDBServer
 
 SEED = 7
-KINDS = ["pump-kill", "pump-stop"]          # one run of each (about 40 s each here once Spark is up)
+KINDS = ["pump-kill", "pump-stop", "tidb-kill", "disk-full"]   # one run of each (30-60 s each here once Spark is up)
 
 
 @pytest.mark.parametrize(("index", "kind", "seed"), plan(len(KINDS), SEED, KINDS), ids=KINDS)
 def test_a_seeded_fault_run_loses_and_duplicates_nothing(index: int, kind: str, seed: int,
                                                          maria: MariaDBServer) -> None:
-    """Run ``index`` of ``--runs 2 --seed 7 --kinds pump-kill,pump-stop``: the fault under TiDB's load,
-    then every acknowledged transfer exactly once in each sink, the bank total constant at every tag
+    """Run ``index`` of ``--runs 4 --seed 7 --kinds pump-kill,pump-stop,tidb-kill,disk-full``: the fault
+    under TiDB's load, then every acknowledged transfer exactly once in each sink, the bank total constant at every tag
     and checkpoint, ``binlake verify`` exact."""
     root = scratch_dir(f"binlake-fc-{kind}-")
     try:
