@@ -5,7 +5,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
@@ -54,15 +54,18 @@ def moto_s3() -> Iterator[MotoS3]:
         yield server
 
 
-def _jars(classpath: list[Path] | None, whose: str, target: str) -> list[Path]:
-    """``classpath``; when it is None (the jars are not downloaded) the test is skipped, or fails
-    when ``CI=true`` (``make test`` downloads them first)."""
-    if classpath is None:
-        why = f"{whose} jars are not in .peers/{target}: run `make {target}`"
+T = TypeVar("T")
+
+
+def peer_built(found: T | None, what: str, target: str) -> T:
+    """``found``; when it is None (``make TARGET`` has not put it into ``.peers/``) the test is
+    skipped, or fails when ``CI=true`` (``make test`` builds it first)."""
+    if found is None:
+        why = f"{what}: not in .peers/{target}: run `make {target}`"
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(why)
         pytest.skip(why)
-    return classpath
+    return found
 
 
 @pytest.fixture(scope="session")
@@ -73,7 +76,7 @@ def iceberg_rest_catalog() -> Iterator[RestCatalogServer]:
     checkpoint in it belongs to the first cluster drained into it (another one is refused), so a
     test draining a cluster of its own starts a ``RestCatalogServer`` of its own."""
     from tests.servers import RestCatalogServer, iceberg_rest_classpath
-    classpath = _jars(iceberg_rest_classpath(), "the Iceberg REST catalog's", "iceberg-rest")
+    classpath = peer_built(iceberg_rest_classpath(), "the Iceberg REST catalog's jars", "iceberg-rest")
     with RestCatalogServer(classpath) as server:
         yield server
 
@@ -85,7 +88,7 @@ def kafka_server() -> Iterator[KafkaServer]:
     test is skipped, or fails when ``CI=true`` (``make test`` downloads them first). A test that stops
     it starts it again (``start()``: same port, same data) before it ends."""
     from tests.servers import KafkaServer, kafka_classpath
-    with KafkaServer(_jars(kafka_classpath(), "the Kafka broker's", "kafka")) as server:
+    with KafkaServer(peer_built(kafka_classpath(), "the Kafka broker's jars", "kafka")) as server:
         yield server
 
 

@@ -11,7 +11,6 @@ One Spark session reads both catalogs."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot
 
+from tests.conftest import peer_built
 from tests.drain.conftest import Env, make_env
 from tests.servers import RestCatalogServer, iceberg_rest_classpath, iceberg_spark
 from tests.sink.java_iceberg_reader import sorted_rows
@@ -32,16 +32,6 @@ from tests.sink.java_iceberg_reader import sorted_rows
 pytestmark = pytest.mark.integration
 
 READER = Path(__file__).with_name("java_iceberg_reader.py")
-
-
-def _needed(found: Any, what: str, target: str) -> Any:
-    """``found``; when it is None the module is skipped, or fails when ``CI=true`` (``make test`` builds it)."""
-    if found is None:
-        why = f"{what} is not in .peers/{target}: run `make {target}`"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(why)
-        pytest.skip(why)
-    return found
 
 
 @dataclass
@@ -87,8 +77,8 @@ def _workload(env: Env, run: int) -> None:
 def drained(tmp_path_factory: pytest.TempPathFactory, spark: Any) -> Iterator[Drained]:
     """Two tagged runs drained into a SQLite catalog and into a REST catalog server of this module's
     own (the session's belongs to another cluster), then read by Java Iceberg in one Spark session."""
-    python, jars = _needed(iceberg_spark(), "the Spark with Iceberg's Java runtime", "iceberg-spark")
-    rest_jars = _needed(iceberg_rest_classpath(), "the Iceberg REST catalog's jars", "iceberg-rest")
+    python, jars = peer_built(iceberg_spark(), "the Spark with Iceberg's Java runtime", "iceberg-spark")
+    rest_jars = peer_built(iceberg_rest_classpath(), "the Iceberg REST catalog's jars", "iceberg-rest")
     root = tmp_path_factory.mktemp("java-readers")
     with make_env(root) as env, RestCatalogServer(rest_jars) as server:
         env.options.iceberg.tag_runs = True
