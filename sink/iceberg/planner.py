@@ -36,6 +36,7 @@ from sink.iceberg.write_plan import (
     RecordMove,
     RefuseRename,
     RenameTable,
+    TableMovedError,
     TableWrite,
     WritePlan,
 )
@@ -95,8 +96,16 @@ def _moves(view: _View, plan: pl.TablePlan, run: ch.RunBatch) -> tuple[CatalogSt
             src, dst = (r.old[0], r.old[1] + suffix), (r.new[0], r.new[1] + suffix)
             if view.get(src) is None:
                 continue
-            if view.get(dst) is not None:
-                steps.append(RefuseRename(
+            found, there = view.get(src), view.get(dst)
+            if there is not None:
+                assert found is not None
+                if found.metadata.table_uuid == there.metadata.table_uuid:
+                    # one table under both names: the view (each name loaded when first asked) saw
+                    # another run's rename half-way, the source before it and the target after
+                    raise TableMovedError(
+                        f"table {'.'.join(src)}: another writer renamed it to {'.'.join(dst)} while this run "
+                        f"planned it: concurrent run; nothing of this run was written, a re-run plans again")
+                steps.append(RefuseRename(src, found.metadata_location, dst, there.metadata_location,
                     f"RENAME TABLE {'.'.join(r.old)} TO {'.'.join(r.new)}: the Iceberg table {'.'.join(dst)} still "
                     f"holds another table (names swapped within one run?); drain up to the commit before this rename "
                     f"first (--to-ts), or rename {'.'.join(dst)} out of the way"))

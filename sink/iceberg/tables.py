@@ -99,6 +99,8 @@ class Tables:
         """A table's planned catalog steps, in order."""
         for step in steps:
             if isinstance(step, RefuseRename):
+                self._expect(step.src, step.src_expect)   # moved by another run since: a concurrent run
+                self._expect(step.dst, step.dst_expect)
                 raise SinkError(step.message)
             if isinstance(step, RecordMove):
                 meta.record(step.move)

@@ -77,8 +77,14 @@ class RecordMove:
 
 @dataclass(frozen=True)
 class RefuseRename:
-    """A RENAME TABLE whose target still holds another table: the run fails here."""
+    """A RENAME TABLE whose target still holds another table: the run fails here, unless ``src`` or
+    ``dst`` is no longer at the metadata location it was planned at (``src_expect``, ``dst_expect``):
+    then another run moved them meanwhile, and the run fails as a concurrent one."""
 
+    src: Ident
+    src_expect: str
+    dst: Ident
+    dst_expect: str
     message: str
 
     def __str__(self) -> str:

@@ -5,19 +5,22 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
 from pyiceberg.catalog import Catalog
 
-from sink.errors import IncompatibleSchemaChange
+from sink.errors import IncompatibleSchemaChange, SinkError
 from sink.iceberg import execute
 from sink.iceberg.catalog import open_catalog
+from sink.iceberg.checkpoint import MetaNamespace
 from sink.iceberg.commit import ConcurrentRunError
 from sink.iceberg.dry_run import IcebergDryRun
+from sink.iceberg.planner import plan_write
 from sink.iceberg.steps import SchemaUpdate, SpecUpdate
 from sink.iceberg.tables import Tables
-from sink.iceberg.write_plan import RecordMove, RenameTable, TableMovedError, WritePlan
+from sink.iceberg.write_plan import RecordMove, RefuseRename, RenameTable, TableMovedError, WritePlan
 from sink.iceberg.writer import IcebergSink
 from tests.codec.tables import PK, col, table
 from transform import changes as ch
@@ -166,6 +169,44 @@ def test_a_rename_is_planned_against_the_moved_tables_and_planning_moves_nothing
     assert _state(catalog) == before                                    # planning changed nothing
     (report,) = sink.write(run)
     assert report.skipped == "" and sorted(_state(catalog)) == ["test.u", "test.u__changelog"]
+
+
+def test_a_rename_seen_half_way_while_planning_is_a_concurrent_run_not_a_swap(catalog: Catalog) -> None:
+    """The planner loads each name when it first needs it: a racing drain's RENAME TABLE done between
+    loading the source and the target shows one table under both names (found by the real-TiDB fault
+    campaign, ``bench/faults_real.py --runs 100 --seed 44 --only 86``). That is a concurrent run,
+    which a re-run plans again, not a swap to refuse; and a refused swap whose tables moved before
+    the moves ran is one too."""
+    sink = IcebergSink(catalog)
+    sink.write(_created())
+    u = _info(10, "u")
+    run = _run(100, 200, ch.TableChanges(10, "test", "u", u, [], [_event(150, RENAME_TABLE, u, 10, ("test", "t"))]))
+    tables = Tables(catalog)
+
+    def racing(ident: tuple[str, str]) -> Any:
+        tbl = tables.load(ident)
+        if ident == ("test", "t"):   # the other drain renames right after this load
+            catalog.rename_table(("test", "t"), ("test", "u"))
+        return tbl
+    with pytest.raises(TableMovedError, match="another writer renamed it to test.u .*concurrent run") as e:
+        plan_write(run, racing, tables)
+    assert isinstance(e.value, ConcurrentRunError) and e.value.transient
+    catalog.rename_table(("test", "t__changelog"), ("test", "u__changelog"))   # the other drain goes on
+
+    # a true swap (the target holds another table) is refused while the catalog is as planned; once
+    # either table moved since, the run is a concurrent one
+    other = _info(11, "t")
+    sink.write(_run(200, 300, ch.TableChanges(11, "test", "t", other, [], [_event(250, CREATE_TABLE, other, 11)])))
+    swap = _run(300, 400, ch.TableChanges(11, "test", "u", other, [],
+                                          [_event(350, RENAME_TABLE, other, 11, ("test", "t"))]))
+    (tw,) = sink.plan(swap).tables
+    refusal = next(m for m in tw.moves if isinstance(m, RefuseRename))
+    assert (refusal.src, refusal.dst) == (("test", "t"), ("test", "u"))
+    with pytest.raises(SinkError, match="still holds another table"):
+        tables.move(tw.moves, MetaNamespace(catalog))
+    catalog.rename_table(("test", "u"), ("test", "u_elsewhere"))
+    with pytest.raises(TableMovedError, match="concurrent run"):
+        tables.move((refusal,), MetaNamespace(catalog))
 
 
 def test_a_table_written_between_plan_and_execute_is_refused_as_a_concurrent_run(catalog: Catalog) -> None:
