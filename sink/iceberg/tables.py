@@ -8,7 +8,8 @@ lineage records), before anything is written.
   which planning also asks what a creation would make).
 - A planned step finds the tables as they were planned (its source at the planned metadata
   location, its target free), else it raises :class:`~sink.iceberg.write_plan.TableMovedError`; a
-  refused rename (its target still holds another table) raises ``SinkError`` in its turn.
+  refused rename (its target still holds another table) raises ``SinkError`` in its turn, once both
+  tables are found where they were planned (else ``TableMovedError``: another run moved them).
 """
 from __future__ import annotations
 
