@@ -18,11 +18,10 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
-from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.schema import Schema
-from pyiceberg.table import Table
 from pyiceberg.types import LongType, NestedField, StringType
 
+from sink.iceberg.catalog import table_or_none
 from sink.iceberg.checkpoint import ensure_namespace
 from sink.iceberg.lineage import META_NAMESPACE
 from transform.changes import RunBatch
@@ -38,11 +37,6 @@ SCHEMA = Schema(
     NestedField(5, "job", StringType(), required=True),
     identifier_field_ids=[1],
 )
-ARROW = pa.schema([pa.field("job_id", pa.int64(), nullable=False),
-                   pa.field("schema_version", pa.int64(), nullable=False),
-                   pa.field("finished_ts", pa.int64(), nullable=False),
-                   pa.field("commit_ts", pa.int64()),
-                   pa.field("job", pa.string(), nullable=False)])
 
 
 @dataclass(frozen=True)
@@ -53,17 +47,10 @@ class Recorded:
     commit_ts: int | None
 
 
-def _open(catalog: Catalog) -> Table | None:
-    try:
-        return catalog.load_table(TABLE)
-    except NoSuchTableError:
-        return None
-
-
 def read(catalog: Catalog) -> dict[int, Recorded] | None:
     """Every job the lake holds by id; None when the lake has no history table (written before
     binlake kept one)."""
-    table = _open(catalog)
+    table = table_or_none(catalog, TABLE)
     if table is None:
         return None
     out: dict[int, Recorded] = {}
@@ -101,7 +88,7 @@ def to_record(history: SchemaHistory, run: RunBatch) -> list[tuple[Job, int | No
 def record(catalog: Catalog, history: SchemaHistory, jobs: Iterable[tuple[Job, int | None]]) -> int:
     """Append the jobs the lake lacks (one commit; none when it lacks none); the number appended.
     A job held without its commit ts gets a second row once the ts is known."""
-    table = _open(catalog)
+    table = table_or_none(catalog, TABLE)
     held: dict[int, bool] = {}   # job id → its commit ts is held
     if table is not None:
         for row in table.scan(selected_fields=("job_id", "commit_ts")).to_arrow().to_pylist():
@@ -114,11 +101,11 @@ def record(catalog: Catalog, history: SchemaHistory, jobs: Iterable[tuple[Job, i
         try:
             table = catalog.create_table(TABLE, schema=SCHEMA)
         except Exception:   # a racing drain created it first
-            table = _open(catalog)
+            table = table_or_none(catalog, TABLE)
             if table is None:
                 raise
     rows = pa.Table.from_pylist([{"job_id": job.id, "schema_version": job.binlog.schema_version,
                                   "finished_ts": job.binlog.finished_ts, "commit_ts": ts,
-                                  "job": history.raw_job(job.id)} for job, ts in new], schema=ARROW)
+                                  "job": history.raw_job(job.id)} for job, ts in new], schema=SCHEMA.as_arrow())
     table.append(rows)
     return len(new)
