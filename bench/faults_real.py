@@ -88,6 +88,7 @@ from typing import Any
 
 import pymysql
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -749,10 +750,10 @@ def resolved_prewrites(real: RealCluster) -> str:
     found: Counter[str] = Counter()
     for p in real.pumps:
         with urllib.request.urlopen(f"{p.status_url}/metrics", timeout=5) as resp:
-            for line in resp.read().decode().splitlines():
-                m = re.match(r'binlog_pump_storage_resolved_prewrites_total\{result="(\w+)"\} ([0-9.e+]+)', line)
-                if m:
-                    found[m.group(1)] += int(float(m.group(2)))
+            for family in text_string_to_metric_families(resp.read().decode()):
+                for sample in family.samples:
+                    if sample.name == "binlog_pump_storage_resolved_prewrites_total":
+                        found[sample.labels["result"]] += int(sample.value)
     return " ".join(f"{k}={n}" for k, n in sorted(found.items())) or "none"
 
 
