@@ -24,6 +24,7 @@ from ingest.tso import TSOClient
 from sink.base import PlansWrites, Sink
 from sink.plugin import SinkSpec
 from sink.registry import spec_for_uri
+from transform import failpoints
 from transform.event_filter import DML_EVENTS
 
 if TYPE_CHECKING:
@@ -198,6 +199,7 @@ def _drain(options: DrainerConfig, from_ts: int | None, to_ts: int | None, dry_r
             sink.close()
             return _recover(options, spec, cluster_id, e, out, dry_run, report_path)
         stages["plan"] = time.perf_counter() - t0
+        failpoints.inject("drain-stage", "plan")
         print(f"binlake drain: {options.syncer.db_type} sink, checkpoint {checkpoint}", file=out)
         print(plan.describe(), file=out, flush=True)
         common: dict[str, Any] = dict(
@@ -224,10 +226,13 @@ def _drain(options: DrainerConfig, from_ts: int | None, to_ts: int | None, dry_r
         finally:
             result.release()
         stages["sink"] = time.perf_counter() - t0
+        failpoints.inject("drain-stage", "written")
         advance = not options.tables and (checkpoint is None or plan.from_ts <= checkpoint < plan.to_ts)
         if advance:
             sink.record_history(history, result.batch)
+            failpoints.inject("drain-stage", "ddl-recorded")
             sink.save_checkpoint(result.batch)
+            failpoints.inject("drain-stage", "checkpoint")
             register(plan.to_ts)
         note = "" if advance else ("checkpoint not moved: " + ("--tables restricts the run" if options.tables
                                                                 else "the range does not continue the checkpoint"))

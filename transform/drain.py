@@ -47,6 +47,7 @@ from pyspark.sql import functions as F
 from ingest import binlog as bl
 from ingest.errors import MalformedBinlog
 from transform import changes as ch
+from transform import failpoints
 from transform.codec.model import Job
 from transform.ddl import needed_before, written_late
 from transform.errors import DrainError, UndecodableBinlog
@@ -142,6 +143,7 @@ class _Stages:
         self.seconds[name] = self.seconds.get(name, 0.0) + took
         if self.progress:
             self.progress.finished(name, took, detail(value))
+        failpoints.inject("drain-stage", name)
         return value
 
 

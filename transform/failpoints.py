@@ -20,6 +20,9 @@ POINTS: dict[str, str] = {
                    "receives 1",
     "kafka-checkpoint": "after a Kafka run recorded its checkpoint in the consumer group; receives 1",
     "file-append": "before each record the file sink appends; receives the record's number in the run (1, 2, …)",
+    "drain-stage": "after each stage of a drain run ends, in order: plan, pull, pair (twice), decode, collect, "
+                   "written (the sink wrote the run), ddl-recorded (the run's DDL jobs kept by the sink), checkpoint "
+                   "(saved, before the drainer's registry state moves); receives the stage's name",
     "mysql-flush": "after each flush of the MySQL loader (DMLs committed downstream); receives the flush's number "
                    "in the run (1, 2, …)",
 }

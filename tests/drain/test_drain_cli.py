@@ -14,6 +14,7 @@ import pytest
 from binlake.drain_config import DrainerConfig
 from tests.drain.conftest import Env, read_table
 from tests.drain.crashing_cli import CRASH_STATUS
+from transform import failpoints
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -51,6 +52,30 @@ def test_a_drain_killed_mid_commit_and_rerun_equals_an_uninterrupted_run(env: En
     crash_mid_commit(env)
     env.sql("insert into c values (3, 'c3')")                              # more work arrives meanwhile
     rerun_equals_an_uninterrupted_run(env, ("a", "b", "c"))
+
+
+def test_a_drain_passes_every_stage_failpoint_in_order(env: Env) -> None:
+    env.sql("create table s (id int primary key)")
+    env.sql("insert into s values (1)")
+    seen: list[str] = []
+    failpoints.enable("drain-stage", seen.append)
+    try:
+        env.drain()
+    finally:
+        failpoints.disable("drain-stage")
+    assert seen == ["plan", "pull", "pair", "pair", "decode", "collect", "written", "ddl-recorded", "checkpoint"]
+
+
+def test_a_drain_killed_after_writing_before_its_checkpoint_and_rerun_equals_an_uninterrupted_run(env: Env) -> None:
+    for t in ("a", "b"):
+        env.sql(f"create table {t} (id int primary key, v varchar(10))")
+        env.sql(f"insert into {t} values (1, '{t}1'), (2, '{t}2')")
+    env.settle()
+    r = binlake("drain", *cli_args(env.options), failpoints=("drain-stage=ddl-recorded",), cwd=env.root)
+    assert r.returncode == CRASH_STATUS, r.stderr[-2000:]
+    assert env.catalog().table_exists("test.b")                 # every table written, the checkpoint not
+    env.sql("update a set v = 'x' where id = 1")
+    rerun_equals_an_uninterrupted_run(env, ("a", "b"))
 
 
 def crash_mid_commit(env: Env) -> subprocess.CompletedProcess:
