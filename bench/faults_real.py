@@ -20,7 +20,7 @@ Load (pymysql, database ``fc``):
   ADD PARTITION).
 
 Every run also drains Iceberg in process once during the load (``tag-runs`` on, so each run of the
-drain tags ``tidb-ts-<to_ts>``) and, for half the runs, MariaDB too.
+drain tags ``tidb-ts-<to_ts>``), for half the runs MariaDB too, and Kafka in ``kafka-restart`` runs.
 
 Fault kinds (``fault_*``):
 
@@ -43,6 +43,13 @@ Fault kinds (``fault_*``):
 - ``disk-full``: pump-1's data dir is a tmpfs of its own, filled under load for 4-7 s, then freed:
   either below the pumps' ``stop-write-at-available-space`` (the pump refuses writes; TiDB writes to
   the other pump) or to a few KiB free with no threshold (the pump's writes fail with ENOSPC).
+- ``drain-kill-stage``: an Iceberg or MariaDB drain (``crashing_cli drain-stage=S``) killed when its
+  stage S ends: plan, pull, pair, decode, collect, written, ddl-recorded or checkpoint.
+- ``mariadb-kill``: ``kill -9`` of MariaDB 0-1 s after a MariaDB drain's first ledger rows appear
+  there, restarted on its data 0.5-3 s later; the drain must ride it out (its loader retries).
+- ``kafka-restart``: a Kafka broker of the run's own (``make kafka``), killed (``kill -9``) or stopped
+  0.5-12 s into a Kafka drain, restarted on its data 1-4 s later; the drain completes or fails naming
+  the brokers.
 
 Checks after every run (the final drains are in process, after the load stopped):
 
@@ -53,7 +60,10 @@ Checks after every run (the final drains are in process, after the load stopped)
   bank tables carry (a killed drain may leave a tag on only some: noted, not summed), in the current
   mirror, and in MariaDB after every MySQL drain (at its checkpoint); the MariaDB checkpoint row
   consistent at the final drain's checkpoint;
-- ``binlake verify`` exact: Iceberg at the checkpoint, MariaDB ``--against``.
+- ``binlake verify`` exact: Iceberg at the checkpoint, MariaDB ``--against``;
+- Parquet (a final drain of the whole range into CDC files, every run) and Kafka (``kafka-restart``):
+  ledger rows as above, and the bank tables' changes replayed in commit order: the total constant
+  after every commit ts once the setup's rows are in; in Kafka every commit ts once, in order.
 
 ``lost`` counts (sink, ledger id) pairs of acknowledged transfers missing from a sink plus rows a
 verify finds missing; ``duplicated`` counts extra copies of ledger rows plus rows a verify finds extra
@@ -67,6 +77,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import itertools
 import json
 import os
 import random
@@ -97,16 +108,20 @@ from binlake.drain import run_verify_command
 from binlake.drain_config import DrainerConfig
 from ingest import binlog as bl
 from ingest.scan_client import ScanClient
+from schemas import secondary_binlog_pb2 as sb
 from sink.changelog import TAG_PREFIX
 from sink.iceberg.plugin import catalog_for
+from sink.parquet.files import read_changelog
+from sink.secondary import column_value
 from tests.drain.crashing_cli import CRASH_STATUS
 from tests.realtidb.conftest import RealCluster, real_cluster
 from tests.realtidb.peers import remove, scratch_dir
 from tests.realtidb.versions import NEWEST, TiDBBuild
-from tests.servers import MariaDBServer
+from tests.servers import KafkaServer, MariaDBServer, kafka_classpath
+from transform.changes import COMMIT_TS, OP, SEQ
 
 KINDS = ["pump-kill", "pump-stop", "drain-kill-iceberg", "drain-kill-mysql", "pd-stop", "racing-drains",
-         "tidb-kill", "disk-full"]
+         "tidb-kill", "disk-full", "drain-kill-stage", "mariadb-kill", "kafka-restart"]
 DB = "fc"
 BANK = ("bank_a", "bank_b", "bank_c")
 ACCOUNTS = 20                  # per bank table
@@ -118,7 +133,9 @@ CHURN_RATE = 15.0              # churn transactions/s at most
 WRITE_TIMEOUT = "3s"           # TiDB's [binlog] write-timeout in these runs
 TABLES_WRITTEN = 8             # 3 bank tables, ledger, 4 churn tables: 2 commits each per drain run
 TIDB_KILL_TXN_TIMEOUT = 15     # tidb-kill: the pumps' max-txn-timeout (s; default 600, as TiDB Binlog's)
+DRAIN_STAGES = ("plan", "pull", "pair", "decode", "collect", "written", "ddl-recorded", "checkpoint")
 PUMP_FS = 512 << 20            # disk-full: the tmpfs that holds pump-1's data dir
+KAFKA_TOPIC = "fc_obinlog"  # kafka-restart: the topic
 STOP_WRITE_AT = 64 << 20       # disk-full: the pumps' stop-write-at-available-space (threshold variant)
 SETUP = (
     *(f"CREATE TABLE {t} (id INT PRIMARY KEY, bal BIGINT NOT NULL)" for t in BANK),
@@ -384,6 +401,7 @@ class Run:
         self.real: RealCluster | None = None
         self.load: Load | None = None
         self.outputs: list[str] = []
+        self.kafka: KafkaServer | None = None       # kafka-restart: the run's broker
         self.findings: list[tuple[str, int, int, int]] = []   # against_tidb's, until settle()
 
     def note(self, text: str) -> None:
@@ -409,6 +427,19 @@ class Run:
         o.syncer.txn_batch = 5
         return o
 
+    def parquet(self) -> DrainerConfig:
+        """The Parquet CDC drainer of the run."""
+        assert self.real is not None
+        return self.real.options("pq", [DB], sink="parquet")
+
+    def kafka_options(self) -> DrainerConfig:
+        """The Kafka drainer of the run (its broker is ``self.kafka``)."""
+        assert self.real is not None and self.kafka is not None
+        o = self.real.options("kf", [DB], sink="kafka")
+        o.syncer.to.kafka_addrs = self.kafka.bootstrap
+        o.syncer.to.topic_name = KAFKA_TOPIC
+        return o
+
     def drain(self, options: DrainerConfig) -> int:
         """One in-process drain; returns its checkpoint; after a MySQL one, the bank total checked there."""
         assert self.real is not None
@@ -430,6 +461,8 @@ class Run:
                  "[syncer]", f"db-type = {q(o.syncer.db_type)}", f"replicate-do-db = {q(o.syncer.replicate_do_db)}",
                  f"worker-count = {o.syncer.worker_count}", f"txn-batch = {o.syncer.txn_batch}",
                  "[syncer.to]", f"dsn = {q(o.syncer.to.dsn)}",
+                 *((f"kafka-addrs = {q(o.syncer.to.kafka_addrs)}", f"topic-name = {q(o.syncer.to.topic_name)}")
+                   if o.syncer.db_type == "kafka" else ()),
                  "[iceberg]", f"warehouse = {q(o.iceberg.warehouse)}", f"tag-runs = {q(o.iceberg.tag_runs)}",
                  "[spark]", 'master = "local[1]"']
         path = self.root / f"{name}.toml"
@@ -542,6 +575,78 @@ class Run:
             self.problem("no tidb-ts-* tag on every bank table")
         self.note(f"iceberg: bank total checked at {checked} tag(s)")
 
+    def bank_in_order(self, where: str, changes: list[tuple[int, str, int, str, int]]) -> None:
+        """The bank total after every commit ts of ``changes`` ((commit_ts, table, id, op, bal) of the bank
+        tables, in commit order) replayed from nothing: once the setup's rows are all there, always
+        the initial total."""
+        state: dict[tuple[str, int], int] = {}
+        reached, checked, off = False, 0, []
+        for ts, group in itertools.groupby(changes, key=lambda c: c[0]):
+            for _, table, key, op, bal in group:
+                if op == "D":
+                    state.pop((table, key), None)
+                else:
+                    state[(table, key)] = bal
+            total = sum(state.values())
+            reached = reached or total == TOTAL
+            if reached:
+                checked += 1
+                if total != TOTAL:
+                    off.append((ts, total))
+        if not reached:
+            self.against_tidb(f"{where}: the bank total never reached {TOTAL}", breaks=1)
+        if off:
+            self.against_tidb(f"{where}: bank total off after {len(off)} commit ts, first {off[0]}", breaks=len(off))
+        self.note(f"{where}: bank total checked after {checked} commit ts")
+
+    def check_parquet(self, options: DrainerConfig) -> None:
+        """Ledger rows in the CDC files; the bank total after every commit ts the files hold."""
+        root = options.parquet.dir
+        ledger = read_changelog(root, DB, "ledger").select(["id", OP]).to_pylist()
+        self.ledger_counts("parquet", Counter(r["id"] for r in ledger if r[OP] == "I"))
+        changes = []
+        for t in BANK:
+            changes += [(r[COMMIT_TS], r[SEQ], t, r["id"], r[OP], r["bal"])
+                        for r in read_changelog(root, DB, t).select([COMMIT_TS, SEQ, OP, "id", "bal"]).to_pylist()]
+        self.bank_in_order("parquet", [(ts, t, key, op, bal) for ts, _, t, key, op, bal in sorted(changes)])
+
+    def check_kafka(self) -> None:
+        """Every transaction once in commit order in the topic; ledger rows; the bank total after every
+        message (one message is one transaction)."""
+        assert self.kafka is not None
+        messages = [sb.Binlog.FromString(v) for v in self.kafka.messages(KAFKA_TOPIC)]
+        seen: set[int] = set()
+        last, repeated, disorder = 0, 0, 0
+        ledger: Counter[int] = Counter()
+        changes: list[tuple[int, str, int, str, int]] = []
+        for m in messages:
+            if m.commit_ts in seen:
+                repeated += 1
+                continue
+            seen.add(m.commit_ts)
+            disorder += m.commit_ts < last
+            last = max(last, m.commit_ts)
+            for tbl in m.dml_data.tables if m.type == sb.DML else ():
+                names = [c.name for c in tbl.column_info]
+                for mut in tbl.mutations:
+                    row = dict(zip(names, (column_value(c, json=False) for c in mut.row.columns)))
+                    if tbl.schema_name != DB:
+                        continue
+                    if tbl.table_name == "ledger" and mut.type == sb.Insert:
+                        ledger[int(row["id"])] += 1
+                    elif tbl.table_name in BANK:
+                        changes.append((m.commit_ts, tbl.table_name, int(row["id"]),
+                                        "D" if mut.type == sb.Delete else "U", int(row["bal"])))
+        self.out.duplicated += repeated
+        self.out.breaks += disorder
+        if repeated:
+            self.problem(f"kafka: {repeated} message(s) repeat a commit ts")
+        if disorder:
+            self.problem(f"kafka: {disorder} message(s) out of commit order")
+        self.note(f"kafka: {len(messages)} message(s)")
+        self.ledger_counts("kafka", ledger)
+        self.bank_in_order("kafka", changes)
+
     def mysql_bank(self, checkpoint: int) -> None:
         """The bank total in MariaDB right after a MySQL drain (at its checkpoint)."""
         total = sum(int(str(self.maria.query(f"SELECT COALESCE(SUM(bal), 0) FROM {DB}.{t}")[0][0])) for t in BANK)
@@ -612,6 +717,9 @@ class Run:
             (self.rng.uniform(0.1, 0.8) * span, "iceberg drain", lambda: self.drain(ice))]
         if self.rng.random() < 0.5:
             events.append((self.rng.uniform(0.1, 0.8) * span, "mariadb drain", lambda: self.drain(my)))
+        if self.kafka is not None:
+            kafka = self.kafka_options()
+            events.append((self.rng.uniform(0.1, 0.8) * span, "kafka drain", lambda: self.drain(kafka)))
         started = time.monotonic()
         self.load.start()
         try:
@@ -631,6 +739,12 @@ class Run:
         self.check_iceberg(ice, checkpoint)
         checkpoint = self.drain(my)
         self.check_mysql(my, checkpoint)
+        parquet = self.parquet()
+        self.drain(parquet)
+        self.check_parquet(parquet)
+        if self.kafka is not None:
+            self.drain(self.kafka_options())
+            self.check_kafka()
         self.settle()
 
 
@@ -677,17 +791,18 @@ def prewrites_on_both(real: RealCluster) -> int:
     return sum(1 for n in held.values() if n > 1)
 
 
-def _drain_kill(run: Run, sink: str) -> None:
+def _drain_kill(run: Run, sink: Callable[[], str], failpoint: Callable[[str], str]) -> None:
+    """A child drain into ``sink()`` killed at ``failpoint(sink)`` (``NAME=V``) under load."""
     with run.cluster():
-        options = run.iceberg() if sink == "iceberg" else run.mysql()
-        point = (f"sink-commit={run.rng.randint(1, 2 * TABLES_WRITTEN)}" if sink == "iceberg"
-                 else f"mysql-flush={run.rng.randint(1, 30)}")
+        sink_name = sink()
+        options = run.iceberg() if sink_name == "iceberg" else run.mysql()
+        point = failpoint(sink_name)
 
         def fault() -> None:
-            code, err = run.finish(run.drain_process(options, f"crash-{sink}", failpoint=point))
+            code, err = run.finish(run.drain_process(options, f"crash-{sink_name}", failpoint=point))
             if code not in (CRASH_STATUS, 0):
-                run.problem(f"the crashing {sink} drain exited {code}: {err.strip()[-300:]}")
-            run.note(f"{sink} drain killed at {point}" if code == CRASH_STATUS
+                run.problem(f"the crashing {sink_name} drain exited {code}: {err.strip()[-300:]}")
+            run.note(f"{sink_name} drain killed at {point}" if code == CRASH_STATUS
                      else f"{point} did not fire (exit {code})")
             if run.maria.PASSWORD in "".join(run.outputs[-1:]):
                 run.problem("the MariaDB password was printed")
@@ -696,12 +811,92 @@ def _drain_kill(run: Run, sink: str) -> None:
 
 def fault_drain_kill_iceberg(run: Run) -> None:
     """The Iceberg drain killed after its N-th table commit, under load; the final drain completes."""
-    _drain_kill(run, "iceberg")
+    _drain_kill(run, lambda: "iceberg", lambda _: f"sink-commit={run.rng.randint(1, 2 * TABLES_WRITTEN)}")
 
 
 def fault_drain_kill_mysql(run: Run) -> None:
     """The MariaDB drain killed after its N-th loader flush, under load; the final drain completes."""
-    _drain_kill(run, "mysql")
+    _drain_kill(run, lambda: "mysql", lambda _: f"mysql-flush={run.rng.randint(1, 30)}")
+
+
+def fault_drain_kill_stage(run: Run) -> None:
+    """An Iceberg or MariaDB drain killed when one of its stages ends (``drain-stage``), under load."""
+    _drain_kill(run, lambda: run.rng.choice(["iceberg", "mysql"]),
+                lambda _: f"drain-stage={run.rng.choice(DRAIN_STAGES)}")
+
+
+def ledger_rows(maria: MariaDBServer) -> int:
+    """Rows of ``fc.ledger`` in MariaDB; -1 while it cannot be read (no table yet, the server down)."""
+    try:
+        return int(str(maria.query(f"SELECT COUNT(*) FROM {DB}.ledger")[0][0]))
+    except pymysql.Error:
+        return -1
+
+
+def fault_mariadb_kill(run: Run) -> None:
+    """MariaDB killed (kill -9) while a MariaDB drain applies, restarted on its data; the drain retries
+    or fails clearly, the final drain completes."""
+    with run.cluster():
+        options = run.mysql()
+        lag = round(run.rng.uniform(0.0, 1.0), 2)
+        down = round(run.rng.uniform(0.5, 3.0), 2)
+
+        def fault() -> None:
+            start = ledger_rows(run.maria)
+            proc = run.drain_process(options, "apply")
+            deadline = time.monotonic() + 300
+            while proc.poll() is None and ledger_rows(run.maria) == start and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if proc.poll() is not None:
+                code, err = run.finish(proc)
+                run.note(f"the MariaDB drain ended (exit {code}) before its first ledger row was seen: not killed")
+                if code != 0:
+                    run.problem(f"the MariaDB drain exited {code}: {err.strip()[-300:]}")
+                return
+            time.sleep(lag)
+            run.maria.kill()
+            time.sleep(down)
+            run.maria.start()
+            code, err = run.finish(proc)
+            retried = err.count("transient error at commit_ts")
+            run.note(f"MariaDB killed {lag}s after the drain's first ledger rows, restarted {down}s later; "
+                     f"the drain retried {retried} time(s) and exited {code}"
+                     + (f": {err.strip().splitlines()[-1][:200]}" if code and err.strip() else ""))
+            if code != 0:
+                run.problem(f"the MariaDB drain did not ride out MariaDB's restart (exit {code}): "
+                            f"{err.strip()[-300:]}")
+        run.under_load(fault)
+
+
+def fault_kafka_restart(run: Run) -> None:
+    """The Kafka broker killed (kill -9) or stopped while a Kafka drain runs, restarted on its data; the
+    drain rides it out or fails naming the brokers, the final drain completes."""
+    classpath = kafka_classpath()
+    if classpath is None:
+        raise Skipped("no Kafka broker here (make kafka)")
+    crash = run.rng.random() < 0.5
+    after = round(run.rng.uniform(0.5, 12.0), 2)
+    down = round(run.rng.uniform(1.0, 4.0), 2)
+    with KafkaServer(classpath) as kafka, run.cluster():
+        run.kafka = kafka
+        options = run.kafka_options()
+
+        def fault() -> None:
+            proc = run.drain_process(options, "kafka")
+            time.sleep(after)
+            if crash:
+                kafka.kill()
+            else:
+                kafka.stop()
+            time.sleep(down)
+            kafka.start()
+            code, err = run.finish(proc)
+            run.note(f"Kafka broker {'killed' if crash else 'stopped'} {after}s into a Kafka drain, restarted "
+                     f"{down}s later; the drain exited {code}"
+                     + (f": {err.strip().splitlines()[-1][:200]}" if code and err.strip() else ""))
+            if code not in (0, 1) or code == 1 and "broker" not in err.lower() and "kafka" not in err.lower():
+                run.problem(f"the Kafka drain failed otherwise (exit {code}): {err.strip()[-300:]}")
+        run.under_load(fault)
 
 
 def fault_pd_stop(run: Run) -> None:
@@ -818,7 +1013,8 @@ def fault_disk_full(run: Run) -> None:
 FAULTS: dict[str, Callable[[Run], None]] = {
     "pump-kill": fault_pump_kill, "pump-stop": fault_pump_stop, "drain-kill-iceberg": fault_drain_kill_iceberg,
     "drain-kill-mysql": fault_drain_kill_mysql, "pd-stop": fault_pd_stop, "racing-drains": fault_racing_drains,
-    "tidb-kill": fault_tidb_kill, "disk-full": fault_disk_full,
+    "tidb-kill": fault_tidb_kill, "disk-full": fault_disk_full, "drain-kill-stage": fault_drain_kill_stage,
+    "mariadb-kill": fault_mariadb_kill, "kafka-restart": fault_kafka_restart,
 }
 assert list(FAULTS) == KINDS
 

@@ -464,6 +464,13 @@ class MariaDBServer(MariaDBProcess):
         finally:
             conn.close()  # type: ignore[attr-defined]
 
+    def kill(self) -> None:
+        """SIGKILL the server, as a crash; :meth:`start` brings it back on its data (InnoDB recovers)."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        self.proc = None
+
     def __enter__(self) -> MariaDBServer:
         try:
             self.start()
@@ -736,6 +743,42 @@ class KafkaServer:
         """Stop the broker (SIGTERM: a controlled shutdown; SIGKILL after 30 s). Keeps the data."""
         stop_group(self.proc, 30)
         self.proc = None
+
+    def kill(self) -> None:
+        """SIGKILL the broker, as a crash (no controlled shutdown). Keeps the data."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        self.proc = None
+
+    def messages(self, topic: str, isolation: str = "read_committed", timeout: float = 60) -> list[bytes]:
+        """The value of every message of partition 0 of ``topic`` a consumer at ``isolation`` reads,
+        in offset order; ``ServerError`` when they are not all read within ``timeout`` seconds."""
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"test-{time.monotonic_ns()}",
+                             "isolation.level": isolation, "enable.auto.commit": False})
+        try:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+            consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+            out: list[bytes] = []
+            deadline = time.monotonic() + timeout
+            position = low
+            while position < high and time.monotonic() < deadline:
+                msg = consumer.poll(0.5)
+                if msg is None:
+                    [tp] = consumer.position([TopicPartition(topic, 0)])
+                    position = max(position, tp.offset)    # past the control records and aborted batches
+                    continue
+                if msg.error() is not None:
+                    raise ServerError(f"reading {topic}: {msg.error()}")
+                out.append(msg.value())
+                position = msg.offset() + 1
+            if position < high:
+                raise ServerError(f"read {topic} up to offset {position} of {high} within {timeout} s")
+            return out
+        finally:
+            consumer.close()
 
     def __enter__(self) -> KafkaServer:
         try:

@@ -9,11 +9,9 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
-import time
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from binlake.drain_config import DrainerConfig
 from ingest.config import ConfigError
@@ -45,27 +43,7 @@ def kafka_options(env: Env, server: KafkaServer, topic: str, **to: Any) -> Drain
 
 def read_topic(server: KafkaServer, topic: str, isolation: str = "read_committed") -> list[sb.Binlog]:
     """Every message of partition 0 a consumer at ``isolation`` reads, as secondary binlogs."""
-    consumer = Consumer({"bootstrap.servers": server.bootstrap, "group.id": f"test-{time.monotonic_ns()}",
-                         "isolation.level": isolation, "enable.auto.commit": False})
-    try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
-        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-        out: list[sb.Binlog] = []
-        deadline = time.monotonic() + 60
-        position = low
-        while position < high and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                [tp] = consumer.position([TopicPartition(topic, 0)])
-                position = max(position, tp.offset)    # past the control records and aborted batches
-                continue
-            assert msg.error() is None, msg.error()
-            out.append(sb.Binlog.FromString(msg.value()))
-            position = msg.offset() + 1
-        assert position >= high, f"read up to offset {position} of {high} within 60 s"
-        return out
-    finally:
-        consumer.close()
+    return [sb.Binlog.FromString(v) for v in server.messages(topic, isolation)]
 
 
 def _value(col: dict[str, Any] | sb.Column) -> Any:
