@@ -357,6 +357,8 @@ def _ddl_run(script: dict[str, list[BaseException | None]], monkeypatch: pytest.
     slept: list[float] = []
     monkeypatch.setattr(time, "sleep", slept.append)
     me = SimpleNamespace(conn=FakeConnection(script, trace), options=SimpleNamespace(ddl_retries=retries))
+    me._reconnect = lambda: trace.append("reconnect")   # the same fake connection, its script going on
+    me._on_control = lambda call: MySQLSink._on_control(me, call)   # type: ignore[arg-type]
     try:
         MySQLSink._run_ddl(me, "d", "ALTER TABLE t ADD c INT", None, 300)   # type: ignore[arg-type]
     except ApplyError as e:
@@ -367,13 +369,20 @@ def _ddl_run(script: dict[str, list[BaseException | None]], monkeypatch: pytest.
 def test_a_ddl_is_retried_a_second_apart_on_operational_errors_only(monkeypatch: pytest.MonkeyPatch) -> None:
     pymysql = pytest.importorskip("pymysql")
     alter = "ALTER TABLE t ADD c INT"
+    busy = pymysql.err.OperationalError(1205, "Lock wait timeout exceeded")
+    trace, slept, error = _ddl_run({alter: [busy, busy]}, monkeypatch)
+    # each attempt in autocommit mode (MariaDB's EXCHANGE PARTITION hangs otherwise), turned off after it
+    assert error == "" and slept == [1.0, 1.0] and "reconnect" not in trace
+    assert trace.count("autocommit True") == trace.count("autocommit False") == 3
+    trace, slept, error = _ddl_run({alter: [busy] * 9}, monkeypatch)
+    assert slept == [1.0] * 4 and trace.count(f"execute {alter}") == 5
+    assert error.startswith("DDL committed at 300 failed: (1205, 'Lock wait timeout exceeded'); statement: " + alter)
+    # a dropped connection (a downstream restart): retried on a new one, with the loader's backoff
     gone = pymysql.err.OperationalError(2013, "Lost connection")
     trace, slept, error = _ddl_run({alter: [gone, gone]}, monkeypatch)
-    # each attempt in autocommit mode (MariaDB's EXCHANGE PARTITION hangs otherwise), turned off after it
-    assert error == "" and slept == [1.0, 1.0]
-    assert trace.count("autocommit True") == trace.count("autocommit False") == 3
-    trace, slept, error = _ddl_run({alter: [gone] * 9}, monkeypatch)
-    assert slept == [1.0] * 4 and trace.count(f"execute {alter}") == 5
+    assert error == "" and slept == [0.5, 1.0] and trace.count("reconnect") == 2
+    trace, slept, error = _ddl_run({alter: [gone] * 12}, monkeypatch)
+    assert slept == [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 16.0, 16.0, 16.0, 16.0] and trace.count(f"execute {alter}") == 11
     assert error.startswith("DDL committed at 300 failed: (2013, 'Lost connection'); statement: " + alter)
     trace, slept, error = _ddl_run({alter: [pymysql.err.ProgrammingError(1064, "syntax")]}, monkeypatch)
     assert slept == [] and trace.count(f"execute {alter}") == 1 and "(1064, 'syntax')" in error

@@ -133,4 +133,4 @@ class CheckpointTable:
                             (self.cluster_id, cp.to_json()))
             self.conn.commit()
         except pymysql.Error as e:
-            raise MySQLTargetError(f"cannot save the checkpoint {cp.to_json()} in {self.name}: {e}") from None
+            raise MySQLTargetError(f"cannot save the checkpoint {cp.to_json()} in {self.name}: {e}") from e

@@ -12,10 +12,10 @@ worker applies the net change per primary key of its share of a flush instead (`
 in one downstream transaction: there a flush takes ``MERGE_FACTOR`` times TiDB Binlog's batch and a
 statement ``MERGE_FACTOR`` times ``txn_batch`` rows — the net change of a bigger flush is smaller, and
 a flush's cost is mostly its round trips and the commits' fsyncs, not its rows.
-Transient errors (lost connection, deadlock, lock wait timeout) are retried with backoff on a new
-connection; any other error stops the load with :class:`ApplyError` naming the statement and the
-commit_ts. A :class:`~sink.base.SinkObserver` hears each statement's and commit's time and each
-flush's DMLs per worker (TiDB Binlog's loader reports the same).
+Transient errors (lost connection, deadlock, lock wait timeout, a new connection refused while the
+downstream restarts) are retried with backoff on a new connection; any other error stops the load
+with :class:`ApplyError` naming the statement and the commit_ts. A :class:`~sink.base.SinkObserver`
+hears each statement's and commit's time and each flush's DMLs per worker (TiDB Binlog's loader reports the same).
 """
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ from sink.errors import SinkError
 from sink.mysql.loopback import mark_statement
 from sink.mysql.progress import UnkeyedProgress
 from sink.mysql.statements import DML, batched, merged
+from sink.mysql.target import MySQLTargetError, connection_lost
 from transform import failpoints
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,7 @@ TRANSIENT_ERRORS = frozenset({1040, 1205, 1213, 2003, 2006, 2013, 8002, 8022, 80
 # merge mode: flushes of txn_batch × worker_count × 3 × 10 DMLs, statements of txn_batch × 10 rows. Measured
 # with bench/mysql_apply.py --merge (docs/benchmarks.md): × 10 cut the sink stage by a fifth; × 33 no further.
 MERGE_FACTOR = 10
+RETRIES, BACKOFF = 10, 0.5     # a transient error: retried 10 times, after 0.5 × 2^n s (n capped at 5): ~95 s
 
 
 class ApplyError(SinkError):
@@ -132,10 +134,11 @@ class Worker:
 
         def transient(e: BaseException) -> bool:
             self.close(rollback=True)
-            return _is_transient(e)
+            return _is_transient(e) or connection_lost(e)
 
         try:
-            retry(attempt, attempts=self.retries + 1, wait=lambda n: self.backoff * 2 ** min(n, 5), on=pymysql.Error,
+            retry(attempt, attempts=self.retries + 1, wait=lambda n: self.backoff * 2 ** min(n, 5),
+                  on=(pymysql.Error, MySQLTargetError),
                   retry_if=transient, before_sleep=lambda e, n, wait: log.warning(
                       "transient error at commit_ts %d (%s); retry %d in %.1f s", at[1].commit_ts, e, n, wait))
         except pymysql.Error as e:
@@ -163,7 +166,7 @@ class Loader:
     downstream (causality groups restart at each flush), so conflicting changes never overtake."""
 
     def __init__(self, connect: Callable[[], Any], worker_count: int = 16, txn_batch: int = 20,
-                 safe_mode: bool = False, retries: int = 10, backoff: float = 0.5,
+                 safe_mode: bool = False, retries: int = RETRIES, backoff: float = BACKOFF,
                  before_flush: Callable[[], None] | None = None, merge: bool = False,
                  progress: UnkeyedProgress | None = None, channel_id: int | None = None,
                  observer: SinkObserver | None = None) -> None:

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pymysql
@@ -32,12 +32,12 @@ from sink.mysql.checkpoint import Checkpoint, CheckpointTable
 from sink.mysql.config import MySQLSettings
 from sink.mysql.ddl import IGNORED_ERRORS, plan_ddl, split_statements, without_ignored
 from sink.mysql.early import Reshape
-from sink.mysql.loader import ApplyError, Loader
+from sink.mysql.loader import BACKOFF, RETRIES, ApplyError, Loader
 from sink.mysql.loopback import ensure_marks
 from sink.mysql.progress import Position, UnkeyedProgress, not_applied
 from sink.mysql.relay import RelayLog, decode_dml
 from sink.mysql.statements import DML, TargetTable, literal_sql_mode, number_unkeyed, quote, row_changes
-from sink.mysql.target import MySQLTarget
+from sink.mysql.target import MySQLTarget, MySQLTargetError, connection_lost
 from sink.secondary import encode_ddl, encode_dml, python_rows
 from transform import changes as ch
 from transform import ddl as ddl_kinds
@@ -48,6 +48,7 @@ from transform.filters import TableFilter
 from transform.ordered import PerBundle, ordered_transactions
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -172,7 +173,8 @@ class MySQLSink(Sink):
         version = self.loaded.schema_version if self.loaded else 0
         ahead = set(self.loaded.ddl_ahead) if self.loaded else set()   # applied before their DDL binlog
         self.ddl_ahead = tuple(sorted(ahead))
-        cps.save(Checkpoint(floor, False, schema_version=version, ddl_ahead=tuple(sorted(ahead))))
+        first = Checkpoint(floor, False, schema_version=version, ddl_ahead=tuple(sorted(ahead)))
+        self._on_control(lambda: cps.save(first))
         relay = self._relay()
         if relay is not None:
             relay.reset()   # this run re-reads everything after the checkpoint from the pumps
@@ -214,7 +216,8 @@ class MySQLSink(Sink):
 
         def save(applied: int) -> None:
             nonlocal saved_at
-            cps.save(Checkpoint(applied, False, schema_version=version, ddl_ahead=tuple(sorted(ahead))))
+            cp = Checkpoint(applied, False, schema_version=version, ddl_ahead=tuple(sorted(ahead)))
+            self._on_control(lambda: cps.save(cp))
             saved_at = time.monotonic()
             if relay is not None:
                 relay.purge(applied)
@@ -381,8 +384,9 @@ class MySQLSink(Sink):
             finally:
                 self.conn.autocommit(False)
 
-        try:
-            retry(attempt, attempts=self.options.ddl_retries, wait=1.0, on=pymysql.OperationalError)
+        try:   # a dropped connection is retried on a new one; other errors a second apart on this one
+            self._on_control(lambda: retry(attempt, attempts=self.options.ddl_retries, wait=1.0,
+                                           on=pymysql.OperationalError, retry_if=lambda e: not connection_lost(e)))
         except pymysql.Error as e:
             raise ApplyError(f"DDL committed at {commit_ts} failed: {e}; statement: {sql[:300]} "
                              f"(add {commit_ts} to [syncer] ignore-txn-commit-ts to skip it)") from None
@@ -392,9 +396,47 @@ class MySQLSink(Sink):
         version = max((d.job.binlog.schema_version for d in run.ddl),
                       default=self.loaded.schema_version if self.loaded else 0)
         self.loaded = Checkpoint(run.to_ts, True, schema_version=version, ddl_ahead=self.ddl_ahead)
-        self._checkpoints().save(self.loaded)
+        cps = self._checkpoints()
+        loaded = self.loaded
+        self._on_control(lambda: cps.save(loaded))
         if self.relay is not None:
             self.relay.purge(run.to_ts)
+
+    def _reconnect(self) -> None:
+        """New control and checkpoint connections in place of ones the downstream dropped (a restart)."""
+        shared = self.checkpoint_conn is self.conn
+        for conn in {id(c): c for c in (self.conn, self.checkpoint_conn)}.values():
+            try:
+                conn.close()
+            except (pymysql.Error, OSError):   # already broken
+                pass
+        self.conn = self.target.connect()
+        cp = self.options.checkpoint_target
+        self.checkpoint_conn = self.conn if shared or cp is None else cp.connect()
+        if self.table is not None:
+            self.table.conn = self.checkpoint_conn
+
+    def _on_control(self, call: Callable[[], T]) -> T:
+        """``call()`` (on the control or checkpoint connection), retried on new connections while the
+        downstream drops or refuses them, with the loader's retries and backoff."""
+        lost = False
+
+        def attempt() -> T:
+            nonlocal lost
+            if lost:
+                self._reconnect()
+                lost = False
+            return call()
+
+        def dropped(e: BaseException) -> bool:
+            nonlocal lost
+            lost = lost or connection_lost(e)
+            return connection_lost(e)
+
+        return retry(attempt, attempts=RETRIES + 1, wait=lambda n: BACKOFF * 2 ** min(n, 5),
+                     on=(pymysql.Error, MySQLTargetError), retry_if=dropped,
+                     before_sleep=lambda e, n, wait: log.warning("lost the downstream (%s); retry %d in %.1f s on a "
+                                                                 "new connection", e, n, wait))
 
     def notes(self) -> list[str]:
         """Says when the run applied in safe mode, and why."""

@@ -20,6 +20,25 @@ class MySQLTargetError(SinkError):
     transient = True
 
 
+# can't connect, server has gone away, lost connection during a query: the server dropped the session
+CONNECTION_LOST_CODES = frozenset({2003, 2006, 2013})
+
+
+def connection_lost(e: BaseException) -> bool:
+    """True for an error that a new connection may not have: the destination refused one, or dropped
+    the session (a restart). A :class:`MySQLTargetError` counts by the pymysql error it wraps."""
+    import pymysql
+
+    if isinstance(e, MySQLTLSError):
+        return False
+    if isinstance(e, MySQLTargetError) and e.__cause__ is not None:
+        e = e.__cause__
+    if isinstance(e, pymysql.InterfaceError):   # "(0, '')": a closed connection used again
+        return True
+    code = e.args[0] if e.args and isinstance(e.args[0], int) else None
+    return isinstance(e, pymysql.Error) and code in CONNECTION_LOST_CODES
+
+
 class MySQLTLSError(MySQLTargetError):
     """Verified TLS to the destination failed: its certificate is not signed by the configured CA,
     does not name the host, or it does not speak TLS (terminal: retrying changes nothing)."""
@@ -88,7 +107,7 @@ class MySQLTarget:
         except pymysql.Error as e:
             if self.tls and ("SSL" in str(e) or "certificate" in str(e).lower()):
                 raise MySQLTLSError(f"verified TLS to {self.describe()} failed ({self.tls.where}): {e}") from None
-            raise MySQLTargetError(f"cannot connect to {self.describe()}: {e}") from None
+            raise MySQLTargetError(f"cannot connect to {self.describe()}: {e}") from e
         if self.params:
             with conn.cursor() as cur:
                 for name, value in self.params.items():

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from tests.drain.conftest import Env
 from tests.drain.crashing_cli import CRASH_STATUS
 from tests.drain.test_drain_cli import ROOT, binlake, cli_args
 from tests.servers import MariaDBServer
+from transform import failpoints
 
 pytestmark = pytest.mark.integration
 
@@ -247,6 +249,38 @@ def test_a_drain_killed_mid_apply_and_rerun_equals_the_upstream(env: Env, maria:
     assert "no differences" in verify.stdout and maria.PASSWORD not in verify.stdout + verify.stderr
     deleted = sum(4 if (i + 1) % 3 == 0 else 3 for i in range(12))        # a = 0 has 4 of the 10 rows
     assert maria.query("SELECT COUNT(*) FROM test.n")[0][0] == 12 * 10 - deleted   # keyless rows applied once
+
+
+def test_a_drain_rides_out_a_restart_of_the_downstream_mid_apply(env: Env, maria: MariaDBServer) -> None:
+    """MariaDB killed (kill -9) after the loader's 2nd flush and back 1.5 s later: the workers and the
+    control connection (the DDL after it, the checkpoint) reconnect, and the run completes exactly."""
+    env.sql("create table k (id int primary key, v varchar(20))")
+    for i in range(6):
+        env.sql("insert into k values " + ", ".join(f"({i * 20 + j}, 'v{i}')" for j in range(20)), server=i % 2)
+        env.sql(f"update k set v = 'w{i}' where id < {i * 10}", server=(i + 1) % 2)
+    env.sql("alter table k add column z int default 5")
+    env.sql("insert into k (id, v) values (1000, 'after the ddl')")
+    options = mysql_options(env, maria, worker_count=2, txn_batch=5)
+    restarted: list[threading.Thread] = []
+
+    def kill_and_restart(count: int) -> None:
+        if count == 2 and not restarted:
+            maria.kill()
+            restarted.append(threading.Timer(1.5, maria.start))
+            restarted[0].start()
+
+    failpoints.enable("mysql-flush", kill_and_restart)
+    try:
+        report = env.drain(options)
+    finally:
+        failpoints.disable("mysql-flush")
+        for t in restarted:
+            t.join()
+    assert restarted, "the failpoint did not fire"
+    assert report["checkpoint_after"] == report["to_ts"]
+    assert checkpoint_row(maria, env.cluster.cluster_id)["consistent"] is True
+    assert maria.query("SELECT z FROM test.k WHERE id = 1000") == [(5,)]
+    verify_mysql(env, options)
 
 
 def test_relay_log_recovery_when_the_upstream_is_gone(env: Env, maria: MariaDBServer) -> None:
