@@ -70,7 +70,8 @@ def run_check_command(options: DrainerConfig, ts: int | None = None, out: TextIO
     if report.to_ts != ts:
         raise ConfigError(f"the run report {path} is of the run ending at {report.to_ts}, not {ts}")
     history = lake_history(lake, options, out)
-    spark = spark_session(options.spark.master, options.spark.app_name, options.spark.conf)
+    spark = spark_session(options.spark.master, options.spark.app_name, options.spark.conf,
+                          options.spark.class_archive)
     tables = [f"{d}.{t}" for d, t in options.tables] or None
     print(f"binlake check: run ({report.from_ts}, {ts}] from {path}", file=out, flush=True)
     result = lake.check_run(spark, report.model_dump(), history, quality_dir(options, ts), tables)

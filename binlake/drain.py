@@ -259,7 +259,8 @@ def _compute(options: DrainerConfig, plan: Plan, status_url: str, out: TextIO, m
     history = SchemaHistory.fetch(status_url)
     stages["history"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    spark = spark_session(options.spark.master, options.spark.app_name, options.spark.conf)
+    spark = spark_session(options.spark.master, options.spark.app_name, options.spark.conf,
+                          options.spark.class_archive)
     stages["spark-start"] = time.perf_counter() - t0
     spark_run = SparkRun(master=options.spark.master,
                          settings=settings_in_force(spark, options.spark.master, options.spark.conf))

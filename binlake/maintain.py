@@ -55,7 +55,8 @@ def run_maintain_command(options: DrainerConfig, retention: str = "7d", tag_rete
     def spark() -> SparkSession:
         from transform.spark import spark_session
 
-        return spark_session(options.spark.master, options.spark.app_name, options.spark.conf)
+        return spark_session(options.spark.master, options.spark.app_name, options.spark.conf,
+                          options.spark.class_archive)
 
     def progress(t: TableDone) -> None:
         print(t.format(dry_run), file=out, flush=True)

@@ -16,6 +16,7 @@ Modules, one job each:
 - ``ordered``       a run's transactions in commit order, for the sinks that apply them one by one
 - ``reduce``        the net change per key (what the mirror merge applies)
 - ``spark``         the Spark session
+- ``spark_archive`` the class-data sharing archive of Spark's classes the driver JVM maps
 - ``worker``        a Spark Python worker's process settings
 - ``failpoints``    named failpoints for crash tests
 - ``errors``        the stages' named errors

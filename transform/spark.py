@@ -9,6 +9,9 @@ Settings, lowest priority first:
    the driver bound to 127.0.0.1. A cluster master gets Spark's (or the cluster's) defaults instead.
 3. ``conf``: drainer.toml's ``[spark.conf]`` and every ``--spark-conf KEY=VALUE``, verbatim.
 
+The driver's JVM maps a class-data sharing archive of Spark's classes when binlake has built one
+(``transform.spark_archive``; ``[spark] class-archive = false`` turns it off).
+
 Python workers run ``spark.pyspark.python`` when given, else ``$PYSPARK_PYTHON``, else (local
 masters) this interpreter; the process environment is not changed.
 
@@ -28,8 +31,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pyarrow as pa
-from pyspark import StorageLevel
+from pyspark import SparkContext, StorageLevel
 from pyspark.sql import DataFrame, SparkSession
+
+from transform.spark_archive import java_options
 
 _SPARK_TYPES = {pa.int32(): "int", pa.int64(): "long", pa.string(): "string", pa.binary(): "binary"}
 
@@ -51,6 +56,8 @@ LOCAL_DEFAULTS: dict[str, str] = {
     "spark.driver.host": "127.0.0.1",
 }
 
+
+DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
 SHIPPED = ("ingest", "transform", "sink", "schemas")   # the packages Spark tasks import
 _shipped: dict[str, Path] = {}
@@ -103,11 +110,27 @@ def settings_in_force(spark: SparkSession, master: str, conf: Mapping[str, str] 
     return out
 
 
+def with_class_archive(settings: Mapping[str, str], archive: Callable[[], str]) -> dict[str, str]:
+    """``settings`` with the driver's Java options of the class-data archive (``archive()``) added,
+    unless they name an archive or ``-Xshare`` themselves."""
+    out = dict(settings)
+    options = out.get(DRIVER_JAVA_OPTIONS, "")
+    if not any(flag in options for flag in ("-Xshare", "SharedArchiveFile", "ArchiveClassesAtExit")):
+        flags = archive()
+        if flags:
+            out[DRIVER_JAVA_OPTIONS] = f"{options} {flags}".strip()
+    return out
+
+
 def spark_session(master: str = "local[*]", app_name: str = "binlake-drain",
-                  conf: Mapping[str, str] | None = None) -> SparkSession:
+                  conf: Mapping[str, str] | None = None, class_archive: bool = True) -> SparkSession:
     """A SparkSession on ``master`` with :func:`session_settings`; an existing session of this
-    process is reused (Spark allows one per process: settings fixed at its start stay)."""
+    process is reused (Spark allows one per process: settings fixed at its start stay). With
+    ``class_archive`` the driver's JVM maps binlake's class-data archive of Spark
+    (``transform.spark_archive``), unless ``spark.driver.extraJavaOptions`` already names one."""
     settings = session_settings(master, conf)
+    if class_archive and SparkContext._active_spark_context is None:
+        settings = with_class_archive(settings, java_options)
     builder = SparkSession.builder.master(master).appName(app_name)
     for k, v in settings.items():
         builder = builder.config(k, v)

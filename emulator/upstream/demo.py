@@ -99,7 +99,8 @@ def run_demo(directory: Path, transactions: int = TRANSACTIONS) -> int:
         from transform.spark import spark_session
 
         _say(f"starting Spark ({options.spark.master})")
-        spark_session(options.spark.master, options.spark.app_name, options.spark.conf)
+        spark_session(options.spark.master, options.spark.app_name, options.spark.conf,
+                          options.spark.class_archive)
         wl = Workload(cluster, seed=1, churn=True, ddl_interval=0.5)
         wl.setup()
         _say(f"workload: {transactions} transactions (5 rows each, every column type, deletes and re-inserts, "

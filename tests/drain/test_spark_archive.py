@@ -1,0 +1,69 @@
+"""The class-data sharing archive of Spark's classes (``transform.spark_archive``): built once, then
+mapped by the driver JVM of every session binlake starts (Spark's classes load from it), left out
+when the user names their own ``-Xshare`` options or turns it off."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from transform.spark import DRIVER_JAVA_OPTIONS, session_settings, with_class_archive
+from transform.spark_archive import archive_path, build, java_options
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.integration
+
+_CHILD = """
+import sys
+from transform.spark import spark_session
+spark = spark_session("local[1]", "archive-test", {"spark.driver.extraJavaOptions": sys.argv[1]},
+                      class_archive=sys.argv[2] == "on")
+spark.range(3).count()
+print("OPTIONS", spark.sparkContext.getConf().get("spark.driver.extraJavaOptions"))
+"""
+
+
+def _classes_from_archive(tmp_path: Path, archive: str) -> tuple[int, str]:
+    """Start a session in a child process with the archive ``on``/``off``; (Spark classes the JVM
+    loaded from the archive, the driver's Java options)."""
+    log = tmp_path / f"classes-{archive}.log"
+    done = subprocess.run([sys.executable, "-c", _CHILD, f"-Xlog:class+load=info:file={log}", archive],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    options = next(line for line in done.stdout.splitlines() if line.startswith("OPTIONS"))
+    shared = sum(1 for line in log.read_text().splitlines()
+                 if "org.apache.spark." in line and "shared objects file (top)" in line)
+    return shared, options
+
+
+def test_sessions_map_the_archive_once_built_and_not_when_turned_off(tmp_path: Path) -> None:
+    path = archive_path()
+    assert path is not None, "java is on PATH here"
+    assert path.exists() or build(path), path.with_suffix(".log").read_text()[-2000:]
+    assert java_options(build_missing=False) == f"-XX:SharedArchiveFile={path} -Xlog:cds=off -Xlog:cds+dynamic=off"
+    on, options = _classes_from_archive(tmp_path, "on")
+    assert on > 1000, f"{on} Spark classes came from the archive"       # thousands: the JVM mapped it
+    assert f"SharedArchiveFile={path}" in options
+    off, options = _classes_from_archive(tmp_path, "off")
+    assert off == 0 and "SharedArchiveFile" not in options
+
+
+def test_the_archive_is_added_to_the_users_java_options_unless_they_name_one() -> None:
+    flags = "-XX:SharedArchiveFile=/a.jsa"
+    settings = session_settings("local[1]", {DRIVER_JAVA_OPTIONS: "-Dx=1"})
+    assert with_class_archive(settings, lambda: flags)[DRIVER_JAVA_OPTIONS] == f"-Dx=1 {flags}"
+    assert with_class_archive(session_settings("local[1]"), lambda: flags)[DRIVER_JAVA_OPTIONS] == flags
+    assert DRIVER_JAVA_OPTIONS not in with_class_archive(session_settings("local[1]"), lambda: "")   # none built
+    for mine in ("-Xshare:off", "-XX:SharedArchiveFile=/mine.jsa", "-XX:ArchiveClassesAtExit=/x.jsa"):
+        settings = session_settings("local[1]", {DRIVER_JAVA_OPTIONS: mine})
+        assert with_class_archive(settings, lambda: flags)[DRIVER_JAVA_OPTIONS] == mine
+    # the archive's place follows the Java and pyspark in use, under the user's cache directory
+    env = {**os.environ, "XDG_CACHE_HOME": "/nonexistent-cache"}
+    out = subprocess.run([sys.executable, "-c", "from transform.spark_archive import archive_path; "
+                          "print(archive_path())"], capture_output=True, text=True, env=env, cwd=ROOT, check=True)
+    assert out.stdout.startswith("/nonexistent-cache/binlake/spark-cds/spark-") and out.stdout.strip().endswith(".jsa")
