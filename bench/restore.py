@@ -75,12 +75,14 @@ from bench.mysql_apply import (
 
 ROOT = Path(__file__).resolve().parent.parent
 RATIO_TARGET = 0.7          # restore rows/s over the bulk-load baseline's rows/s
+WHOLE_TARGET = 0.5          # the same over the whole process (issue 45)
 RESTORE_CODE = ("binlake/restore.py", "sink/restore.py", "sink/iceberg/pit.py", "sink/iceberg/pit_tasks.py",
                 "sink/mysql/restore.py", "sink/mysql/statements.py")
 STAGES = ("history", "lake", "ddl", "locate", "spark-start", "load", "checkpoint", "command")
 
 
-FROZEN = ("binlake", "ingest", "sink", "transform", "schemas", "upstream", "bench", "docs/run-report.schema.json")
+FROZEN = ("binlake", "ingest", "sink", "transform", "schemas", "emulator", "bench", "docs/run-report.schema.json",
+          "docs/restore-report.schema.json")
 
 
 def freeze(work: Path) -> Path:
@@ -114,18 +116,17 @@ def restore_code(code: Path) -> str:
 # ---- the child: `binlake restore` through the CLI, its steps timed ------------------------------
 
 def child_main(argv: list[str]) -> int:
-    """``restore.py _child TIMINGS.json restore ARGS…``: ``binlake.cli.main(["restore", …])`` with the
+    """``restore.py _child TIMINGS.json ENGINE restore ARGS…``: ``binlake.cli.main(["restore", …])`` with the
     restore's steps wrapped by timers; the seconds per step and the unix times of the command's start
     and end go to TIMINGS.json."""
     from binlake.process import configure_process
 
     configure_process("restore")   # what binlake.cli.main does first
-    out_path, cli_args = Path(argv[0]), argv[1:]
+    out_path, engine, cli_args = Path(argv[0]), argv[1], argv[2:]
     import binlake.restore
     import sink.iceberg.pit
     import sink.iceberg.pit_tasks
     import transform.history
-    import transform.spark
     from sink.mysql.restore import MySQLRestore
 
     seconds: dict[str, float] = {}
@@ -154,8 +155,12 @@ def child_main(argv: list[str]) -> int:
     transform.history.SchemaHistory.fetch = timed("history", transform.history.SchemaHistory.fetch)  # type: ignore[method-assign]
     sink.iceberg.pit.lake_range = timed("lake", sink.iceberg.pit.lake_range)
     sink.iceberg.pit.table_at = timed("locate", sink.iceberg.pit.table_at)
-    transform.spark.spark_session = timed("spark-start", transform.spark.spark_session)
+    if engine == "spark":   # imported only where the restore imports it: pyspark's import is part of its cost
+        import transform.spark
+
+        transform.spark.spark_session = timed("spark-start", transform.spark.spark_session)
     sink.iceberg.pit_tasks.load_tables = timed("load", sink.iceberg.pit_tasks.load_tables)
+    sink.iceberg.pit_tasks.load_tables_here = timed("load", sink.iceberg.pit_tasks.load_tables_here)
     MySQLRestore.prepare = timed("ddl", MySQLRestore.prepare)  # type: ignore[method-assign]
     MySQLRestore.finish = timed("checkpoint", MySQLRestore.finish)  # type: ignore[method-assign]
     from binlake.cli import main as cli_main
@@ -168,14 +173,15 @@ def child_main(argv: list[str]) -> int:
 # ---- the timed restore ----------------------------------------------------------------------------
 
 def restore(env: Env, warehouse: Path, dsn: str, ts: int, work: Path, label: str, maria_pid: int,
-            driver_memory: str) -> dict[str, Any]:
+            driver_memory: str, engine: str = "auto") -> dict[str, Any]:
     """One ``binlake restore`` at ``ts`` as a fresh process: its stage seconds, wall, output, CPU."""
     timings = work / f"restore-{label}.json"
     log = work / f"restore-{label}.log"
     tables = ",".join(f"{DB}.{t}" for t in TABLES if t != KEYLESS)
     code = work / "code"
-    cmd = [sys.executable, str(code / "bench" / "restore.py"), "_child", str(timings),
-           "restore", "--warehouse", str(warehouse), "--upstream-status-url", env.cluster.status_url,
+    cmd = [sys.executable, str(code / "bench" / "restore.py"), "_child", str(timings), engine,
+           "restore", *(["--in-process-below", "0"] if engine == "spark" else []),
+           "--warehouse", str(warehouse), "--upstream-status-url", env.cluster.status_url,
            "--tables", tables, "--spark-master", "local[2]", "--spark-conf", f"spark.driver.memory={driver_memory}",
            "--ts", str(ts), "--into", dsn]
     maria0 = cpu_seconds(maria_pid)
@@ -304,7 +310,7 @@ def run_at(env: Env, warehouse: Path, dsn: str, maria_pid: int, work: Path, labe
     for n in range(args.repeat):
         reset(dsn)
         la = _load_avg()
-        r = restore(env, warehouse, dsn, ts, work, f"{label}-{n + 1}", maria_pid, args.driver_memory)
+        r = restore(env, warehouse, dsn, ts, work, f"{label}-{n + 1}", maria_pid, args.driver_memory, args.engine)
         r["load_avg"] = la
         tails = r["output"].count("+ changelog (")
         if want_tail and tails != len(scope):
@@ -377,6 +383,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--driver-memory", default="1g", help="spark.driver.memory of the drains and restores")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--keep", action="store_true", help="keep the work dir (pumps, warehouse, logs)")
+    ap.add_argument("--engine", choices=("auto", "spark"), default="auto",
+                    help="auto: as binlake chooses (in process below [spark] in-process-below); spark: always Spark")
     args = ap.parse_args(argv)
     size = 5_000 if args.small else args.rows
     if args.small:
@@ -424,8 +432,9 @@ def main(argv: list[str] | None = None) -> int:
                                       logs, scope, args, tail))
             rates = [report(r, args) for r in results]
 
+            engine = "on Spark local[2]" if args.engine == "spark" else "as binlake chooses"
             print(f"\nSUMMARY restore ({size:,} row changes drained in 2 runs; {len(scope)} keyed tables; "
-                  f"local[2]; medians of {args.repeat} restore(s) per ts):")
+                  f"loaded {engine}; medians of {args.repeat} restore(s) per ts):")
             for res, rt in zip(results, rates):
                 ratio_wall, ratio_ns, ratio_load = (rt[k] / rt["base"] for k in ("wall", "no_spark", "load"))
                 print(f"  {res['label']} ({res['rows']:,} rows): restore {rt['no_spark']:,.0f} rows/s (the command "
@@ -433,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"over the load step; baseline {rt['base']:,.0f} rows/s")
                 print(f"    ratio restore / baseline {ratio_ns:.2f} (target >= {RATIO_TARGET}: "
                       f"{_met(ratio_ns >= RATIO_TARGET)}); whole process {ratio_wall:.2f} "
-                      f"({_met(ratio_wall >= RATIO_TARGET)}); load step {ratio_load:.2f} "
+                      f"(target >= {WHOLE_TARGET}: {_met(ratio_wall >= WHOLE_TARGET)}); load step {ratio_load:.2f} "
                       f"({_met(ratio_load >= RATIO_TARGET)})")
         return 0
     finally:

@@ -237,7 +237,8 @@ def _restore_parser(sub: Any, sinks: bool = True) -> None:
     p = sub.add_parser("restore", help="rebuild the upstream's tables as they were at a ts, from the lake",
                        description="Rebuild every table (or --tables) as it was at --ts from the Iceberg "
                                    "mirrors and changelogs: the newest mirror state at or before the ts plus "
-                                   "the changelog's changes up to it, computed on Spark. A mysql:// or "
+                                   "the changelog's changes up to it, computed on Spark (in this process "
+                                   "when the lake files to read are small: --in-process-below). A mysql:// or "
                                    "tidb:// target gets the tables by replaying the upstream's DDL history "
                                    "up to the ts and TiDB Binlog's checkpoint row at the ts; iceberg://NS "
                                    "gets tables NS.<db>.<table> in the lake's catalog.")
@@ -251,6 +252,9 @@ def _restore_parser(sub: Any, sinks: bool = True) -> None:
                    help="write what was restored (tables, rows, base snapshot, changelog tail, seconds) as JSON "
                         "(docs/restore-report.schema.json)")
     _spark_flags(p)
+    p.add_argument("--in-process-below", dest="spark.in-process-below", type=int, metavar="BYTES",
+                   help="load in this process, without Spark, when the lake files to read total at most "
+                        "BYTES (default 67108864; 0: always on Spark)")
     p.set_defaults(run=_run_restore)
 
 

@@ -17,6 +17,7 @@ lake (for the Iceberg sink: its mirrors and changelogs), long after the pumps ha
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 import time
 from pathlib import Path
@@ -73,7 +74,6 @@ def run_restore_command(options: DrainerConfig, ts: int, into: str, replace: boo
     ``report_path``: where the :class:`~binlake.restore_report.RestoreReport` is written (JSON)."""
     from sink.restore import RestoredTable, RestorePlan, target_for
     from transform.changes import DDLJob
-    from transform.spark import spark_session
 
     lake = lake_of(options)
     lake.check_restorable(ts)
@@ -104,8 +104,16 @@ def run_restore_command(options: DrainerConfig, ts: int, into: str, replace: boo
         clock = timed("prepare", t0)
         located = lake.point_in_time(plan, [began for _, began in alive], history)
         clock = timed("locate", clock)
-        spark = spark_session(options.spark.master, "binlake-restore", options.spark.conf)
-        counts, results = located.load(spark, writer)
+        if located.input_bytes() <= options.spark.in_process_below:
+            counts, results = located.load_here(writer, min(8, max(2, os.cpu_count() or 2)))
+            engine = "in process"
+        else:
+            from transform.spark import spark_session
+
+            spark = spark_session(options.spark.master, "binlake-restore", options.spark.conf,
+                                  options.spark.class_archive)
+            counts, results = located.load(spark, writer)
+            engine = f"Spark ({options.spark.master})"
         clock = timed("load", clock)
         notes = target.finish(plan, results)
         timed("finish", clock)
@@ -119,14 +127,14 @@ def run_restore_command(options: DrainerConfig, ts: int, into: str, replace: boo
     for note in notes:
         print(f"  {note}", file=out)
     timed("total", t0)
-    print(f"  {sum(restored.values())} rows in {stages['total']:.1f} s", file=out, flush=True)
+    print(f"  {sum(restored.values())} rows in {stages['total']:.1f} s (loaded {engine})", file=out, flush=True)
     if report_path:
         from binlake.restore_report import RestoredTableReport, RestoreReport
         from ingest.atomic import replace_file
 
         report = RestoreReport(ts=ts, target=target.describe(), lake=lake.describe(), cluster_id=cluster_id,
                                schema_version=plan.schema_version, rows=sum(restored.values()), notes=notes,
-                               stages=stages,
+                               stages=stages, engine=engine,
                                tables=[RestoredTableReport(table=t.name, rows=restored[t.name], origin=t.origin(),
                                                            base_ts=t.base_ts, tail_from=t.tail_from,
                                                            notes=list(t.notes))

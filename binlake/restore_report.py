@@ -49,6 +49,8 @@ class RestoreReport(_Model):
     notes: list[str] = Field(default_factory=list, description="what the target wants said")
     stages: dict[str, float] = Field(default_factory=dict,
                                      description="seconds per step: prepare, locate, load, finish, total")
+    engine: str = Field(default="", description='where the rows were loaded: "in process" (a small restore, '
+                                               'without Spark) or "Spark (<master>)"')
 
 
 _ADAPTER: TypeAdapter[RestoreReport] = TypeAdapter(RestoreReport)

@@ -86,6 +86,14 @@ class PointInTime(ABC):
         """Every table's rows at the ts written with ``writer`` by Spark's executors: rows per index
         of :attr:`tables`, and what each task's writer session returned."""
 
+    @abstractmethod
+    def input_bytes(self) -> int:
+        """The bytes of the lake's files a load reads."""
+
+    @abstractmethod
+    def load_here(self, writer: RowWriter, workers: int) -> tuple[dict[int, int], list[bytes]]:
+        """:meth:`load` without Spark, in this process on ``workers`` threads (for a small load)."""
+
 
 class Lake(ABC):
     """The operations on what one sink wrote (see the module doc)."""

@@ -88,3 +88,12 @@ class IcebergPointInTime(PointInTime):
         from sink.iceberg.pit_tasks import load_tables
 
         return load_tables(spark, self._located, writer)
+
+    def input_bytes(self) -> int:
+        return sum(task.file.file_size_in_bytes for t in self._located for source in (t.base, t.tail)
+                   if source is not None for task in source.tasks)
+
+    def load_here(self, writer: RowWriter, workers: int) -> tuple[dict[int, int], list[bytes]]:
+        from sink.iceberg.pit_tasks import load_tables_here
+
+        return load_tables_here(self._located, writer, workers)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -34,8 +35,6 @@ from pyiceberg.io.pyarrow import ArrowScan
 from pyiceberg.table import FileScanTask
 from pyiceberg.transforms import BucketTransform
 from pyiceberg.types import IcebergType
-from pyspark import Broadcast
-from pyspark.sql import SparkSession
 
 from sink import changelog as fmt
 from sink.iceberg import schema as ks
@@ -46,6 +45,10 @@ from transform.codec import convert
 from transform.codec.model import TableInfo, arrow_type
 from transform.history import ColumnPast
 from transform.reduce import net_change
+
+if TYPE_CHECKING:
+    from pyspark import Broadcast
+    from pyspark.sql import SparkSession
 
 _KEEP = (ch.ROWID, ch.COMMIT_TS, ch.COMMIT_TIME)
 _TAIL_META = (ch.ROWID, ch.OP, ch.COMMIT_TS, ch.SEQ, ch.COMMIT_TIME, ch.BEFORE)
@@ -201,7 +204,14 @@ def _load_rows(shape: TableShape, route: str, task: FileScanTask | None, net: Ne
 Unit = tuple[tuple[int, str], tuple[FileScanTask | None, Net | None]]
 
 
-def make_loader(writer: RowWriter, shapes: Broadcast[dict[int, TableShape]]
+@dataclass(frozen=True)
+class _Shared:
+    """``Broadcast``'s ``value``, for the loader run in this process."""
+
+    value: dict[int, TableShape]
+
+
+def make_loader(writer: RowWriter, shapes: Broadcast[dict[int, TableShape]] | _Shared
                 ) -> Callable[[Iterable[Unit]], Iterator[tuple[dict[int, int], bytes]]]:
     """Job 2 (a ``mapPartitions``): each unit's rows written with ``writer`` (a session opened once
     the partition has rows); yields (rows per table, what the session returned)."""
@@ -221,12 +231,17 @@ def make_loader(writer: RowWriter, shapes: Broadcast[dict[int, TableShape]]
     return load
 
 
-def load_tables(spark: SparkSession, tables: Sequence[TableAt], writer: RowWriter
-                ) -> tuple[dict[int, int], list[bytes]]:
-    """Every table's rows at its ts written with ``writer`` (module doc): rows per table index, and what
-    each task's writer session returned. Plain RDDs: the units are Python objects end to end."""
-    sc = spark.sparkContext
-    slots = max(1, sc.defaultParallelism)
+@dataclass
+class _Work:
+    """A load's units: the tails to reduce (job 1), the units to load (job 2), what a table's units share."""
+
+    tails: list[TailUnit]
+    units: list[tuple[tuple[int, str], FileScanTask | None]]
+    shapes: dict[int, TableShape]
+
+
+def _work(tables: Sequence[TableAt], slots: int) -> _Work:
+    """The units of ``tables`` for ``slots`` parallel tasks (module doc)."""
     tails: list[TailUnit] = []
     units: list[tuple[tuple[int, str], FileScanTask | None]] = []
     for i, t in enumerate(tables):
@@ -238,21 +253,12 @@ def load_tables(spark: SparkSession, tables: Sequence[TableAt], writer: RowWrite
             tails.append(TailUnit(i, t.info, t.past, t.tail, frozenset(t.base.routes) if t.base else frozenset(),
                                   source.key_type(), parts))
             units += [((i, f"{UPSERTS}{j}"), None) for j in range(parts)]
-    if not units:
-        return {}, []
-    shapes = sc.broadcast({i: TableShape(t.info, t.past, t.base.without_tasks() if t.base is not None else None)
-                           for i, t in enumerate(tables)})
-    n = min(len(units), slots * 2)
-    try:
-        frame = sc.parallelize(units, n)
-        if tails:
-            nets = sc.parallelize(tails, min(len(tails), slots * 2)).flatMap(tail_pairs)
-            joined = frame.leftOuterJoin(nets, numPartitions=n)
-        else:
-            joined = frame.mapValues(lambda task: (task, None))
-        loaded = joined.mapPartitions(make_loader(writer, shapes)).collect()
-    finally:
-        shapes.destroy()
+    shapes = {i: TableShape(t.info, t.past, t.base.without_tasks() if t.base is not None else None)
+              for i, t in enumerate(tables)}
+    return _Work(tails, units, shapes)
+
+
+def _summed(loaded: Iterable[tuple[dict[int, int], bytes]]) -> tuple[dict[int, int], list[bytes]]:
     counts: dict[int, int] = {}
     results: list[bytes] = []
     for part_counts, result in loaded:
@@ -261,3 +267,45 @@ def load_tables(spark: SparkSession, tables: Sequence[TableAt], writer: RowWrite
         if result:
             results.append(result)
     return counts, results
+
+
+def load_tables(spark: SparkSession, tables: Sequence[TableAt], writer: RowWriter
+                ) -> tuple[dict[int, int], list[bytes]]:
+    """Every table's rows at its ts written with ``writer`` (module doc): rows per table index, and what
+    each task's writer session returned. Plain RDDs: the units are Python objects end to end."""
+    sc = spark.sparkContext
+    slots = max(1, sc.defaultParallelism)
+    work = _work(tables, slots)
+    if not work.units:
+        return {}, []
+    shapes = sc.broadcast(work.shapes)
+    n = min(len(work.units), slots * 2)
+    try:
+        frame = sc.parallelize(work.units, n)
+        if work.tails:
+            nets = sc.parallelize(work.tails, min(len(work.tails), slots * 2)).flatMap(tail_pairs)
+            joined = frame.leftOuterJoin(nets, numPartitions=n)
+        else:
+            joined = frame.mapValues(lambda task: (task, None))
+        loaded = joined.mapPartitions(make_loader(writer, shapes)).collect()
+    finally:
+        shapes.destroy()
+    return _summed(loaded)
+
+
+def load_tables_here(tables: Sequence[TableAt], writer: RowWriter, workers: int) -> tuple[dict[int, int], list[bytes]]:
+    """:func:`load_tables` without Spark, in this process: the same two jobs, each on ``workers``
+    threads (the rows are read, reduced and rendered by Arrow's kernels and sent by the writer's
+    connections, which release the GIL)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    work = _work(tables, workers)
+    if not work.units:
+        return {}, []
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="restore") as pool:
+        nets = dict(pair for pairs in pool.map(lambda u: list(tail_pairs(u)), work.tails) for pair in pairs)
+        joined = [(key, (task, nets.get(key))) for key, task in work.units]
+        load = make_loader(writer, _Shared(work.shapes))
+        parts = [joined[w::workers] for w in range(workers)]
+        loaded = [r for rs in pool.map(lambda part: list(load(part)), parts) for r in rs]
+    return _summed(loaded)

@@ -5,6 +5,7 @@ local Spark."""
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import subprocess
 import sys
@@ -66,6 +67,13 @@ def restore(env: Env, ts: int, into: str, options: DrainerConfig | None = None, 
         env.outputs.append(out.getvalue())
 
 
+def on_spark(env: Env) -> DrainerConfig:
+    """``env``'s options with every restore's load on Spark (by default a load this small runs in process)."""
+    options = env.options.model_copy(deep=True)
+    options.spark.in_process_below = 0
+    return options
+
+
 def tables(maria: MariaDBServer, db: str = "test") -> list[str]:
     return sorted(r[0] for r in maria.query(f"SELECT TABLE_NAME FROM information_schema.TABLES WHERE "
                                             f"TABLE_SCHEMA = '{db}'"))
@@ -112,10 +120,10 @@ def test_restore_at_three_points_of_a_history_with_ddl_into_mariadb(env: Env, ma
     points = history(env)
     expected = {"t1": ["a", "k", "r", "tr"], "t2": ["a", "k", "r2", "tr"], "t3": ["a", "k", "r2", "tr"]}
     schema = json.loads(RESTORE_SCHEMA.read_text())
-    for label, ts in points.items():
+    for (label, ts), engine in itertools.product(points.items(), ("in process", "Spark")):
         maria.reset("test")
         report_path = env.root / f"restore-{label}.json"
-        counts = restore(env, ts, maria.dsn, report=report_path)
+        counts = restore(env, ts, maria.dsn, report=report_path, options=on_spark(env) if engine == "Spark" else None)
         assert sorted(n.split(".")[1] for n in counts) == expected[label], (label, counts)
         # --report: what was restored, validated against its schema in docs/
         jsonschema.validate(json.loads(report_path.read_text()), schema)
@@ -126,6 +134,7 @@ def test_restore_at_three_points_of_a_history_with_ddl_into_mariadb(env: Env, ma
                    for t in report.tables)
         assert any(t.tail_from is not None for t in report.tables) is (label != "t3"), report.tables   # t3: a run end
         assert set(report.stages) == {"prepare", "locate", "load", "finish", "total"}
+        assert report.engine.startswith(engine), (engine, report.engine)
         assert tables(maria) == expected[label], label
         verify_against(env, maria.dsn, ts)
         row = maria.query(f"SELECT checkPoint FROM tidb_binlog.checkpoint WHERE clusterID = "
@@ -182,9 +191,9 @@ def test_restore_into_an_iceberg_namespace(env: Env) -> None:
     points = history(env)
     catalog = env.catalog()
     upstream = MySQLTarget.from_dsn(env.options.upstream.dsn)
-    for label, ts in points.items():
-        ns = f"restored_{label}"
-        counts = restore(env, ts, f"iceberg://{ns}")
+    for (label, ts), engine in itertools.product(points.items(), ("in process", "Spark")):
+        ns = f"restored_{label}_{engine.split()[-1].lower()}"
+        counts = restore(env, ts, f"iceberg://{ns}", options=on_spark(env) if engine == "Spark" else None)
         snapshot = read_snapshot(upstream, ts, lambda d, t: d == "test")
         assert sorted(counts) == sorted(snapshot), label
         for name, rows in snapshot.items():
@@ -192,10 +201,10 @@ def test_restore_into_an_iceberg_namespace(env: Env) -> None:
             assert result.ok, (label, name, result)
             assert result.mirror_rows == len(rows)
     # a second restore into a namespace that exists is refused, and replaces it when asked
-    with pytest.raises(RestoreError, match="restored_t1 exists already"):
-        restore(env, points["t1"], "iceberg://restored_t1")
-    restore(env, points["t2"], "iceberg://restored_t1", replace=True)
-    assert sorted(t[-1] for t in catalog.list_tables(("restored_t1", "test"))) == ["a", "k", "r2", "tr"]
+    with pytest.raises(RestoreError, match="restored_t1_process exists already"):
+        restore(env, points["t1"], "iceberg://restored_t1_process")
+    restore(env, points["t2"], "iceberg://restored_t1_process", replace=True)
+    assert sorted(t[-1] for t in catalog.list_tables(("restored_t1_process", "test"))) == ["a", "k", "r2", "tr"]
     # --tables: only those
     only = env.options.model_copy(deep=True)
     only.tables = [("test", "a")]

@@ -43,7 +43,7 @@ BEFORE_COLUMN = "_tidb_before"
 INVALID_TIMES_KEY = b"binlake.invalid_times"
 
 _KIND_CODE = {INSERT: 0, UPDATE: 1, DELETE: 2}
-_OP_LETTERS = pa.array(["I", "U", "D"], pa.string())
+_OP_LETTERS = ("I", "U", "D")   # by kind; a list, not an Arrow array: pa.array at import would import pandas
 _PAD = 32
 _PAD_BYTES = b"\x00" * _PAD
 
@@ -587,7 +587,7 @@ def decode_batch(table: TableInfo, kinds: Sequence[str], payloads: Sequence[byte
         handle_arr = pa.array(handle, pa.int64(), mask=~has_handle)
     fields = [pa.field(c.name, t) for c, t in zip(shape.cols, types)]
     before = pa.StructArray.from_arrays(before_arrays, fields=fields, mask=pa.array(kind != 1))
-    ops = _OP_LETTERS.take(pa.array(kind))
+    ops = pa.array(_OP_LETTERS, pa.string()).take(pa.array(kind))
     schema = output_schema(table).with_metadata({INVALID_TIMES_KEY: str(invalid_times).encode()})
     return pa.RecordBatch.from_arrays([ops, handle_arr, *main_arrays, before], schema=schema)
 
