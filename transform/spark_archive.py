@@ -6,9 +6,9 @@ The archive is a JDK dynamic archive (``-XX:ArchiveClassesAtExit``) made by a wa
 session of its own (the kinds of jobs a drain and a restore run: Arrow batches through
 ``mapInArrow``, local checkpoints, joins, aggregates, plain RDDs). It is kept under
 ``$XDG_CACHE_HOME/binlake/spark-cds`` (``~/.cache`` without it) in a file named for the Java
-executable, the pyspark version and Spark's jars, so another JDK or pyspark gets an archive of its
-own. The JVM checks the archive when it maps it and ignores one that does not match (``-Xshare``'s
-default ``auto``): an archive can make a start slower never fail.
+executable, the pyspark version and install and Spark's jars, so another JDK or pyspark (another
+virtualenv) gets an archive of its own. The JVM checks the archive when it maps it and ignores one
+that does not match (``-Xshare``'s default ``auto``): an archive can make a start slower, never fail.
 
 :func:`java_options` gives the driver's options: the archive's when it exists; when it does not, it
 starts :func:`build` in the background (one builder per archive, under a lock) and the session
@@ -44,7 +44,9 @@ def archive_path() -> Path | None:
     if java is None:
         return None
     jars = sorted(p.name for p in (_spark_home() / "jars").glob("*.jar"))
-    key = hashlib.sha256("\n".join([os.path.realpath(java), pyspark.__version__, *jars]).encode()).hexdigest()[:16]
+    # the JVM checks the archive's class path (the jars' own paths): another pyspark install needs its own
+    key = hashlib.sha256("\n".join([os.path.realpath(java), pyspark.__version__, str(_spark_home()), *jars])
+                         .encode()).hexdigest()[:16]
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return cache / "binlake" / "spark-cds" / f"spark-{pyspark.__version__}-{key}.jsa"
 
