@@ -825,6 +825,12 @@ def fault_drain_kill_stage(run: Run) -> None:
                 lambda _: f"drain-stage={run.rng.choice(DRAIN_STAGES)}")
 
 
+def error_line(stderr: str) -> str:
+    """The line of a failed command's output that says why (``binlake …: error: …``), else its last."""
+    lines = [line for line in stderr.strip().splitlines() if line.strip()] or [""]
+    return next((line for line in reversed(lines) if "error:" in line), lines[-1])[:200]
+
+
 def ledger_rows(maria: MariaDBServer) -> int:
     """Rows of ``fc.ledger`` in MariaDB; -1 while it cannot be read (no table yet, the server down)."""
     try:
@@ -858,10 +864,10 @@ def fault_mariadb_kill(run: Run) -> None:
             time.sleep(down)
             run.maria.start()
             code, err = run.finish(proc)
-            retried = err.count("transient error at commit_ts")
+            retried = err.count("transient error")
             run.note(f"MariaDB killed {lag}s after the drain's first ledger rows, restarted {down}s later; "
                      f"the drain retried {retried} time(s) and exited {code}"
-                     + (f": {err.strip().splitlines()[-1][:200]}" if code and err.strip() else ""))
+                     + (f": {error_line(err)}" if code else ""))
             if code != 0:
                 run.problem(f"the MariaDB drain did not ride out MariaDB's restart (exit {code}): "
                             f"{err.strip()[-300:]}")
@@ -893,7 +899,7 @@ def fault_kafka_restart(run: Run) -> None:
             code, err = run.finish(proc)
             run.note(f"Kafka broker {'killed' if crash else 'stopped'} {after}s into a Kafka drain, restarted "
                      f"{down}s later; the drain exited {code}"
-                     + (f": {err.strip().splitlines()[-1][:200]}" if code and err.strip() else ""))
+                     + (f": {error_line(err)}" if code else ""))
             if code not in (0, 1) or code == 1 and "broker" not in err.lower() and "kafka" not in err.lower():
                 run.problem(f"the Kafka drain failed otherwise (exit {code}): {err.strip()[-300:]}")
         run.under_load(fault)

@@ -314,7 +314,7 @@ def _worker_run(script: dict[str, list[BaseException | None]], retries: int,
 
     worker = Worker(connect, txn_batch=20, retries=retries, backoff=0.5)
     try:
-        worker._run([("INSERT 1", _dml(101)), ("INSERT 2", _dml(102))])   # type: ignore[list-item]
+        worker._run(lambda again: [("INSERT 1", _dml(101)), ("INSERT 2", _dml(102))])   # type: ignore[list-item]
     except ApplyError as e:
         return trace, slept, str(e)
     return trace, slept, ""

@@ -24,6 +24,7 @@ import time
 import zlib
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 import pymysql
@@ -32,7 +33,7 @@ from schemas.retry import retry
 from sink.base import SinkObserver
 from sink.errors import SinkError
 from sink.mysql.loopback import mark_statement
-from sink.mysql.progress import UnkeyedProgress
+from sink.mysql.progress import UnkeyedProgress, not_applied
 from sink.mysql.statements import DML, batched, merged
 from sink.mysql.target import MySQLTargetError, connection_lost
 from transform import failpoints
@@ -101,26 +102,41 @@ class Worker:
         if self.merge:
             statements, dmls = merged(dmls, self.txn_batch * MERGE_FACTOR)
             if statements:
-                self._run(statements)
+                self._run(lambda _: statements)
         for i in range(0, len(dmls), self.txn_batch):
             chunk = dmls[i:i + self.txn_batch]
-            statements = list(batched(chunk, safe_mode))
-            if self.progress is not None:
-                statements += self.progress.record(chunk)
-            self._run(statements)
+            self._run(partial(self._statements, chunk, safe_mode))
 
-    def _run(self, statements: list[tuple[str, DML]]) -> None:
-        """Execute ``statements`` as one downstream transaction (opened by the loopback mark when
-        there is one), retrying transient errors (``retries`` times, after ``backoff`` × 2^n seconds,
-        n capped at 5) on a new connection."""
-        if self.mark:
-            statements = [(self.mark, statements[0][1]), *statements]
-        at: list[Any] = ["", statements[0][1]]   # the statement executing and its DML: named on error
+    def _statements(self, chunk: list[DML], safe_mode: bool, again: bool) -> list[tuple[str, DML]]:
+        """One downstream transaction's statements for ``chunk``. ``again``: the connection was lost at
+        a point where the transaction may have committed (a COMMIT cut off): in safe mode (the keyed
+        DMLs idempotent), without the unkeyed DMLs the progress table records as applied."""
+        safe_mode = safe_mode or again
+        if again and self.progress is not None and any(d.seq for d in chunk):
+            assert self.conn is not None
+            chunk = not_applied(chunk, self.progress.load(self.conn))
+        statements = list(batched(chunk, safe_mode))
+        if self.progress is not None:
+            statements += self.progress.record(chunk)
+        return statements
+
+    def _run(self, build: Callable[[bool], list[tuple[str, DML]]]) -> None:
+        """Execute ``build(again)``'s statements as one downstream transaction (opened by the loopback
+        mark when there is one), retrying transient errors (``retries`` times, after ``backoff`` ×
+        2^n seconds, n capped at 5) on a new connection; ``again`` is true once a connection was lost
+        (the transaction's outcome unknown: the statements must be safe to apply twice)."""
+        at: list[Any] = ["", None]   # the statement executing and its DML: named on error
+        lost = False
 
         def attempt() -> None:
-            at[:] = "", statements[0][1]
             if self.conn is None:
                 self.conn = self.connect()
+            statements = build(lost)
+            if not statements:
+                return   # everything was applied before the connection was lost
+            if self.mark:
+                statements = [(self.mark, statements[0][1]), *statements]
+            at[:] = "", statements[0][1]
             with self.conn.cursor() as cur:
                 for sql, dml in statements:
                     at[:] = sql, dml
@@ -133,16 +149,22 @@ class Worker:
             self.observer.queried("commit", time.perf_counter() - began)
 
         def transient(e: BaseException) -> bool:
+            nonlocal lost
             self.close(rollback=True)
+            lost = lost or connection_lost(e)
             return _is_transient(e) or connection_lost(e)
+
+        def warn(e: BaseException, n: int, wait: float) -> None:
+            where = f"at commit_ts {at[1].commit_ts}" if at[1] is not None else "before the first statement"
+            log.warning("transient error %s (%s); retry %d in %.1f s", where, e, n, wait)
 
         try:
             retry(attempt, attempts=self.retries + 1, wait=lambda n: self.backoff * 2 ** min(n, 5),
-                  on=(pymysql.Error, MySQLTargetError),
-                  retry_if=transient, before_sleep=lambda e, n, wait: log.warning(
-                      "transient error at commit_ts %d (%s); retry %d in %.1f s", at[1].commit_ts, e, n, wait))
+                  on=(pymysql.Error, MySQLTargetError), retry_if=transient, before_sleep=warn)
         except pymysql.Error as e:
             sql, dml = at
+            if dml is None:
+                raise
             raise ApplyError(f"statement of the transaction committed at {dml.commit_ts} failed on "
                              f"{dml.table.qualified}: {e}; statement: {sql[:300]}") from None
 

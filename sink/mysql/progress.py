@@ -57,7 +57,7 @@ class UnkeyedProgress:
                 rows = cur.fetchall()
             conn.commit()
         except pymysql.Error as e:
-            raise MySQLTargetError(f"cannot read the progress table {self.name}: {e}") from None
+            raise MySQLTargetError(f"cannot read the progress table {self.name}: {e}") from e
         return {str(t): (int(ts), int(seq)) for t, ts, seq in rows}
 
     def record(self, dmls: Sequence[DML]) -> list[tuple[str, DML]]:

@@ -407,6 +407,78 @@ def test_the_loader_builds_the_next_batch_while_one_applies_and_never_lets_a_con
         loader.close()
 
 
+class _CutOffCommit:
+    """A downstream whose first COMMIT commits, then loses the connection before the client hears
+    so (a server killed right after committing); ``applied`` the statements committed, ``progress``
+    what the unkeyed-progress table answers."""
+
+    def __init__(self, applied: list[list[str]], progress: list[tuple[str, int, int]], cut: list[bool]) -> None:
+        self.applied, self.progress, self.cut, self.open = applied, progress, cut, []
+
+    def cursor(self) -> Any:
+        conn = self
+
+        class Cursor:
+            def __enter__(self) -> Cursor:
+                return self
+
+            def __exit__(self, *exc: object) -> None:
+                return None
+
+            def execute(self, sql: str, args: Any = None) -> None:
+                if not sql.startswith("SELECT"):
+                    conn.open.append(sql)
+
+            def fetchall(self) -> list[tuple[str, int, int]]:
+                return list(conn.progress)
+        return Cursor()
+
+    def commit(self) -> None:
+        import pymysql
+
+        if self.open:
+            self.applied.append(self.open)
+        self.open = []
+        if not self.cut:
+            self.cut.append(True)
+            raise pymysql.err.OperationalError(2013, "Lost connection to MySQL server during query")
+
+    def rollback(self) -> None:
+        self.open = []
+
+    def close(self) -> None:
+        return None
+
+
+def test_a_transaction_whose_commit_was_cut_off_is_applied_again_only_in_ways_safe_to_repeat(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The COMMIT committed but the client lost the connection: the retry runs in safe mode (an INSERT
+    becomes a REPLACE, not a duplicate key), and leaves out the unkeyed DMLs the progress table says
+    committed."""
+    from sink.mysql.loader import Worker
+    from sink.mysql.progress import UnkeyedProgress
+    from sink.mysql.statements import number_unkeyed
+
+    monkeypatch.setattr(time, "sleep", lambda s: None)
+    keyed, keyless = _target(), _target(pk=False)
+    applied: list[list[str]] = []
+    cut: list[bool] = []
+    worker = Worker(lambda: _CutOffCommit(applied, [], cut), txn_batch=10, retries=3, backoff=0.1)
+    worker.execute([DML.of(keyed, "I", (1, "a", 0), None, 10), DML.of(keyed, "I", (2, "b", 0), None, 10)], False)
+    assert [sql.split(" INTO")[0] for sql in applied[0]] == ["INSERT"]       # the first try, committed
+    assert [sql.split(" INTO")[0] for sql in applied[1]] == ["REPLACE"]      # the retry: safe to repeat
+    # unkeyed DMLs: the retry asks the progress table and leaves out what it records as applied
+    applied.clear()
+    progress = UnkeyedProgress(1)
+    dmls = number_unkeyed([DML.of(keyless, "I", (5, "x", 0), None, 20), DML.of(keyless, "I", (5, "x", 0), None, 20)])
+    recorded = [(keyless.qualified, 20, 2)]   # what the cut-off transaction committed
+    once: list[bool] = []
+    worker = Worker(lambda: _CutOffCommit(applied, recorded, once), txn_batch=10, retries=3, backoff=0.1,
+                    progress=progress)
+    worker.execute(dmls, False)
+    assert len(applied) == 1 and applied[0][0].startswith("INSERT INTO `d`.`t`")   # applied once: no retry rows
+
+
 def _job(tp: int, query: str, table: str = "t", **binlog: Any) -> Job:
     return Job(id=9, type=tp, schema_id=1, table_id=7, schema_name="d", table_name=table, query=query,
                binlog=HistoryInfo(schema_version=5, **binlog))
