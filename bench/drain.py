@@ -635,9 +635,10 @@ NO_ARCHIVE = ("--spark-conf", "spark.driver.extraJavaOptions=-Xshare:auto")   # 
 
 
 def small_runs(env: Env, root: Path, loads: list[dict[str, Any]], driver_memory: str) -> int:
-    """``--small``: two warehouses drained to the first load's end (not timed), then each drained
+    """``--small``: warehouses drained to the first load's end (not timed), then each drained
     incrementally over the second load as a fresh process: without the class-data archive (the
-    baseline: Spark's JVM as it starts by default) and with it; per stage, the ratio, the target."""
+    baseline: Spark's JVM as it starts by default), with it, and (for comparison) with it and the
+    JIT's first tier only; per stage, the ratio, the target."""
     from transform.spark_archive import archive_path, build
 
     archive = archive_path()
@@ -649,10 +650,14 @@ def small_runs(env: Env, root: Path, loads: list[dict[str, Any]], driver_memory:
             raise BenchError(f"the class-data archive was not built: {archive.with_suffix('.log')}")
         print(f"  class-data archive built in {time.perf_counter() - t0:.1f} s: {archive}", flush=True)
     first, second = loads
-    for name in ("baseline", "archive"):
+    # a third variant, for comparison only: the archive and the JIT's first tier only (C1: less compile CPU)
+    c1 = ("--spark-conf", f"spark.driver.extraJavaOptions=-XX:SharedArchiveFile={archive} -Xlog:cds=off "
+                          "-Xlog:cds+dynamic=off -XX:TieredStopAtLevel=1")
+    variants = (("baseline", NO_ARCHIVE), ("archive", ()), ("archive+C1", c1))
+    for name, _ in variants:
         drain(env, root / f"wh-{name}", first["to_ts"], root / f"drain-{name}-1.log", driver_memory)
     walls = {}
-    for name, extra in (("baseline", NO_ARCHIVE), ("archive", ())):
+    for name, extra in variants:
         la = _load_avg()
         report, wall, sampled = drain(env, root / f"wh-{name}", second["to_ts"], root / f"drain-{name}-2.log",
                                       driver_memory, extra=extra)
@@ -668,7 +673,8 @@ def small_runs(env: Env, root: Path, loads: list[dict[str, Any]], driver_memory:
     print(f"\nSUMMARY drain --small: an incremental run of {second['rows'] - first['rows']:,} row changes in "
           f"{walls['archive']:.2f} s wall for the fresh `binlake drain` process with the class-data archive; "
           f"baseline (no archive) {walls['baseline']:.2f} s; ratio {walls['archive'] / walls['baseline']:.2f}; "
-          f"target <= {SMALL_TARGET:.0f} s: {'met' if ok else 'MISSED'}")
+          f"target <= {SMALL_TARGET:.0f} s: {'met' if ok else 'MISSED'} (with the C1 JIT only, not a default: "
+          f"{walls['archive+C1']:.2f} s, ratio {walls['archive+C1'] / walls['baseline']:.2f})")
     return 0
 
 

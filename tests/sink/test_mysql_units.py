@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
+from collections.abc import Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -337,8 +338,8 @@ class _FakeConnection:
     """A downstream connection that logs the statements it commits (a unit-test stand-in); while
     ``hold`` is clear, commits wait for it."""
 
-    def __init__(self, log: list[str], hold: Any) -> None:
-        self.log, self.hold, self.open = log, hold, []
+    def __init__(self, log: list[str], hold: Any, rows: Sequence[tuple[Any, ...]] = ()) -> None:
+        self.log, self.hold, self.open, self.rows = log, hold, [], list(rows)   # rows: what a SELECT reads
 
     def cursor(self) -> Any:
         conn = self
@@ -350,8 +351,12 @@ class _FakeConnection:
             def __exit__(self, *exc: object) -> None:
                 return None
 
-            def execute(self, sql: str) -> None:
-                conn.open.append(sql)
+            def execute(self, sql: str, args: Any = None) -> None:
+                if not sql.startswith("SELECT"):
+                    conn.open.append(sql)
+
+            def fetchall(self) -> list[tuple[Any, ...]]:
+                return list(conn.rows)
         return Cursor()
 
     def commit(self) -> None:
@@ -407,31 +412,14 @@ def test_the_loader_builds_the_next_batch_while_one_applies_and_never_lets_a_con
         loader.close()
 
 
-class _CutOffCommit:
-    """A downstream whose first COMMIT commits, then loses the connection before the client hears
-    so (a server killed right after committing); ``applied`` the statements committed, ``progress``
-    what the unkeyed-progress table answers."""
+class _CutOffCommit(_FakeConnection):
+    """A downstream whose first COMMIT (over every connection sharing ``cut``) commits, then loses the
+    connection before the client hears so (a server killed right after committing); ``applied`` the
+    transactions committed, ``progress`` what the unkeyed-progress table answers."""
 
     def __init__(self, applied: list[list[str]], progress: list[tuple[str, int, int]], cut: list[bool]) -> None:
-        self.applied, self.progress, self.cut, self.open = applied, progress, cut, []
-
-    def cursor(self) -> Any:
-        conn = self
-
-        class Cursor:
-            def __enter__(self) -> Cursor:
-                return self
-
-            def __exit__(self, *exc: object) -> None:
-                return None
-
-            def execute(self, sql: str, args: Any = None) -> None:
-                if not sql.startswith("SELECT"):
-                    conn.open.append(sql)
-
-            def fetchall(self) -> list[tuple[str, int, int]]:
-                return list(conn.progress)
-        return Cursor()
+        super().__init__([], None, progress)
+        self.applied, self.cut = applied, cut
 
     def commit(self) -> None:
         import pymysql
@@ -442,12 +430,6 @@ class _CutOffCommit:
         if not self.cut:
             self.cut.append(True)
             raise pymysql.err.OperationalError(2013, "Lost connection to MySQL server during query")
-
-    def rollback(self) -> None:
-        self.open = []
-
-    def close(self) -> None:
-        return None
 
 
 def test_a_transaction_whose_commit_was_cut_off_is_applied_again_only_in_ways_safe_to_repeat(
