@@ -627,11 +627,11 @@ class Run:
             disorder += m.commit_ts < last
             last = max(last, m.commit_ts)
             for tbl in m.dml_data.tables if m.type == sb.DML else ():
+                if tbl.schema_name != DB:
+                    continue
                 names = [c.name for c in tbl.column_info]
                 for mut in tbl.mutations:
                     row = dict(zip(names, (column_value(c, json=False) for c in mut.row.columns)))
-                    if tbl.schema_name != DB:
-                        continue
                     if tbl.table_name == "ledger" and mut.type == sb.Insert:
                         ledger[int(row["id"])] += 1
                     elif tbl.table_name in BANK:

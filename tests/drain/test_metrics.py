@@ -88,7 +88,8 @@ def test_a_run_writes_and_pushes_its_metrics_and_a_failed_run_says_so(env: Env, 
     assert re.search(r'^binlog_drainer_event\{type="Insert"\} \d', text, re.M)   # TiDB's Go name: no _total
     assert "# TYPE binlog_drainer_event counter" in text and "_created" not in text
     assert got[("binlog_drainer_ddl_jobs_total", ())] >= 1                   # the CREATE TABLE
-    assert got[("binlog_drainer_checkpoint_delay_seconds_count", ())] == 1   # a histogram, one run observed
+    delay = "binlog_drainer_checkpoint_delay_seconds"                       # a histogram: its observations
+    assert got[(f"{delay}_count", ())] == 1                                  # one run observed
     # a lake sink hands the run over as one item (its commit batch), and runs no downstream query
     assert got[("binlog_drainer_execute_duration_time_count", ())] == 1
     assert not any(name.startswith("binlog_drainer_query_duration_time") for name, _ in got)
