@@ -34,6 +34,14 @@ class DataDirError(IngestError):
     """The data directory cannot be used: not writable, another cluster's, or its index is corrupted."""
 
 
+class IndexUnavailable(IngestError):
+    """A write to the pump's LevelDB index failed (ENOSPC, an I/O error), or the index cannot be
+    reopened after one yet (too little free space, or the open failed). Writes are retried; a read
+    caught by the reopen gives up after a while (transient)."""
+
+    transient = True
+
+
 class StorageClosed(IngestError):
     """The storage was closed while a request was waiting (the pump is stopping: transient)."""
 

@@ -21,9 +21,9 @@ PACKAGES = ("ingest", "transform", "sink", "binlake")   # upstream, the TiDB sta
 KINDS: dict[str, dict[str, bool]] = {
     "ingest.config": {"ConfigError": False},
     "ingest.errors": {"IngestError": False, "MalformedBinlog": False, "NotOnline": True, "DiskFull": True,
-                      "StorageLocked": True, "DataDirError": False, "StorageClosed": True, "CorruptRecord": False,
-                      "MalformedBatch": False, "RegistryError": True, "NodeNotFound": False, "TSOError": True,
-                      "CtlError": False},
+                      "StorageLocked": True, "DataDirError": False, "StorageClosed": True, "IndexUnavailable": True,
+                      "CorruptRecord": False, "MalformedBatch": False, "RegistryError": True, "NodeNotFound": False,
+                      "TSOError": True, "CtlError": False},
     "ingest.pump.node": {"NotifyError": True},
     "ingest.pull_client": {"PullStreamError": True},
     "transform.errors": {"TransformError": False, "DrainError": True, "UndecodableBinlog": False,
@@ -393,6 +393,7 @@ def test_a_ddl_is_retried_a_second_apart_on_operational_errors_only(monkeypatch:
 
 
 def test_the_pump_retries_an_index_write_every_second_until_it_is_closed(monkeypatch: pytest.MonkeyPatch) -> None:
+    import functools
     import time
     from types import SimpleNamespace
 
@@ -414,6 +415,7 @@ def test_the_pump_retries_an_index_write_every_second_until_it_is_closed(monkeyp
                          metrics=SimpleNamespace(error_count=SimpleNamespace(
                              labels=lambda what: SimpleNamespace(inc=lambda: counted.append(what)))),
                          recent=SimpleNamespace(add=done.append), sorter=SimpleNamespace(push=done.append))
+    me._index_write = functools.partial(Storage._index_write, me)   # type: ignore[arg-type]
     entries = [SimpleNamespace(pointer=1)]
     Storage._index(me, entries)   # type: ignore[arg-type]
     assert slept == [1.0, 1.0] and counted == ["batch_write_kv"] * 2 and done == [[b"packed"], entries]

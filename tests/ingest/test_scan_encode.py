@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from ingest.errors import MalformedBatch
-from ingest.pump.storage.scan import ScanColumns, _Chunk, scan_columns, value_chunks
+from ingest.pump.storage.index import value_chunks
+from ingest.pump.storage.scan import ScanColumns, _Chunk, scan_columns
 from ingest.pump.storage.vlog import HEADER_LEN, ValueLog
 from ingest.scan_client import ScanBatch, records
 from schemas import binlake_pb2

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ingest import binlog as bl
-from ingest.errors import DiskFull, StorageLocked
+from ingest.errors import DiskFull, IndexUnavailable, StorageLocked
 from ingest.pump.storage import Entry, Storage, StorageConfig
 from ingest.pump.storage import sorter as sorter_mod
 from ingest.tso import compose_ts
@@ -208,6 +208,32 @@ def test_disk_full_refuses_writes_but_not_fake_binlogs(tmp_path: Path, caplog: p
     s._check_disk()
     assert sum("accepting binlog writes again" in r.getMessage() for r in caplog.records) == 1
     put(s, bl.PREWRITE, 30)
+    s.close()
+
+
+def test_a_failed_watermark_write_is_retried_and_indexing_goes_on(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The watermark's LevelDB write failed once (ENOSPC reached the index): the pump once stopped
+    indexing for good; it retries the write, as it does the index's, and the watermark moves on."""
+    s = Storage(tmp_path, OPTS)
+    failures = [IndexUnavailable("a write to the index failed: IO error: 000005.ldb: No space left on device")]
+    real = s.index.put_watermark
+
+    def put_watermark(max_commit_ts: int, handle: object, sync: bool) -> None:
+        if failures:
+            raise failures.pop()
+        real(max_commit_ts, handle, sync)   # type: ignore[arg-type]
+    monkeypatch.setattr(s.index, "put_watermark", put_watermark)
+    put(s, bl.PREWRITE, 10)
+    put(s, bl.COMMIT, 10, 15)
+    wait_for(lambda: s.max_commit_ts == 15)
+    put(s, bl.PREWRITE, 20)
+    put(s, bl.COMMIT, 20, 25)
+    wait_for(lambda: s.max_commit_ts == 25)
+    assert not failures and s.metrics.error_count.labels("update_max_commit_ts")._value.get() == 1
+    s.close()
+    s = Storage(tmp_path, OPTS)
+    assert s.max_commit_ts == 25
     s.close()
 
 

@@ -9,17 +9,15 @@ from tests.realtidb.peers import remove, scratch_dir
 from tests.servers import MariaDBServer
 
 SEED = 7
-# one run of each (30-60 s each here once Spark is up). disk-full is left out until the pump recovers
-# its LevelDB index after ENOSPC (docs/reliability.md: a clean-clone run's pump kept its watermark
-# stuck after the disk was freed); bench/faults_real.py still runs it
-KINDS = ["pump-kill", "pump-stop", "tidb-kill", "drain-kill-stage", "mariadb-kill"]
+# one run of each (30-60 s each here once Spark is up)
+KINDS = ["pump-kill", "pump-stop", "tidb-kill", "disk-full", "drain-kill-stage", "mariadb-kill"]
 
 
 @pytest.mark.parametrize(("index", "kind", "seed"), plan(len(KINDS), SEED, KINDS), ids=KINDS)
 def test_a_seeded_fault_run_loses_and_duplicates_nothing(index: int, kind: str, seed: int,
                                                          maria: MariaDBServer) -> None:
-    """Run ``index`` of ``--runs 5 --seed 7 --kinds pump-kill,pump-stop,tidb-kill,drain-kill-stage,mariadb-kill``:
-    the fault under TiDB's load, then every acknowledged transfer exactly once in each sink,
+    """Run ``index`` of ``--runs 6 --seed 7 --kinds pump-kill,pump-stop,tidb-kill,disk-full,drain-kill-stage,
+    mariadb-kill``: the fault under TiDB's load, then every acknowledged transfer exactly once in each sink,
     the bank total constant at every tag, checkpoint and commit ts, ``binlake verify`` exact."""
     root = scratch_dir(f"binlake-fc-{kind}-")
     try:

@@ -17,19 +17,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Iterator
-from itertools import islice
 
 import numpy as np
 
 from ingest.errors import CorruptRecord
 from ingest.pump.storage.crcspan import bad_records
-from ingest.pump.storage.index import PREWRITE, VALUE_DTYPE
+from ingest.pump.storage.index import CHUNK, PREWRITE
 from ingest.pump.storage.vlog import HEADER_LEN, RECORD_MAGIC, ValueLog, file_name
 
 log = logging.getLogger(__name__)
 
 HEADER_DTYPE = np.dtype([("magic", "<u4"), ("len", "<u8"), ("crc", "<u4")])
-CHUNK = 4096                # index entries decoded together
 MAX_SPAN = 32 << 20         # a chunk whose records lie further apart is read record by record
 SLACK = 64 << 10            # read this far past a chunk's last header
 _EMPTY = np.zeros(0, dtype=np.int64)
@@ -221,13 +219,6 @@ def _chunk(vlog: ValueLog, arr: np.ndarray, on_corrupt: Callable[[str], None]) -
         good[bad] = False
         arr, frame, pos, end = arr[good], frame[good], pos[good], end[good]
     return _Chunk(span, arr["tp"], arr["start"], arr["commit"], frame, pos, end)
-
-
-def value_chunks(values: Iterable[bytes]) -> Iterator[np.ndarray]:
-    """Raw index values (bytes each, e.g. from LevelDB) as arrays of up to CHUNK entries."""
-    it = iter(values)
-    while chunk := list(islice(it, CHUNK)):
-        yield np.frombuffer(b"".join(chunk), dtype=VALUE_DTYPE)
 
 
 def array_chunks(values: np.ndarray) -> Iterator[np.ndarray]:

@@ -22,22 +22,32 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
 from ingest import binlog as bl
-from ingest.errors import DiskFull, MalformedBinlog, StorageClosed, StorageLocked
+from ingest.errors import DiskFull, IndexUnavailable, MalformedBinlog, StorageClosed, StorageLocked
 from ingest.pump.metrics import PumpMetrics
 from ingest.pump.storage.config import StorageConfig
-from ingest.pump.storage.index import GC_TS_KEY, HANDLE_POINTER_KEY, MAX_COMMIT_TS_KEY, PREWRITE, Entry, Index
+from ingest.pump.storage.index import (
+    GC_TS_KEY,
+    HANDLE_POINTER_KEY,
+    MAX_COMMIT_TS_KEY,
+    PREWRITE,
+    Entry,
+    Index,
+    value_chunks,
+)
 from ingest.pump.storage.recent import RecentEntries
-from ingest.pump.storage.scan import ScanColumns, array_chunks, scan_columns, value_chunks
+from ingest.pump.storage.scan import ScanColumns, array_chunks, scan_columns
 from ingest.pump.storage.sorter import Sorter
 from ingest.pump.storage.vlog import DEFAULT_FILE_SIZE, ZERO, Pointer, ValueLog
 from ingest.tso import compose_ts
 from schemas.retry import retry
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 GC_MARGIN_TS = compose_ts(600 * 1000, 0)
 DEFAULT_SCAN_BATCH = 4 << 20  # TiDB keeps 600 s below the gc ts for late commits
@@ -437,17 +447,21 @@ class Storage:
                 if pause > 0:
                     time.sleep(pause)
 
+    def _index_write(self, call: Callable[[], T], what: str, metric: str) -> T:
+        """An index write, retried every second until it succeeds or the storage is closed (the index
+        reopens itself after a failure once space is back: a full disk stalls indexing, no more).
+        Each failure is counted under ``metric`` and logged."""
+        def failed(exc: BaseException) -> bool:
+            self.metrics.error_count.labels(metric).inc()
+            log.error("%s failed, retrying in 1s: %s", what, exc)
+            return not self._closed
+        return retry(call, wait=1.0, retry_if=failed)
+
     def _index(self, entries: list[Entry]) -> None:
         if not entries:
             return
-
-        def failed(exc: BaseException) -> bool:
-            """Counted and logged; retried every second until the storage is closed."""
-            self.metrics.error_count.labels("batch_write_kv").inc()
-            log.error("index write failed, retrying in 1s: %s", exc)
-            return not self._closed
-
-        packed = retry(lambda: self.index.put_entries(entries, head=entries[-1].pointer), wait=1.0, retry_if=failed)
+        packed = self._index_write(lambda: self.index.put_entries(entries, head=entries[-1].pointer),
+                                   "index write", "batch_write_kv")
         self.recent.add(packed)  # before the sorter: the watermark never passes an entry not in it
         self.sorter.push(entries)
 
@@ -502,7 +516,8 @@ class Storage:
         e = self._emitted
         if e is None or e.commit_ts <= self._max_commit_ts or self.index.closed:
             return
-        self.index.put_watermark(e.commit_ts, e.pointer, sync=False)
+        self._index_write(lambda: self.index.put_watermark(e.commit_ts, e.pointer, sync=False),
+                          "watermark write", "update_max_commit_ts")
         with self._wm_cond:
             self._max_commit_ts = e.commit_ts
             self._wm_cond.notify_all()
@@ -567,7 +582,7 @@ class Storage:
             yield from array_chunks(recent)
         else:
             self.metrics.scans.labels("leveldb").inc()
-            yield from value_chunks(self.index.raw_values(from_ts, to_ts))
+            yield from self.index.raw_chunks(from_ts, to_ts)
 
     def lookup_prewrites(self, start_ts: Iterable[int]) -> Iterator[tuple[Entry, bytes]]:
         """Yield the stored prewrite of each given start ts that this pump holds (no pointers)."""
@@ -701,7 +716,10 @@ class Storage:
             time.sleep(0.01)
         self.sorter.close()
         self._closed = True
-        self._publish()
+        try:
+            self._publish()
+        except IndexUnavailable as exc:   # not retried once closed; a restart recomputes it from the value log
+            log.error("the last watermark was not persisted at close: %s", exc)
         with self._wm_cond:
             self._wm_cond.notify_all()
         self.vlog.close()
