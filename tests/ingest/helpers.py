@@ -3,7 +3,11 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 from typing import Any
 
 from ingest import binlog as bl
@@ -78,3 +82,15 @@ class MVCCHandler(BaseHTTPRequestHandler):
 
     def log_message(self, *args: Any) -> None:
         pass
+
+
+@contextmanager
+def tmpfs(path: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` (``mount -o size=``, e.g. ``4m``) mounted at ``path`` (created), lazily
+    unmounted on exit. Mounting needs root, which the suite has on this machine type."""
+    path.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], check=True, capture_output=True)
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False, capture_output=True)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,20 +10,16 @@ import pytest
 from ingest.errors import IndexUnavailable
 from ingest.pump.storage.index import Entry, Index
 from ingest.pump.storage.vlog import Pointer
+from tests.ingest.helpers import tmpfs
 
 BATCH = 2000
 
 
 @pytest.fixture
 def disk(tmp_path: Path) -> Iterator[Path]:
-    """A 32 MiB tmpfs (mounting needs root, which the suite has on this machine type)."""
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", str(mnt)], check=True, capture_output=True)
-    try:
+    """A 32 MiB tmpfs."""
+    with tmpfs(tmp_path / "disk", "32m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False, capture_output=True)
 
 
 def _batch(n: int) -> list[Entry]:

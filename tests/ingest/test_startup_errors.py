@@ -4,7 +4,6 @@ corrupted LevelDB index. Moving the corrupted index aside, as the message says, 
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,7 @@ from typing import Any
 import pytest
 
 from ingest.scan_client import ScanClient
-from tests.ingest.helpers import commit, prewrite, writer
+from tests.ingest.helpers import commit, prewrite, tmpfs, writer
 from tests.waiting import wait_for
 from upstream.local import PumpProcess
 
@@ -34,14 +33,9 @@ def _fails_with(p: PumpProcess, *expected: str) -> str:
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 4 MiB tmpfs (mounting needs root, which the suite has on this machine type)."""
-    mnt = tmp_path / "small"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)], check=True, capture_output=True)
-    try:
+    """A 4 MiB tmpfs."""
+    with tmpfs(tmp_path / "small", "4m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False, capture_output=True)
 
 
 def _pump(tmp_path: Path, tso: Any, registry_uri: str, data_dir: Path) -> PumpProcess:
