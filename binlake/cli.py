@@ -152,6 +152,11 @@ def _spark_flags(p: argparse.ArgumentParser) -> None:
                    help="a Spark setting, verbatim (repeatable; over [spark.conf])")
 
 
+def _in_process_flag(p: argparse.ArgumentParser, text: str) -> None:
+    p.add_argument("--in-process-below", dest="spark.in-process-below", type=int, metavar="BYTES",
+                   help=f"{text} (default 67108864; 0: always on Spark)")
+
+
 def _drainer_flags(p: argparse.ArgumentParser, sinks: bool = True) -> None:
     p.add_argument("--config", help="drainer.toml (TiDB Binlog key names)")
     for flag, key, typ, text in _DRAIN_FLAGS:
@@ -189,6 +194,8 @@ def _drain_parser(sub: Any, sinks: bool = True) -> None:
         p.add_argument("--sink", dest="syncer.db-type", choices=names(), help=f"default {names()[0]}")
         _sink_flags(p, shared=False)
     p.add_argument("--spark-master", dest="spark.master", help="default local[*]")
+    _in_process_flag(p, "compute the range in this process, without Spark, while the binlogs pulled total at "
+                        "most BYTES")
     p.add_argument("--splits-per-pump", dest="spark.splits-per-pump", type=int, metavar="N",
                    help="at least this many pull tasks (ts sub-ranges) per pump (default 1; at least one per core)")
     p.add_argument("--compressor", dest="compressor", choices=["", "gzip"],
@@ -252,9 +259,7 @@ def _restore_parser(sub: Any, sinks: bool = True) -> None:
                    help="write what was restored (tables, rows, base snapshot, changelog tail, seconds) as JSON "
                         "(docs/restore-report.schema.json)")
     _spark_flags(p)
-    p.add_argument("--in-process-below", dest="spark.in-process-below", type=int, metavar="BYTES",
-                   help="load in this process, without Spark, when the lake files to read total at most "
-                        "BYTES (default 67108864; 0: always on Spark)")
+    _in_process_flag(p, "load in this process, without Spark, when the lake files to read total at most BYTES")
     p.set_defaults(run=_run_restore)
 
 

@@ -248,24 +248,44 @@ def _drain(options: DrainerConfig, from_ts: int | None, to_ts: int | None, dry_r
 
 
 def _compute(options: DrainerConfig, plan: Plan, status_url: str, out: TextIO, metrics: DrainerMetrics,
-             stages: dict[str, float]) -> tuple[DrainResult, SchemaHistory, SparkRun]:
-    """The run's changes computed on Spark (the DDL history read, pulled, decoded; nothing written),
-    with the session's settings; each stage's seconds go to ``stages``."""
-    from transform.drain import run_drain
+             stages: dict[str, float]) -> tuple[DrainResult, SchemaHistory, SparkRun | None]:
+    """The run's changes computed (the DDL history read, pulled, decoded; nothing written), with the
+    Spark session's settings. A range whose binlogs stay below ``[spark] in-process-below`` bytes is
+    computed in this process without Spark (no settings then); a larger one on Spark. Each stage's
+    seconds go to ``stages``."""
     from transform.history import SchemaHistory
-    from transform.spark import settings_in_force, spark_session
 
     t0 = time.perf_counter()
     history = SchemaHistory.fetch(status_url)
     stages["history"] = time.perf_counter() - t0
+    caps = options.sink_spec().capabilities
+    skip = frozenset() if caps.skips_commit_ts else frozenset(options.syncer.ignore_txn_commit_ts)
+    limit = options.spark.in_process_below
+    if limit > 0:
+        from transform.local import RangeTooLarge, run_drain_here
+
+        print(f"  in this process while the range's binlogs stay below {limit} bytes ([spark] in-process-below)",
+              file=out, flush=True)
+        t0 = time.perf_counter()
+        try:
+            result = run_drain_here(plan, history, limit, options.table_filter(), progress=ConsoleProgress(out),
+                                    per_transaction=caps.per_transaction, skip_commit_ts=skip,
+                                    loopback_channel=loopback_channel(options), pulled=metrics.pulled,
+                                    event_filter=options.event_filter())
+            stages.update(result.stages)
+            return result, history, None
+        except RangeTooLarge:
+            stages["in-process"] = time.perf_counter() - t0
+            print(f"\n  the range's binlogs passed {limit} bytes: computing it on Spark", file=out, flush=True)
+    from transform.drain import run_drain
+    from transform.spark import settings_in_force, spark_session
+
     t0 = time.perf_counter()
     spark = spark_session(options.spark.master, options.spark.app_name, options.spark.conf,
                           options.spark.class_archive)
     stages["spark-start"] = time.perf_counter() - t0
     spark_run = SparkRun(master=options.spark.master,
                          settings=settings_in_force(spark, options.spark.master, options.spark.conf))
-    caps = options.sink_spec().capabilities
-    skip = frozenset() if caps.skips_commit_ts else frozenset(options.syncer.ignore_txn_commit_ts)
     result = run_drain(spark, plan, history, options.table_filter(), options.spark.splits_per_pump,
                        progress=ConsoleProgress(out), per_transaction=caps.per_transaction, skip_commit_ts=skip,
                        loopback_channel=loopback_channel(options), pulled=metrics.pulled,

@@ -6,10 +6,12 @@ run produces a :class:`TableChanges`: its DDL events and its row changes split i
 ``PrewriteValue.schema_version`` of the transaction), in commit order.
 
 The driver holds only this metadata. The rows stay in Spark: ``RunBatch.frame`` is a DataFrame of
-``FRAME_SCHEMA`` records, each an Arrow IPC stream (:func:`read_segment`) of some row changes of one
-(table id, schema version), in commit order within the record; records of one segment come from
-different Spark tasks, so a consumer that needs one order sorts by ``(_tidb_commit_ts, _tidb_seq)``,
-which is unique per table. Columns of a record's rows:
+``FRAME_SCHEMA`` records (for a small run computed in this process, a
+``transform.local_frame.LocalFrame`` of the same records, with the DataFrame methods the sinks call),
+each an Arrow IPC stream (:func:`read_segment`) of some row changes of one (table id, schema
+version), in commit order within the record; records of one segment come from different Spark
+tasks, so a consumer that needs one order sorts by ``(_tidb_commit_ts, _tidb_seq)``, which is unique
+per table. Columns of a record's rows:
 
 =======================  ================================  =============================================
 column                   type                              meaning
@@ -35,6 +37,7 @@ import pyarrow as pa
 
 from transform.codec import mysqltypes as mt
 from transform.codec.model import Job, TableInfo
+from transform.local_frame import LocalFrame, LocalSession
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -188,7 +191,7 @@ class RunBatch:
     stale_rows: int = 0   # row changes written to a table id that had ended before they committed: dropped
     loopback_txns: int = 0   # transactions left out for carrying the drainer's loopback mark
     ignored_rows: int = 0   # row changes left out: the binlog event filter ignores them
-    frame: DataFrame | None = None
+    frame: DataFrame | LocalFrame | None = None
     ddl: list[DDLJob] = field(default_factory=list)   # every DDL job of the range, in commit order
     # job id → the commit ts of the first transaction that needed the job's schema, where it commits
     # before the job's DDL binlog (``transform.ddl.needed_before``)
@@ -197,12 +200,15 @@ class RunBatch:
     # ran (``transform.ddl.written_late``): TiDB kept its rows or not by when each statement ran
     ddl_late: dict[int, int] = field(default_factory=dict)
     per_transaction: bool = False
-    spark: SparkSession | None = None   # the session the run was computed on (a sink's own frames go there)
+    # the session the run was computed on (a sink's own frames go there)
+    spark: SparkSession | LocalSession | None = None
 
     def rows_of(self, table_ids: set[int]) -> DataFrame | None:
         """The frame's records of these table ids (None when there are none)."""
         if self.frame is None or not any(self.tables[t].segments for t in table_ids if t in self.tables):
             return None
+        if isinstance(self.frame, LocalFrame):   # a run computed in this process (transform.local)
+            return self.frame.of_tables(table_ids)  # type: ignore[return-value]  # the DataFrame methods sinks call
         from pyspark.sql import functions as F
 
         return self.frame.where(F.col("table_id").isin(sorted(table_ids)))

@@ -33,7 +33,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Protocol, TypeVar
@@ -82,6 +82,8 @@ T = TypeVar("T")
 # transactions whose pairs (start_ts, commit_ts, source: ~40 bytes each) are broadcast to the decode
 # tasks; a range with more shuffles its prewrites instead (the driver builds the broadcast)
 BROADCAST_PAIRS = 1_000_000
+# the decoded records' columns the run's frame keeps (kind "rows")
+FRAME_COLUMNS = ("table_id", "schema_version", "commit_ts", "rows", "data")
 # how a task's MalformedBinlog is named in the traceback Spark hands back
 _MALFORMED = f"{MalformedBinlog.__module__}.{MalformedBinlog.__qualname__}: "
 
@@ -126,18 +128,21 @@ class StageProgress(Protocol):
         """``stage`` ended after ``seconds``; ``detail`` says what it did (may be empty)."""
 
 
-class _Stages:
-    """Runs the stages, times them into ``seconds`` and tells ``progress``."""
+class Stages:
+    """Runs the stages, times them into ``seconds`` and tells ``progress``; ``errors(stage)`` turns what a
+    stage raises into binlake's errors (default: a Spark task's)."""
 
-    def __init__(self, progress: StageProgress | None) -> None:
+    def __init__(self, progress: StageProgress | None,
+                 errors: Callable[[str], AbstractContextManager[None]] = _task_errors) -> None:
         self.progress = progress
+        self.errors = errors
         self.seconds: dict[str, float] = {}
 
     def run(self, name: str, fn: Callable[[], T], detail: Callable[[T], str] = lambda _: "") -> T:
         t0 = time.perf_counter()
         if self.progress:
             self.progress.started(name)
-        with _task_errors(name):
+        with self.errors(name):
             value = fn()
         took = time.perf_counter() - t0
         self.seconds[name] = self.seconds.get(name, 0.0) + took
@@ -147,12 +152,17 @@ class _Stages:
         return value
 
 
-def _pull(spark: SparkSession, plan: Plan, splits: int, received: Accumulator[Reads]) -> DataFrame:
-    # a PullBinlogs task seeks to its sub-range's start as a scan does (the pump's index is keyed by ts)
+def pull_task_rows(plan: Plan, splits: int) -> list[tuple[str, str, int, int, int, int, str]]:
+    """The pull tasks (``TASK_DDL`` rows): every pump's range cut in ``splits``, numbered as ``source``.
+    A PullBinlogs task seeks to its sub-range's start as a scan does (the pump's index is keyed by ts)."""
     tasks = [(p.addr, p.node_id, plan.cluster_id, a, b, p.protocol)
              for p in plan.pumps for a, b in split_range(plan.from_ts, plan.to_ts, splits)]
-    rows = [(addr, node, cluster, a, b, source, protocol)
+    return [(addr, node, cluster, a, b, source, protocol)
             for source, (addr, node, cluster, a, b, protocol) in enumerate(tasks)]
+
+
+def _pull(spark: SparkSession, plan: Plan, splits: int, received: Accumulator[Reads]) -> DataFrame:
+    rows = pull_task_rows(plan, splits)
     df = spark.createDataFrame(rows, TASK_DDL)
     return df.repartition(len(rows)).mapInArrow(partial(pull_tasks, plan.security, plan.compressor, received),
                                                 spark_ddl(RAW_SCHEMA))
@@ -174,7 +184,7 @@ def run_drain(spark: SparkSession, plan: Plan, history: SchemaHistory, table_fil
     stage has ended. ``event_filter``: the row changes it ignores are left out (counted as
     ``ignored_row_changes``)."""
     table_filter = table_filter or TableFilter()
-    stages = _Stages(progress)
+    stages = Stages(progress)
     batch = ch.RunBatch(plan.cluster_id, plan.from_ts, plan.to_ts, uuid.uuid4().hex[:16],
                         per_transaction=per_transaction, spark=spark)
     result = DrainResult(batch, stages.seconds)
@@ -197,7 +207,7 @@ def _kept(scratch: ExitStack, checkpointed: tuple[DataFrame, Callable[[], None]]
 
 
 def _stages(spark: SparkSession, plan: Plan, history: SchemaHistory, table_filter: TableFilter,
-            splits_per_pump: int, stages: _Stages, result: DrainResult, scratch: ExitStack,
+            splits_per_pump: int, stages: Stages, result: DrainResult, scratch: ExitStack,
             skip_commit_ts: frozenset[int] = frozenset(), loopback_channel: int | None = None,
             pulled: Callable[[Reads], None] | None = None,
             event_filter: EventFilter | None = None) -> Callable[[], None]:
@@ -229,21 +239,11 @@ def _stages(spark: SparkSession, plan: Plan, history: SchemaHistory, table_filte
         return pairs.count(), [r["start_ts"] for r in rows if r["source"] is None]
 
     txn_count, lost = stages.run("pair", missing, lambda v: f"{len(v[1])} commits need their prewrite looked up")
-    skipped_ddl = sorted(job for job, ts in ddl_commits.items() if ts in skip_commit_ts)
-    if skipped_ddl:
-        raise DrainError(f"ignore-txn-commit-ts names the DDL binlog of job {skipped_ddl[0]} (commit ts "
-                         f"{ddl_commits[skipped_ddl[0]]}): this sink's tables follow the DDL history, so a DDL cannot "
-                         f"be left out; remove that ts")
+    refuse_skipped_ddl(ddl_commits, skip_commit_ts)
     if skip_commit_ts:
-        log.warning("leaving out the transactions committed at %s (ignore-txn-commit-ts)", sorted(skip_commit_ts))
         pairs = pairs.where(~F.col("commit_ts").isin(sorted(skip_commit_ts)))
     if lost:
-        found = lookup_prewrites([p.addr for p in plan.pumps if p.protocol == PUMP_SCAN], plan.cluster_id, lost,
-                                 plan.security)
-        absent = sorted(set(lost) - set(found.column("start_ts").to_pylist()))
-        if absent:
-            raise DrainError(f"{len(absent)} commits have no prewrite on any pump (first start_ts {absent[0]}); "
-                             f"refusing to drop committed transactions")
+        found = looked_up(plan, lost)
         prewrites = prewrites.unionByName(spark.createDataFrame(found.to_pandas(), "start_ts long, payload binary, "
                                                                                   "source int"))
         pairs = pairs.fillna({"source": LOOKUP_SOURCE})
@@ -252,9 +252,8 @@ def _stages(spark: SparkSession, plan: Plan, history: SchemaHistory, table_filte
     small = pairs if txn_count > BROADCAST_PAIRS else F.broadcast(pairs)
     txns = prewrites.join(small, ["start_ts", "source"]).select("start_ts", "commit_ts", "payload")
 
-    order = CommitOrder(plan.from_ts, ddl_commits)
-    ctx = spark.sparkContext.broadcast(DecodeContext(history, table_filter, batch.per_transaction, order,
-                                                     loopback_channel, event_filter or EventFilter()))
+    ctx = spark.sparkContext.broadcast(decode_context(plan, history, table_filter, batch, ddl_commits,
+                                                      loopback_channel, event_filter))
     scratch.callback(ctx.destroy)
 
     def decode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -268,21 +267,57 @@ def _stages(spark: SparkSession, plan: Plan, history: SchemaHistory, table_filte
                                           lambda: kept_on_disk(txns.mapInArrow(decode, spark_ddl(OUT_SCHEMA))))
     try:
         meta = stages.run("collect", lambda: _metadata(decoded),
-                          lambda t: f"{_row_changes(t)} row changes")
-        _assemble(batch, meta, history, table_filter)
+                          lambda t: f"{row_changes(t)} row changes")
+        assemble(batch, meta, history, table_filter)
     except BaseException:
         release_decoded()
         raise
-    batch.frame = decoded.where(F.col("kind") == "rows").select("table_id", "schema_version", "commit_ts", "rows",
-                                                               "data")
-    result.counts = {"transactions": txn_count, "lookups": len(lost),
-                     "row_changes": sum(t.row_count for t in batch.tables.values()),
-                     "stale_row_changes": batch.stale_rows, "loopback_transactions": batch.loopback_txns,
-                     "ignored_row_changes": batch.ignored_rows}
+    batch.frame = decoded.where(F.col("kind") == "rows").select(*FRAME_COLUMNS)
+    result.counts = run_counts(batch, txn_count, len(lost))
     return release_decoded
 
 
-def _row_changes(meta: pa.Table) -> int:
+def refuse_skipped_ddl(ddl_commits: dict[int, int], skip_commit_ts: frozenset[int]) -> None:
+    """Refuse an ``ignore-txn-commit-ts`` that names a DDL job's binlog (``ddl_commits``: job → commit
+    ts); log the transactions left out."""
+    skipped_ddl = sorted(job for job, ts in ddl_commits.items() if ts in skip_commit_ts)
+    if skipped_ddl:
+        raise DrainError(f"ignore-txn-commit-ts names the DDL binlog of job {skipped_ddl[0]} (commit ts "
+                         f"{ddl_commits[skipped_ddl[0]]}): this sink's tables follow the DDL history, so a DDL cannot "
+                         f"be left out; remove that ts")
+    if skip_commit_ts:
+        log.warning("leaving out the transactions committed at %s (ignore-txn-commit-ts)", sorted(skip_commit_ts))
+
+
+def looked_up(plan: Plan, lost: list[int]) -> pa.Table:
+    """The prewrites of the commits ``lost`` (start ts) that no pull task holds, looked up on every
+    PumpScan pump (``start_ts, payload, source``); a :class:`DrainError` when one is on none."""
+    found = lookup_prewrites([p.addr for p in plan.pumps if p.protocol == PUMP_SCAN], plan.cluster_id, lost,
+                             plan.security)
+    absent = sorted(set(lost) - set(found.column("start_ts").to_pylist()))
+    if absent:
+        raise DrainError(f"{len(absent)} commits have no prewrite on any pump (first start_ts {absent[0]}); "
+                         f"refusing to drop committed transactions")
+    return found
+
+
+def decode_context(plan: Plan, history: SchemaHistory, table_filter: TableFilter, batch: ch.RunBatch,
+                   ddl_commits: dict[int, int], loopback_channel: int | None,
+                   event_filter: EventFilter | None) -> DecodeContext:
+    """What the decode stage needs: the history, the filters, and the DDL jobs' commit positions."""
+    return DecodeContext(history, table_filter, batch.per_transaction, CommitOrder(plan.from_ts, ddl_commits),
+                         loopback_channel, event_filter or EventFilter())
+
+
+def run_counts(batch: ch.RunBatch, transactions: int, lookups: int) -> dict[str, int]:
+    """A run's counts for its report, once ``batch`` is assembled."""
+    return {"transactions": transactions, "lookups": lookups,
+            "row_changes": sum(t.row_count for t in batch.tables.values()),
+            "stale_row_changes": batch.stale_rows, "loopback_transactions": batch.loopback_txns,
+            "ignored_row_changes": batch.ignored_rows}
+
+
+def row_changes(meta: pa.Table) -> int:
     """The row changes the metadata counts (stale ones not among them)."""
     kinds, rows = meta.column("kind").to_pylist(), meta.column("rows").to_pylist()
     return sum(n for k, n in zip(kinds, rows) if k == "rows")
@@ -310,7 +345,7 @@ def _event_table_id(job: Job) -> int:
     return info.id
 
 
-def _assemble(batch: ch.RunBatch, decoded: pa.Table, history: SchemaHistory, table_filter: TableFilter) -> None:
+def assemble(batch: ch.RunBatch, decoded: pa.Table, history: SchemaHistory, table_filter: TableFilter) -> None:
     """Group the decoded records' metadata (``OUT_SCHEMA`` without ``data``) into ``batch.tables``:
     segments (row counts per schema version) and DDL events per table id."""
     segs: dict[int, list[tuple[int, int, int]]] = defaultdict(list)   # (version, first commit_ts, rows)

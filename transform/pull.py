@@ -24,6 +24,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -207,15 +208,21 @@ def pull_tasks(security: SecurityConfig, compressor: str, received: Accumulator[
     counted: Reads = {}
     for tasks in batches:
         for task in tasks.to_pylist():
-            args = (task["addr"], task["cluster_id"], task["from_ts"], task["to_ts"], task["source"], security)
-            reads = counted.setdefault(task["node_id"], PumpReads())
-            if task["protocol"] == PULL_BINLOGS:
-                yield from pull_range(*args, compressor=compressor, reads=reads)
-            elif task["protocol"] == PUMP_SCAN:
-                yield from scan_range(*args, reads=reads)
-            else:
-                raise ValueError(f"unknown pump protocol {task['protocol']!r}")
+            yield from pull_task(task, security, compressor, counted)
     received.add(counted)
+
+
+def pull_task(task: dict[str, Any], security: SecurityConfig, compressor: str,
+              counted: Reads) -> Iterator[pa.RecordBatch]:
+    """One pull task (a ``TASK_DDL`` row as a dict): its pump's records of its sub-range, what the pump
+    sent counted into ``counted`` under the pump's node id."""
+    args = (task["addr"], task["cluster_id"], task["from_ts"], task["to_ts"], task["source"], security)
+    reads = counted.setdefault(task["node_id"], PumpReads())
+    if task["protocol"] == PULL_BINLOGS:
+        return pull_range(*args, compressor=compressor, reads=reads)
+    if task["protocol"] == PUMP_SCAN:
+        return scan_range(*args, reads=reads)
+    raise ValueError(f"unknown pump protocol {task['protocol']!r}")
 
 
 def split_range(from_ts: int, to_ts: int, parts: int) -> list[tuple[int, int]]:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from pyiceberg.catalog import Catalog
 
@@ -111,7 +111,9 @@ class IcebergSink(Sink):
         for t in planned.tables:
             self._tables.move(t.moves, self._meta)
         work = [execute.stage(self._tables, t) for t in planned.tables]
-        written = execute.run_pass(self.spark or run.spark, run, [s for w in work for s in w.staged()])
+        # a run computed in this process brings a LocalSession: it answers the calls run_pass makes
+        spark = cast("SparkSession | None", self.spark or run.spark)
+        written = execute.run_pass(spark, run, [s for w in work for s in w.staged()])
         reports: dict[str, TableReport] = {}
         for w in work:
             report = self._commit(w, written, run)

@@ -131,7 +131,8 @@ def make_env(root: Path, pull_only: tuple[str, ...] = (), pump_args: tuple[str, 
         options = DrainerConfig(registry=registry, pd_urls=cluster.tso_url, data_dir=str(root / "drainer"),
                                 upstream=UpstreamSection(status_url=cluster.status_url, dsn=cluster.mysql_dsn),
                                 iceberg=IcebergSettings(warehouse=str(root / "warehouse")),
-                                spark=SparkSection(master="local[2]"))
+                                # Spark even for these small ranges (test_local_engine.py: in process)
+                                spark=SparkSection(master="local[2]", in_process_below=0))
         yield Env(root, cluster, pumps, options)
 
 

@@ -5,7 +5,7 @@ written by the real sinks on the session's local Spark (no pumps, no pull).
 The emulator (``upstream.cluster.Cluster``) writes its binlogs to an in-memory recorder instead of
 pumps; a run pairs them by start_ts, keeps the commits in ``(from_ts, to_ts]``, sorts by commit_ts
 and then goes through the real decode stage (``transform.rowchanges.decode_transactions``) and the
-real assembly (``transform.drain._assemble``); its segments go into a Spark frame as the decode
+real assembly (``transform.drain.assemble``); its segments go into a Spark frame as the decode
 stage leaves them, for the real :class:`sink.iceberg.writer.IcebergSink` on a SQLite catalog.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ from sink.mysql.target import MySQLTarget
 from sink.mysql.upstream_reader import read_snapshot
 from transform import changes as ch
 from transform.codec.mysqltypes import STATE_DELETE_ONLY
-from transform.drain import _assemble
+from transform.drain import assemble
 from transform.filters import TableFilter
 from transform.history import CommitOrder, SchemaHistory
 from transform.rowchanges import OUT_SCHEMA, DecodeContext, decode_transactions
@@ -103,7 +103,7 @@ class Local:
         decoded = pa.Table.from_batches(list(decode_transactions(DecodeContext(history, filt, order=order), [rb])),
                                         schema=OUT_SCHEMA)
         batch = ch.RunBatch(self.cluster.cluster_id, from_ts, to_ts, uuid.uuid4().hex[:16])
-        _assemble(batch, decoded.drop_columns(["data"]), history, filt)
+        assemble(batch, decoded.drop_columns(["data"]), history, filt)
         rows = decoded.filter(pa.compute.equal(decoded.column("kind"), "rows"))
         if rows.num_rows:   # as run_drain leaves them: the segments in Spark
             batch.frame = self.spark.createDataFrame(

@@ -177,7 +177,7 @@ def test_spark_settings_from_the_config_and_flags_reach_the_session(env: Env) ->
                     '"spark.sql.files.maxRecordsPerFile" = 1234\n')
     report_path = env.root / "report.json"
     r = binlake("drain", "--config", str(conf), *cli_args(env.options), "--report", str(report_path),
-                "--spark-conf", "spark.sql.shuffle.partitions=7", cwd=env.root)
+                "--spark-conf", "spark.sql.shuffle.partitions=7", "--in-process-below", "0", cwd=env.root)
     assert r.returncode == 0, r.stderr[-2000:]
     spark = json.loads(report_path.read_text())["spark"]
     assert spark["master"] == "local[1]"
@@ -201,7 +201,7 @@ def test_the_driver_holds_no_rows_a_run_bigger_than_max_result_size_succeeds(env
     env.settle()
     report_path = env.root / "big.json"
     r = binlake("drain", *cli_args(env.options), "--spark-master", "local[2]", "--report", str(report_path),
-                "--spark-conf", "spark.driver.maxResultSize=1m", cwd=env.root)
+                "--spark-conf", "spark.driver.maxResultSize=1m", "--in-process-below", "0", cwd=env.root)
     assert r.returncode == 0, r.stderr[-3000:]
     report = json.loads(report_path.read_text())
     assert report["spark"]["settings"]["spark.driver.maxResultSize"] == "1m"

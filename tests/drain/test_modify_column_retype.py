@@ -33,7 +33,7 @@ from tests.drain.conftest import read_table
 from transform import changes as ch
 from transform.codec import mysqltypes as mt
 from transform.codec.model import HistoryInfo, Job, TableInfo
-from transform.drain import _assemble
+from transform.drain import assemble
 from transform.filters import TableFilter
 from transform.history import MODIFY_COLUMN, CommitOrder, SchemaHistory, replaced_columns
 from transform.rowchanges import OUT_SCHEMA, DecodeContext, decode_transactions
@@ -143,7 +143,7 @@ def _run(spark: Any, from_ts: int, to_ts: int, txns: list[tuple[int, int, bytes]
     ctx = DecodeContext(history, TableFilter(), order=order)
     decoded = pa.Table.from_batches(list(decode_transactions(ctx, [rb])), schema=OUT_SCHEMA)
     run = ch.RunBatch(CLUSTER, from_ts, to_ts, uuid.uuid4().hex[:16])
-    _assemble(run, decoded.drop_columns(["data"]), history, TableFilter())
+    assemble(run, decoded.drop_columns(["data"]), history, TableFilter())
     rows = decoded.filter(pa.compute.equal(decoded.column("kind"), "rows"))
     run.frame = spark.createDataFrame(rows.select(["table_id", "schema_version", "commit_ts", "rows", "data"]))
     return run

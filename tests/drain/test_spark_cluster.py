@@ -51,7 +51,8 @@ def test_a_standalone_cluster_writes_what_local_spark_writes(env: Env, standalon
     report_path = env.root / "cluster-report.json"
     args = ["drain", "--registry", remote.registry, "--pd-urls", remote.pd_urls,
             "--upstream-status-url", remote.upstream.status_url, "--warehouse", remote.iceberg.warehouse,
-            "--spark-master", standalone.master, "--to-ts", str(to_ts), "--report", str(report_path),
+            "--spark-master", standalone.master, "--in-process-below", "0", "--to-ts", str(to_ts),
+            "--report", str(report_path),
             "--spark-conf", f"spark.pyspark.python={standalone.executor_python}",
             "--spark-conf", "spark.driver.host=127.0.0.1", "--spark-conf", "spark.driver.bindAddress=127.0.0.1",
             "--spark-conf", "spark.executor.memory=1g", "--spark-conf", "spark.cores.max=2"]

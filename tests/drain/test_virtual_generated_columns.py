@@ -30,7 +30,7 @@ from transform.codec import mysqltypes as mt
 from transform.codec.datums import encode_datums
 from transform.codec.model import HistoryInfo, IndexColumn, IndexInfo, Job, TableInfo
 from transform.codec.rows import decode_row
-from transform.drain import _assemble
+from transform.drain import assemble
 from transform.filters import TableFilter
 from transform.history import CommitOrder, HistoryError, SchemaHistory
 from transform.rowchanges import OUT_SCHEMA, DecodeContext, decode_transactions
@@ -156,7 +156,7 @@ def _run(spark: Any, from_ts: int, to_ts: int) -> ch.RunBatch:
     ctx = DecodeContext(HISTORY, TableFilter(), order=_order(from_ts, to_ts))
     decoded = pa.Table.from_batches(list(decode_transactions(ctx, [rb])), schema=OUT_SCHEMA)
     run = ch.RunBatch(CLUSTER, from_ts, to_ts, uuid.uuid4().hex[:16])
-    _assemble(run, decoded.drop_columns(["data"]), HISTORY, TableFilter())
+    assemble(run, decoded.drop_columns(["data"]), HISTORY, TableFilter())
     rows = decoded.filter(pa.compute.equal(decoded.column("kind"), "rows"))
     run.frame = spark.createDataFrame(rows.select(["table_id", "schema_version", "commit_ts", "rows", "data"]))
     return run
