@@ -311,8 +311,9 @@ def _drainer_options(args: argparse.Namespace) -> DrainerConfig:
     from ingest.config import load_config, print_warnings
     from sink.registry import specs
 
-    keys = [k for _, k, _, _ in _DRAIN_FLAGS] + ["syncer.db-type", "spark.master", "addr", "status-addr",
-                                                 "metrics-addr"]
+    # the flags whose dest is a config key: the shared ones, and every dotted one (``spark.master``, …)
+    keys = [k for _, k, _, _ in _DRAIN_FLAGS] + ["addr", "status-addr", "metrics-addr"]
+    keys += [k for k in vars(args) if "." in k and k not in keys]
     overrides: dict[str, Any] = {k: getattr(args, k, None) for k in keys}
     for spec in specs():
         for f in spec.flags:

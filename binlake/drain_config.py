@@ -146,8 +146,8 @@ class SparkSection(TomlModel):
     splits_per_pump: Int = Field(default=1, alias="splits-per-pump", ge=1)   # min pull tasks per pump (ts sub-ranges)
     # the driver JVM maps binlake's class-data archive of Spark (transform.spark_archive): a faster start
     class_archive: Bool = Field(default=True, alias="class-archive")
-    # a restore reading at most this many bytes of lake files runs in the command's own process, without
-    # Spark (its start costs more than such a load); 0: always on Spark
+    # a drain whose pulled binlogs, or a restore whose lake files, total at most this many bytes runs in
+    # the command's own process, without Spark (its start costs more than such a run); 0: always on Spark
     in_process_below: Int = Field(default=64 << 20, alias="in-process-below", ge=0)
     conf: Annotated[dict[str, str], BeforeValidator(_spark_conf)] = Field(default_factory=dict)
 

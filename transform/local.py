@@ -84,7 +84,8 @@ def run_drain_here(plan: Plan, history: SchemaHistory, limit: int, table_filter:
         skip = pa.array(sorted(skip_commit_ts), pa.int64())
         paired = paired.filter(pc.invert(pc.is_in(paired.column("commit_ts"), value_set=skip)))
     if lost:
-        prewrites = pa.concat_tables([prewrites, looked_up(plan, lost).select(["start_ts", "source", "payload"])])
+        found = looked_up(plan, lost).select(["start_ts", "source", "payload"]).cast(prewrites.schema)
+        prewrites = pa.concat_tables([prewrites, found])
         paired = paired.set_column(paired.schema.get_field_index("source"), "source",
                                    pc.fill_null(paired.column("source"), LOOKUP_SOURCE))
     txns = prewrites.join(paired, ["start_ts", "source"], join_type="inner").select(["start_ts", "commit_ts",

@@ -89,7 +89,7 @@ class FileWriter:
     def io(self) -> FileIO:
         """The table's FileIO, built in this process; :class:`~sink.iceberg.s3_credentials.S3CredentialsError`
         when the table is on S3 and this process has no credentials for it."""
-        check_s3_credentials(self.metadata.location, self.io_properties, "a Spark task's process")
+        check_s3_credentials(self.metadata.location, self.io_properties, "a write task's process")
         return load_file_io(self.io_properties, self.metadata.location)
 
     def write(self, rows: pa.Table) -> list[DataFile]:

@@ -247,14 +247,16 @@ def test_a_run_with_only_a_ddl_still_verifies(env: Env) -> None:
     assert "note" in [f.name for f in env.catalog().load_table("test.o").schema().fields]
 
 
-@pytest.mark.parametrize("broadcast_pairs", [1_000_000, 0], ids=["pairs-broadcast", "prewrites-shuffled"])
+@pytest.mark.parametrize(("broadcast_pairs", "in_process_below"), [(1_000_000, 0), (0, 0), (0, 64 << 20)],
+                         ids=["pairs-broadcast", "prewrites-shuffled", "in-process"])
 def test_a_prewrite_on_two_pumps_is_decoded_once_and_an_older_one_is_looked_up(
-        env: Env, broadcast_pairs: int, monkeypatch: pytest.MonkeyPatch) -> None:
+        env: Env, broadcast_pairs: int, in_process_below: int, monkeypatch: pytest.MonkeyPatch) -> None:
     from ingest.scan_client import ScanClient
     from schemas import pump_pb2
     from upstream.pump_client.channel import GrpcWriteChannel
 
     monkeypatch.setattr("transform.drain.BROADCAST_PAIRS", broadcast_pairs)
+    env.options.spark.in_process_below = in_process_below
     env.sql("create table p (id int primary key, v int)")
     ins = env.sql("insert into p values (1, 1), (2, 2)")[0]
     env.settle()
@@ -285,6 +287,7 @@ def test_a_prewrite_on_two_pumps_is_decoded_once_and_an_older_one_is_looked_up(
     assert done.start_ts < r1["to_ts"] < done.commit_ts
     r2 = env.drain()
     assert r1["counts"]["transactions"] == 2 and r2["counts"] == {**r2["counts"], "lookups": 1, "transactions": 1}
+    assert (r2["spark"] is None) == bool(in_process_below)
     env.verify(r2["to_ts"])
     log = assert_changelog_matches_mirror(env.catalog(), "test.p")
     assert sorted(log.column("id").to_pylist()) == [1, 2, 3]

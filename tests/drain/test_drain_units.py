@@ -197,3 +197,17 @@ def test_the_downstream_password_comes_from_a_file_and_stays_out_of_reprs(tmp_pa
     f.write_text(f'[syncer.to]\npassword-file = "{tmp_path / "missing"}"\n')
     with pytest.raises(ConfigError, match=r"\[syncer.to\] password-file: cannot read it"):
         target_of(MYSQL.settings(load_config(DrainerConfig, f)))
+
+
+def test_the_spark_flags_of_drain_and_restore_reach_the_options() -> None:
+    """``--splits-per-pump`` and ``--in-process-below`` were parsed and then dropped: every flag whose
+    dest is a config key reaches the options."""
+    from binlake.cli import _drainer_options, build_parser
+
+    args = build_parser("drain").parse_args(["drain", "--splits-per-pump", "3", "--in-process-below", "5",
+                                             "--spark-master", "local[1]"])
+    o = _drainer_options(args)
+    assert (o.spark.splits_per_pump, o.spark.in_process_below, o.spark.master) == (3, 5, "local[1]")
+    args = build_parser("restore").parse_args(["restore", "--ts", "1", "--into", "mysql://u@h:3306",
+                                               "--in-process-below", "0"])
+    assert _drainer_options(args).spark.in_process_below == 0

@@ -85,7 +85,8 @@ def test_executors_without_the_drivers_s3_credentials_fail_the_run_before_it_com
     args = ["drain", "--registry", env.options.registry, "--pd-urls", env.options.pd_urls,
             "--upstream-status-url", env.options.upstream.status_url, "--warehouse", "s3://lake-cluster-s3/wh",
             "--catalog-uri", f"sqlite:///{catalog_db}", *props, "--spark-master", standalone.master,
-            "--to-ts", str(to_ts), "--spark-conf", f"spark.pyspark.python={standalone.executor_python}",
+            "--in-process-below", "0", "--to-ts", str(to_ts),
+            "--spark-conf", f"spark.pyspark.python={standalone.executor_python}",
             "--spark-conf", "spark.driver.host=127.0.0.1", "--spark-conf", "spark.driver.bindAddress=127.0.0.1",
             "--spark-conf", "spark.executor.memory=1g", "--spark-conf", "spark.cores.max=2",
             "--spark-conf", f"spark.executorEnv.HOME={env.root}",
@@ -93,7 +94,7 @@ def test_executors_without_the_drivers_s3_credentials_fail_the_run_before_it_com
     r = subprocess.run([sys.executable, "-m", "binlake.cli", *args], capture_output=True, text=True,
                        timeout=900, cwd=env.root, env=driver_env)
     assert r.returncode == 1, r.stderr[-4000:]
-    assert "no S3 credentials on a Spark task's process" in r.stderr, r.stderr[-4000:]
+    assert "no S3 credentials on a write task's process" in r.stderr, r.stderr[-4000:]
     assert MotoS3.SECRET_KEY not in r.stdout + r.stderr
     catalog = open_catalog("s3://lake-cluster-s3/wh", f"sqlite:///{catalog_db}",
                            **moto_s3.properties, **{"s3.access-key-id": MotoS3.ACCESS_KEY,
