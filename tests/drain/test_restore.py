@@ -67,10 +67,11 @@ def restore(env: Env, ts: int, into: str, options: DrainerConfig | None = None, 
         env.outputs.append(out.getvalue())
 
 
-def on_spark(env: Env) -> DrainerConfig:
-    """``env``'s options with every restore's load on Spark (by default a load this small runs in process)."""
+def on_engine(env: Env, engine: str) -> DrainerConfig:
+    """``env``'s options with every restore's load on ``engine``: ``Spark`` (``in-process-below = 0``) or
+    ``in process`` (the default 64 MiB: a load this small runs in process)."""
     options = env.options.model_copy(deep=True)
-    options.spark.in_process_below = 0
+    options.spark.in_process_below = 0 if engine == "Spark" else 64 << 20
     return options
 
 
@@ -123,7 +124,7 @@ def test_restore_at_three_points_of_a_history_with_ddl_into_mariadb(env: Env, ma
     for (label, ts), engine in itertools.product(points.items(), ("in process", "Spark")):
         maria.reset("test")
         report_path = env.root / f"restore-{label}.json"
-        counts = restore(env, ts, maria.dsn, report=report_path, options=on_spark(env) if engine == "Spark" else None)
+        counts = restore(env, ts, maria.dsn, report=report_path, options=on_engine(env, engine))
         assert sorted(n.split(".")[1] for n in counts) == expected[label], (label, counts)
         # --report: what was restored, validated against its schema in docs/
         jsonschema.validate(json.loads(report_path.read_text()), schema)
@@ -193,7 +194,7 @@ def test_restore_into_an_iceberg_namespace(env: Env) -> None:
     upstream = MySQLTarget.from_dsn(env.options.upstream.dsn)
     for (label, ts), engine in itertools.product(points.items(), ("in process", "Spark")):
         ns = f"restored_{label}_{engine.split()[-1].lower()}"
-        counts = restore(env, ts, f"iceberg://{ns}", options=on_spark(env) if engine == "Spark" else None)
+        counts = restore(env, ts, f"iceberg://{ns}", options=on_engine(env, engine))
         snapshot = read_snapshot(upstream, ts, lambda d, t: d == "test")
         assert sorted(counts) == sorted(snapshot), label
         for name, rows in snapshot.items():
