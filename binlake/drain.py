@@ -262,7 +262,7 @@ def _compute(options: DrainerConfig, plan: Plan, status_url: str, out: TextIO, m
     skip = frozenset() if caps.skips_commit_ts else frozenset(options.syncer.ignore_txn_commit_ts)
     limit = options.spark.in_process_below
     if limit > 0:
-        from transform.local import RangeTooLarge, run_drain_here
+        from transform.in_process import RangeTooLarge, run_drain_here
 
         print(f"  in this process while the range's binlogs stay below {limit} bytes ([spark] in-process-below)",
               file=out, flush=True)

@@ -29,6 +29,7 @@ KINDS: dict[str, dict[str, bool]] = {
     "transform.errors": {"TransformError": False, "DrainError": True, "UndecodableBinlog": False,
                          "FilterRuleError": False, "GoRegexError": False},
     "transform.plan": {"PlanError": True, "PumpUnreachableError": True},
+    "transform.in_process": {"RangeTooLarge": True},
     "transform.history": {"HistoryError": True},
     "transform.ddl": {"UnreplicableDDLError": False},
     "transform.codec.errors": {"CodecError": False, "TruncatedError": False, "UnknownFlagError": False,

@@ -207,7 +207,7 @@ class RunBatch:
         """The frame's records of these table ids (None when there are none)."""
         if self.frame is None or not any(self.tables[t].segments for t in table_ids if t in self.tables):
             return None
-        if isinstance(self.frame, LocalFrame):   # a run computed in this process (transform.local)
+        if isinstance(self.frame, LocalFrame):   # a run computed in this process (transform.in_process)
             return self.frame.of_tables(table_ids)  # type: ignore[return-value]  # the DataFrame methods sinks call
         from pyspark.sql import functions as F
 

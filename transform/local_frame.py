@@ -1,6 +1,6 @@
 """The run's rows held in this process, behind the few DataFrame methods the sinks call.
 
-A run computed without Spark (``transform.local``) leaves its decoded records here instead of in a
+A run computed without Spark (``transform.in_process``) leaves its decoded records here instead of in a
 Spark DataFrame; the sinks' task functions (``mapInArrow`` bodies over Arrow record batches) then run
 in this process, each over the whole frame as one partition. One partition keeps Spark's promises
 that the sinks rely on: every record of a (table, bucket) reaches one call of ``merge_mirrors``, and

@@ -122,7 +122,7 @@ def test_a_range_past_the_limit_is_computed_on_spark(env: Env) -> None:
 
 
 def test_pairing_in_process_keeps_one_copy_per_transaction_and_finds_ddl_positions_and_missing_prewrites() -> None:
-    from transform.local import _pair
+    from transform.in_process import _pair
 
     prewrites = pa.table({"start_ts": pa.array([10, 10, 20, 30], pa.int64()),
                           "source": pa.array([1, 0, 1, 0], pa.int32()),

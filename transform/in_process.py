@@ -33,7 +33,7 @@ from transform.drain import (
     row_changes,
     run_counts,
 )
-from transform.errors import UndecodableBinlog
+from transform.errors import DrainError, UndecodableBinlog
 from transform.event_filter import EventFilter
 from transform.filters import TableFilter
 from transform.history import SchemaHistory
@@ -43,8 +43,11 @@ from transform.pull import LOOKUP_SOURCE, RAW_SCHEMA, TASK_DDL, Reads, pull_task
 from transform.rowchanges import OUT_SCHEMA, decode_transactions
 
 
-class RangeTooLarge(Exception):
-    """The range's binlogs passed the in-process limit: run it on Spark (not an error a user sees)."""
+class RangeTooLarge(DrainError):
+    """The range's binlogs passed the in-process limit: the caller runs it on Spark (transient: a user
+    never sees it)."""
+
+    transient = True
 
 
 @contextmanager
