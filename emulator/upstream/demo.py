@@ -111,12 +111,15 @@ def run_demo(directory: Path, transactions: int = TRANSACTIONS) -> int:
         writer.start()
         _settle(cluster, pumps)
         _say("drain run 1 (while the workload is still writing): pumps -> Spark -> Iceberg")
-        r1 = run_drain_command(options)
+        on_spark = options.model_copy(deep=True)
+        on_spark.spark.in_process_below = 0     # a range this small would run in process (run 2 does)
+        r1 = run_drain_command(on_spark)
         writer.join()
         print(f"    workload: {stats[0].committed} committed, {stats[0].ddls} DDLs, "
               f"{stats[0].aborted} aborted by a concurrent DDL, {len(stats[0].errors)} errors")
         _settle(cluster, pumps)
-        _say("drain run 2: continues from run 1's checkpoint")
+        _say("drain run 2: continues from run 1's checkpoint, in this process (its binlogs are below "
+             "[spark] in-process-below: no Spark)")
         r2 = run_drain_command(options)
 
         _say("DuckDB over the Iceberg tables pyiceberg wrote")
