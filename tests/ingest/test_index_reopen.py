@@ -84,3 +84,42 @@ def test_a_read_running_across_a_reopen_resumes_on_the_new_handle(disk: Path) ->
     index.close()
     with pytest.raises(RuntimeError, match="closed"):   # a close by its owner is not waited out
         index.get(1)
+
+
+def test_reads_on_other_threads_go_on_through_reopens_whole_and_in_order(tmp_path: Path) -> None:
+    """plyvel reads without the GIL and a close frees what they read: a reopen waits for the reads
+    inside a call, and the scans in flight resume on the new handle, each whole and in order."""
+    import threading
+
+    index = Index(tmp_path / "kv", reopen_min_free=0)
+    for n in range(5):
+        index.put_entries(_batch(n), head=None)
+    expected = list(range(1, 5 * BATCH + 1))
+    stop = threading.Event()
+    failures: list[BaseException] = []
+    scans = [0]
+
+    def read() -> None:
+        try:
+            while not stop.is_set():
+                assert [e.key_ts for e in index.range(0, 5 * BATCH)] == expected
+                assert [int(k) for c in index.raw_chunks(0, 5 * BATCH) for k in c["commit"]] == expected
+                assert index.get(17) is not None and index.raw_get(5 * BATCH + 1) is None
+                scans[0] += 1
+        except BaseException as exc:   # noqa: BLE001 (handed to the test's thread)
+            failures.append(exc)
+
+    readers = [threading.Thread(target=read) for _ in range(3)]
+    for t in readers:
+        t.start()
+    try:
+        for _ in range(40):
+            index._failed = OSError("a failed write")   # what a failed write leaves for the next one
+            index.put_u64(b"!binlog!gcts", 1)           # reopens under the readers
+    finally:
+        stop.set()
+        for t in readers:
+            t.join(60)
+    assert not failures, failures[0]
+    assert index.reopened == 40 and scans[0] > 3
+    index.close()
