@@ -37,7 +37,7 @@ from transform.errors import DrainError, UndecodableBinlog
 from transform.event_filter import EventFilter
 from transform.filters import TableFilter
 from transform.history import SchemaHistory
-from transform.local_frame import LOCAL, LocalFrame
+from transform.local_frame import LOCAL, LocalFrame, ddl_names
 from transform.plan import Plan
 from transform.pull import LOOKUP_SOURCE, RAW_SCHEMA, TASK_DDL, Reads, pull_task
 from transform.rowchanges import OUT_SCHEMA, decode_transactions
@@ -106,7 +106,7 @@ def run_drain_here(plan: Plan, history: SchemaHistory, limit: int, table_filter:
 
 def _pull(plan: Plan, limit: int, received: Reads) -> pa.Table:
     """Every pump's records of the range, one task per pump; :class:`RangeTooLarge` past ``limit`` bytes."""
-    names = [part.split()[0] for part in TASK_DDL.split(",")]
+    names = ddl_names(TASK_DDL)
     batches: list[pa.RecordBatch] = []
     size = 0
     for row in pull_task_rows(plan, 1):

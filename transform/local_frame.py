@@ -17,6 +17,11 @@ import pyarrow.compute as pc
 Task = Callable[[Iterable[pa.RecordBatch]], Iterable[pa.RecordBatch]]
 
 
+def ddl_names(ddl: str) -> list[str]:
+    """The column names of a Spark DDL string of simple types (``"a long, b string"``)."""
+    return [part.split()[0] for part in ddl.split(",")]
+
+
 class LocalConf:
     """``spark.conf`` of a frame in this process: one partition, whatever is asked."""
 
@@ -39,7 +44,7 @@ class LocalSession:
 
     def createDataFrame(self, rows: Sequence[Sequence[Any]], ddl: str) -> LocalFrame:
         """A frame of ``rows`` (tuples), named by the DDL's column names (types as Arrow infers them)."""
-        names = [part.split()[0] for part in ddl.split(",")]
+        names = ddl_names(ddl)
         if not rows:
             return LocalFrame([])
         return LocalFrame([pa.RecordBatch.from_pylist([dict(zip(names, r)) for r in rows])])
