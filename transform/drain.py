@@ -111,8 +111,7 @@ def _task_errors(stage: str) -> Iterator[None]:
         lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
         malformed = next((ln for ln in reversed(lines) if ln.startswith(_MALFORMED)), None)
         if malformed is not None:
-            raise UndecodableBinlog(f"{stage} stage: a binlog received from a pump does not decode: "
-                                    f"{malformed.removeprefix(_MALFORMED)}") from e
+            raise UndecodableBinlog.in_stage(stage, malformed.removeprefix(_MALFORMED)) from e
         cause = next((ln for ln in reversed(lines) if "Error:" in ln or "Exception:" in ln),
                      lines[-1] if lines else repr(e))
         raise DrainError(f"{stage} stage failed in a Spark task: {cause}") from e

@@ -22,6 +22,11 @@ class UndecodableBinlog(DrainError):
 
     transient = False
 
+    @classmethod
+    def in_stage(cls, stage: str, detail: str) -> UndecodableBinlog:
+        """The error of ``stage`` (pull, decode) meeting such a binlog; ``detail`` says what is wrong."""
+        return cls(f"{stage} stage: a binlog received from a pump does not decode: {detail}")
+
 
 class FilterRuleError(TransformError, ValueError):
     """A ``[syncer.binlog-filter-rule]`` / ``[[syncer.table-migrate-rule]]`` the drainer cannot use: an

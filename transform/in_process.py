@@ -56,7 +56,7 @@ def _errors(stage: str) -> Iterator[None]:
     try:
         yield
     except MalformedBinlog as e:
-        raise UndecodableBinlog(f"{stage} stage: a binlog received from a pump does not decode: {e}") from e
+        raise UndecodableBinlog.in_stage(stage, str(e)) from e
 
 
 def run_drain_here(plan: Plan, history: SchemaHistory, limit: int, table_filter: TableFilter | None = None,
