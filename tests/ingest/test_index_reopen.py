@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -112,8 +113,9 @@ def test_reads_on_other_threads_go_on_through_reopens_whole_and_in_order(tmp_pat
     readers = [threading.Thread(target=read) for _ in range(3)]
     for t in readers:
         t.start()
-    try:
-        for _ in range(40):
+    deadline = time.monotonic() + 120
+    try:   # reopens go on until the readers have scanned a dozen times among them, however slow the machine
+        while (index.reopened < 40 or scans[0] < 12) and not failures and time.monotonic() < deadline:
             index._failed = OSError("a failed write")   # what a failed write leaves for the next one
             index.put_u64(b"!binlog!gcts", 1)           # reopens under the readers
     finally:
@@ -121,5 +123,5 @@ def test_reads_on_other_threads_go_on_through_reopens_whole_and_in_order(tmp_pat
         for t in readers:
             t.join(60)
     assert not failures, failures[0]
-    assert index.reopened == 40 and scans[0] > 3
+    assert index.reopened >= 40 and scans[0] >= 12, (index.reopened, scans[0])
     index.close()
