@@ -8,9 +8,9 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from binlake.process import COMMANDS, configure_process, local_spark, startup_done
+from binlake.process import COMMANDS, command_done, configure_process, local_spark, startup_done
 from schemas.errors import BinlakeError  # standard library only: naming errors loads no stage (no pyarrow)
 
 if TYPE_CHECKING:
@@ -437,7 +437,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``binlake`` console script; exit status 1 with one clear line on errors."""
+    """The ``binlake`` command, its exit status returned (1 with one clear line on errors)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     command = next((a for a in argv if not a.startswith("-")), None)
     if command in COMMANDS:   # first: the parser imports grpc, which reads its settings once
@@ -450,5 +450,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
+def console() -> NoReturn:
+    """The ``binlake`` console script: :func:`main`, then the process exits (what the command held is
+    left to the operating system, ``binlake.process.command_done``)."""
+    code = main()
+    command_done()
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

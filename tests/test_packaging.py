@@ -71,7 +71,7 @@ def test_each_distribution_has_its_own_command(wheels: dict[str, Path]) -> None:
         with zipfile.ZipFile(wheel) as z:
             return next(z.read(n).decode() for n in z.namelist() if n.endswith("entry_points.txt"))
 
-    assert scripts(wheels["binlake"]).split() == ["[console_scripts]", "binlake", "=", "binlake.cli:main"]
+    assert scripts(wheels["binlake"]).split() == ["[console_scripts]", "binlake", "=", "binlake.cli:console"]
     assert scripts(wheels["binlake_emulator"]).split() == ["[console_scripts]", "binlake-emulator", "=",
                                                            "upstream.cli:main"]
 

@@ -119,6 +119,18 @@ def test_the_command_configures_its_process_before_grpc_loads() -> None:
     assert got["thresholds"] == list(DRIVER_GC_THRESHOLDS)
 
 
+def test_the_console_script_freezes_what_the_command_held_once_it_returned() -> None:
+    """``binlake restore`` (a kind that freezes nothing while it runs): nothing frozen when the command
+    returns from ``main``; frozen by the console script before it exits, error or not."""
+    got = _child("import sys\nfrom binlake import cli\n"
+                 "argv = ['restore', '--config', '/nonexistent.toml', '--ts', '5', '--into', 'mysql://u@127.0.0.1:1']\n"
+                 "code = cli.main(argv)\nafter_main = report()['frozen']\nsys.argv = ['binlake', *argv]\n"
+                 "try:\n    cli.console()\nexcept SystemExit as exc:\n    status = exc.code\n"
+                 "print(json.dumps({'code': code, 'status': status, 'after_main': after_main, **report()}))\n")
+    assert got["code"] == got["status"] == 1      # the missing config: one line, exit status 1
+    assert got["after_main"] == 0 and isinstance(got["frozen"], int) and got["frozen"] > 1000
+
+
 def test_the_emulator_configures_its_process_as_a_harness_before_grpc_loads() -> None:
     """``binlake-emulator demo --help``: a harness's settings, gRPC's fork handlers off, the drain
     driver's thresholds (its drains run in the demo's process), all before grpc is imported."""
