@@ -88,7 +88,11 @@ FROZEN = ("binlake", "ingest", "sink", "transform", "schemas", "emulator", "benc
 def freeze(work: Path) -> Path:
     """A copy of the code the restores run (``FROZEN``) in ``work``: other people edit the working tree
     meanwhile, and a Spark worker importing a module the driver had loaded in another version fails
-    (the figures belong to one code state: the digest printed)."""
+    (the figures belong to one code state: the digest printed). The copy is byte-compiled, as pip
+    compiles a package it installs: a restore does not compile binlake's modules each time it starts
+    (where PYTHONDONTWRITEBYTECODE is set, as on the bench machine, imports never cache what they compile)."""
+    import compileall
+
     dst = work / "code"
     for rel in FROZEN:
         src = ROOT / rel
@@ -97,6 +101,8 @@ def freeze(work: Path) -> Path:
         else:
             (dst / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dst / rel)
+    if not compileall.compile_dir(dst, quiet=1):
+        raise BenchError(f"cannot byte-compile the code copy {dst}")
     return dst
 
 
@@ -113,63 +119,6 @@ def restore_code(code: Path) -> str:
     return f"{code_state()}; restore{dirty}@{h.hexdigest()[:10]}"
 
 
-# ---- the child: `binlake restore` through the CLI, its steps timed ------------------------------
-
-def child_main(argv: list[str]) -> int:
-    """``restore.py _child TIMINGS.json ENGINE restore ARGS…``: ``binlake.cli.main(["restore", …])`` with the
-    restore's steps wrapped by timers; the seconds per step and the unix times of the command's start
-    and end go to TIMINGS.json."""
-    from binlake.process import configure_process
-
-    configure_process("restore")   # what binlake.cli.main does first
-    out_path, engine, cli_args = Path(argv[0]), argv[1], argv[2:]
-    import binlake.restore
-    import sink.iceberg.pit
-    import sink.iceberg.pit_tasks
-    import transform.history
-    from sink.mysql.restore import MySQLRestore
-
-    seconds: dict[str, float] = {}
-    marks: dict[str, float] = {}
-
-    def timed(name: str, fn: Any) -> Any:
-        def wrapper(*a: Any, **kw: Any) -> Any:
-            t0 = time.perf_counter()
-            try:
-                return fn(*a, **kw)
-            finally:
-                seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - t0
-        return wrapper
-
-    run = binlake.restore.run_restore_command
-
-    def command(*a: Any, **kw: Any) -> Any:
-        marks["start"] = time.time()
-        try:
-            return timed("command", run)(*a, **kw)
-        finally:
-            marks["end"] = time.time()
-
-    # run_restore_command imports these from their modules when called: the wrappers are what it gets
-    binlake.restore.run_restore_command = command
-    transform.history.SchemaHistory.fetch = timed("history", transform.history.SchemaHistory.fetch)  # type: ignore[method-assign]
-    sink.iceberg.pit.lake_range = timed("lake", sink.iceberg.pit.lake_range)
-    sink.iceberg.pit.table_at = timed("locate", sink.iceberg.pit.table_at)
-    if engine == "spark":   # imported only where the restore imports it: pyspark's import is part of its cost
-        import transform.spark
-
-        transform.spark.spark_session = timed("spark-start", transform.spark.spark_session)
-    sink.iceberg.pit_tasks.load_tables = timed("load", sink.iceberg.pit_tasks.load_tables)
-    sink.iceberg.pit_tasks.load_tables_here = timed("load", sink.iceberg.pit_tasks.load_tables_here)
-    MySQLRestore.prepare = timed("ddl", MySQLRestore.prepare)  # type: ignore[method-assign]
-    MySQLRestore.finish = timed("checkpoint", MySQLRestore.finish)  # type: ignore[method-assign]
-    from binlake.cli import main as cli_main
-
-    code = cli_main(cli_args)
-    out_path.write_text(json.dumps({"code": code, "seconds": seconds, "marks": marks}))
-    return code
-
-
 # ---- the timed restore ----------------------------------------------------------------------------
 
 def restore(env: Env, warehouse: Path, dsn: str, ts: int, work: Path, label: str, maria_pid: int,
@@ -179,7 +128,7 @@ def restore(env: Env, warehouse: Path, dsn: str, ts: int, work: Path, label: str
     log = work / f"restore-{label}.log"
     tables = ",".join(f"{DB}.{t}" for t in TABLES if t != KEYLESS)
     code = work / "code"
-    cmd = [sys.executable, str(code / "bench" / "restore.py"), "_child", str(timings), engine,
+    cmd = [sys.executable, str(code / "bench" / "restore_child.py"), str(timings), engine,
            "restore", *(["--in-process-below", "0"] if engine == "spark" else []),
            "--warehouse", str(warehouse), "--upstream-status-url", env.cluster.status_url,
            "--tables", tables, "--spark-master", "local[2]", "--spark-conf", f"spark.driver.memory={driver_memory}",
@@ -374,8 +323,6 @@ def report(res: dict[str, Any], args: argparse.Namespace) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] == "_child":
-        return child_main(argv[1:])
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=200_000, help="row changes of the load (default 200000)")
     ap.add_argument("--small", action="store_true", help="5,000 row changes, one restore per ts (a quick check)")
