@@ -45,11 +45,18 @@ Fault kinds (``fault_*``):
   the other pump) or to a few KiB free with no threshold (the pump's writes fail with ENOSPC).
 - ``drain-kill-stage``: an Iceberg or MariaDB drain (``crashing_cli drain-stage=S``) killed when its
   stage S ends: plan, pull, pair, decode, collect, written, ddl-recorded or checkpoint.
-- ``mariadb-kill``: ``kill -9`` of MariaDB 0-1 s after a MariaDB drain's first ledger rows appear
-  there, restarted on its data 0.5-3 s later; the drain must ride it out (its loader retries).
+- ``mariadb-kill``: ``kill -9`` of MariaDB in the middle of a MariaDB drain, restarted on its data
+  0.5-3 s later; the drain must ride it out (its loader retries). The drain (``crashing_cli
+  mysql-flush=1@PATH``) holds after its first batch committed: MariaDB dies while it holds, or 0-0.3 s
+  after it goes on (a batch in flight may lose its COMMIT).
 - ``kafka-restart``: a Kafka broker of the run's own (``make kafka``), killed (``kill -9``) or stopped
-  0.5-12 s into a Kafka drain, restarted on its data 1-4 s later; the drain completes or fails naming
+  in the middle of a Kafka drain (held before its message 1-20, the broker goes while it holds or
+  0-0.3 s after it goes on), restarted on its data 1-4 s later; the drain completes or fails naming
   the brokers.
+
+A fault tied to a drain lands at a point of that drain, not at a time: a drain that runs in its own
+process finishes a small range in about a second. A fault that still missed (the drain ended first)
+is counted as ``missed``.
 
 Checks after every run (the final drains are in process, after the load stopped):
 
@@ -374,6 +381,7 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
     skipped: str = ""
     upstream_broken: str = ""   # tidb-kill: what TiDB itself lost (its store, not binlake)
+    missed: list[str] = field(default_factory=list)   # the fault did not land where it was meant to
 
     @property
     def passed(self) -> bool:
@@ -385,7 +393,8 @@ class Outcome:
         if self.skipped:
             return f"{head} skipped: {self.skipped}"
         return (f"{head} lost={self.lost} duplicated={self.duplicated} invariant_breaks={self.breaks} "
-                f"problems={len(self.problems)}" + (" upstream_broken" if self.upstream_broken else ""))
+                f"problems={len(self.problems)}" + (" upstream_broken" if self.upstream_broken else "")
+                + (" missed" if self.missed else ""))
 
 
 class Run:
@@ -409,6 +418,11 @@ class Run:
 
     def problem(self, text: str) -> None:
         self.out.problems.append(" ".join(text.split())[:400])
+
+    def missed(self, text: str) -> None:
+        """The run's fault did not land where it was meant to (the run still checks everything)."""
+        self.out.missed.append(text)
+        self.note(f"missed: {text}")
 
     # ---- drains ----
     def iceberg(self) -> DrainerConfig:
@@ -831,41 +845,62 @@ def error_line(stderr: str) -> str:
     return next((line for line in reversed(lines) if "error:" in line), lines[-1])[:200]
 
 
-def ledger_rows(maria: MariaDBServer) -> int:
-    """Rows of ``fc.ledger`` in MariaDB; -1 while it cannot be read (no table yet, the server down)."""
-    try:
-        return int(str(maria.query(f"SELECT COUNT(*) FROM {DB}.ledger")[0][0]))
-    except pymysql.Error:
-        return -1
+def _held_drain(run: Run, options: DrainerConfig, name: str, point: str) -> tuple[subprocess.Popen[str], Path] | None:
+    """A drain started with ``crashing_cli POINT@PATH`` once it holds at that failpoint: (the process,
+    PATH, whose removal lets it go on); None, with the fault counted as missed, when it ended first."""
+    hold = run.root / f"{name}-holds"
+    hold.unlink(missing_ok=True)
+    proc = run.drain_process(options, name, failpoint=f"{point}@{hold}")
+    deadline = time.monotonic() + 300
+    while proc.poll() is None and not hold.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if hold.exists():
+        return proc, hold
+    code, err = run.finish(proc)
+    run.missed(f"the {name} drain ended (exit {code}) before its failpoint {point}: no fault injected")
+    if code != 0:
+        run.problem(f"the {name} drain exited {code}: {err.strip()[-300:]}")
+    return None
+
+
+def _strike(run: Run, proc: subprocess.Popen[str], hold: Path, held: bool, lag: float,
+            fault: Callable[[], None]) -> str:
+    """``fault()`` while the drain holds (``held``), or ``lag`` seconds after it is let go; how it landed."""
+    if held:
+        fault()
+        hold.unlink()
+        return "while the drain held"
+    hold.unlink()
+    time.sleep(lag)
+    running = proc.poll() is None
+    fault()
+    if not running:
+        run.missed(f"the drain had ended {lag}s after it was let go, before the fault")
+    return f"{lag}s after the drain was let go" + ("" if running else " (it had ended: missed)")
 
 
 def fault_mariadb_kill(run: Run) -> None:
-    """MariaDB killed (kill -9) while a MariaDB drain applies, restarted on its data; the drain retries
-    or fails clearly, the final drain completes."""
+    """MariaDB killed (kill -9) in the middle of a MariaDB drain, restarted on its data; the drain
+    rides it out, the final drain completes. The drain holds after its loader's first flush (its
+    first batch committed): MariaDB dies while it holds, so the next batch or the checkpoint's write
+    meets a dead server, or 0-0.3 s after it goes on, so a batch in flight may lose its COMMIT."""
     with run.cluster():
         options = run.mysql()
-        lag = round(run.rng.uniform(0.0, 1.0), 2)
+        held = run.rng.random() < 0.5
+        lag = round(run.rng.uniform(0.0, 0.3), 2)
         down = round(run.rng.uniform(0.5, 3.0), 2)
 
         def fault() -> None:
-            start = ledger_rows(run.maria)
-            proc = run.drain_process(options, "apply")
-            deadline = time.monotonic() + 300
-            while proc.poll() is None and ledger_rows(run.maria) == start and time.monotonic() < deadline:
-                time.sleep(0.05)
-            if proc.poll() is not None:
-                code, err = run.finish(proc)
-                run.note(f"the MariaDB drain ended (exit {code}) before its first ledger row was seen: not killed")
-                if code != 0:
-                    run.problem(f"the MariaDB drain exited {code}: {err.strip()[-300:]}")
+            started = _held_drain(run, options, "apply", "mysql-flush=1")
+            if started is None:
                 return
-            time.sleep(lag)
-            run.maria.kill()
+            proc, hold = started
+            how = _strike(run, proc, hold, held, lag, run.maria.kill)
             time.sleep(down)
             run.maria.start()
             code, err = run.finish(proc)
             retried = err.count("transient error")
-            run.note(f"MariaDB killed {lag}s after the drain's first ledger rows, restarted {down}s later; "
+            run.note(f"MariaDB killed {how} after the loader's first flush, restarted {down}s later; "
                      f"the drain retried {retried} time(s) and exited {code}"
                      + (f": {error_line(err)}" if code else ""))
             if code != 0:
@@ -875,30 +910,32 @@ def fault_mariadb_kill(run: Run) -> None:
 
 
 def fault_kafka_restart(run: Run) -> None:
-    """The Kafka broker killed (kill -9) or stopped while a Kafka drain runs, restarted on its data; the
-    drain rides it out or fails naming the brokers, the final drain completes."""
+    """The Kafka broker killed (kill -9) or stopped in the middle of a Kafka drain, restarted on its
+    data; the drain rides it out or fails naming the brokers, the final drain completes. The drain
+    holds before its message N (1-20): the broker goes while it holds, or 0-0.3 s after it goes on."""
     classpath = kafka_classpath()
     if classpath is None:
         raise Skipped("no Kafka broker here (make kafka)")
     crash = run.rng.random() < 0.5
-    after = round(run.rng.uniform(0.5, 12.0), 2)
+    message = run.rng.randint(1, 20)
+    held = run.rng.random() < 0.5
+    lag = round(run.rng.uniform(0.0, 0.3), 2)
     down = round(run.rng.uniform(1.0, 4.0), 2)
     with KafkaServer(classpath) as kafka, run.cluster():
         run.kafka = kafka
         options = run.kafka_options()
 
         def fault() -> None:
-            proc = run.drain_process(options, "kafka")
-            time.sleep(after)
-            if crash:
-                kafka.kill()
-            else:
-                kafka.stop()
+            started = _held_drain(run, options, "kafka", f"kafka-produce={message}")
+            if started is None:
+                return
+            proc, hold = started
+            how = _strike(run, proc, hold, held, lag, kafka.kill if crash else kafka.stop)
             time.sleep(down)
             kafka.start()
             code, err = run.finish(proc)
-            run.note(f"Kafka broker {'killed' if crash else 'stopped'} {after}s into a Kafka drain, restarted "
-                     f"{down}s later; the drain exited {code}"
+            run.note(f"Kafka broker {'killed' if crash else 'stopped'} {how} before message {message}, "
+                     f"restarted {down}s later; the drain exited {code}"
                      + (f": {error_line(err)}" if code else ""))
             if code not in (0, 1) or code == 1 and "broker" not in err.lower() and "kafka" not in err.lower():
                 run.problem(f"the Kafka drain failed otherwise (exit {code}): {err.strip()[-300:]}")
@@ -1081,7 +1118,7 @@ def summary(outcomes: list[Outcome]) -> str:
     return (f"runs={len(ran)} faults={','.join(f'{k}:{n}' for k, n in kinds.items())} "
             f"lost={sum(o.lost for o in ran)} duplicated={sum(o.duplicated for o in ran)} "
             f"invariant_breaks={sum(o.breaks for o in ran)} problems={sum(len(o.problems) for o in ran)} "
-            f"upstream_broken={sum(1 for o in ran if o.upstream_broken)}"
+            f"upstream_broken={sum(1 for o in ran if o.upstream_broken)} missed={sum(1 for o in ran if o.missed)}"
             + (f" skipped={len(outcomes) - len(ran)}" if len(ran) < len(outcomes) else ""))
 
 

@@ -25,5 +25,6 @@ def test_a_seeded_fault_run_loses_and_duplicates_nothing(index: int, kind: str, 
     finally:
         remove(root)
     assert not out.skipped, out.skipped
+    assert not out.missed, out.missed          # the fault landed in the drain it was tied to
     assert (out.lost, out.duplicated, out.breaks, out.problems) == (0, 0, 0, []), \
         f"{summary([out])}\n" + "\n".join(out.notes)
