@@ -9,6 +9,9 @@ session of its own (the kinds of jobs a drain and a restore run: Arrow batches t
 executable, the pyspark version and install and Spark's jars, so another JDK or pyspark (another
 virtualenv) gets an archive of its own. The JVM checks the archive when it maps it and ignores one
 that does not match (``-Xshare``'s default ``auto``): an archive can make a start slower, never fail.
+Each archive (about 170 MB) has a note beside it naming the Java and the pyspark install it was
+made for; building one removes the archives whose Java or pyspark install is gone (a virtualenv
+deleted or rebuilt elsewhere), so the cache holds one archive per live install.
 
 :func:`java_options` gives the driver's options: the archive's when it exists; when it does not, it
 starts :func:`build` in the background (one builder per archive, under a lock) and the session
@@ -39,8 +42,7 @@ def archive_path() -> Path | None:
     """Where this Java and pyspark keep their archive (None: no java on PATH)."""
     import pyspark
 
-    java = shutil.which("java", path=os.path.join(os.environ["JAVA_HOME"], "bin")) if os.environ.get("JAVA_HOME") \
-        else shutil.which("java")
+    java = _java()
     if java is None:
         return None
     jars = sorted(p.name for p in (_spark_home() / "jars").glob("*.jar"))
@@ -49,6 +51,34 @@ def archive_path() -> Path | None:
                          .encode()).hexdigest()[:16]
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return cache / "binlake" / "spark-cds" / f"spark-{pyspark.__version__}-{key}.jsa"
+
+
+def _java() -> str | None:
+    """The java executable Spark's launcher runs (``$JAVA_HOME/bin/java``, else the one on PATH)."""
+    home = os.environ.get("JAVA_HOME")
+    return shutil.which("java", path=os.path.join(home, "bin")) if home else shutil.which("java")
+
+
+def _for_whom(path: Path) -> Path:
+    """The note beside the archive ``path``: the Java executable and the pyspark install, a line each."""
+    return path.with_suffix(".for")
+
+
+def prune(directory: Path, keep: Path) -> list[Path]:
+    """Remove the archives in ``directory`` (other than ``keep``) whose noted Java or pyspark install
+    no longer exists, with their note, lock and log; the archives removed. One without a note (made
+    before notes were kept) is left alone."""
+    removed = []
+    for archive in sorted(directory.glob("spark-*.jsa")):
+        note = _for_whom(archive)
+        if archive == keep or not note.exists():
+            continue
+        if all(Path(p).exists() for p in note.read_text().splitlines()):
+            continue
+        for part in (archive, note, archive.with_suffix(".lock"), archive.with_suffix(".log")):
+            part.unlink(missing_ok=True)
+        removed.append(archive)
+    return removed
 
 
 def java_options(build_missing: bool = True) -> str:
@@ -71,8 +101,9 @@ def java_options(build_missing: bool = True) -> str:
 
 def build(path: Path) -> bool:
     """Make the archive at ``path`` (a warm-up session in a child process writes it when its JVM
-    exits; it is renamed into place whole). False when another builder holds the lock or the
-    warm-up failed (its output is in ``path.log``)."""
+    exits; it is renamed into place whole, its note beside it) and :func:`prune` the stale ones
+    beside it. False when another builder holds the lock or the warm-up failed (its output is in
+    ``path.log``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_suffix(".lock"), "w") as lock:
         try:
@@ -87,7 +118,10 @@ def build(path: Path) -> bool:
                                   stdin=subprocess.DEVNULL, check=False)
             if done.returncode != 0 or not tmp.exists() or tmp.stat().st_size == 0:
                 return False
+            java = _java()
+            _for_whom(path).write_text(f"{os.path.realpath(java) if java else ''}\n{_spark_home()}\n")
             os.replace(tmp, path)
+            prune(path.parent, keep=path)
             return True
         finally:
             tmp.unlink(missing_ok=True)

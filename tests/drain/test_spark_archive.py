@@ -74,3 +74,39 @@ def test_the_archive_is_added_to_the_users_java_options_unless_they_name_one() -
     out = subprocess.run([sys.executable, "-c", "from transform.spark_archive import archive_path; "
                           "print(archive_path())"], capture_output=True, text=True, env=env, cwd=ROOT, check=True)
     assert out.stdout.startswith("/nonexistent-cache/binlake/spark-cds/spark-") and out.stdout.strip().endswith(".jsa")
+
+
+def test_a_build_notes_its_installs_and_removes_the_archives_of_installs_gone(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each archive is about 170 MB and a virtualenv gets its own: building one removes those whose
+    Java or pyspark install is gone, keeps live ones and ones without a note."""
+    import pyspark
+
+    from transform import spark_archive
+
+    cache = tmp_path / "spark-cds"
+    cache.mkdir()
+    gone, live = tmp_path / "old-venv" / "pyspark", Path(pyspark.__file__).parent
+
+    def archive(name: str, installs: list[Path] | None) -> Path:
+        path = cache / f"spark-4.3.0-{name}.jsa"
+        for suffix in (".jsa", ".lock", ".log"):
+            path.with_suffix(suffix).write_bytes(b"x")
+        if installs is not None:
+            path.with_suffix(".for").write_text("".join(f"{p}\n" for p in installs))
+        return path
+
+    java = Path(spark_archive._java() or "/usr/bin/java")
+    stale, kept, unnoted = archive("stale", [java, gone]), archive("live", [java, live]), archive("unnoted", None)
+
+    def warm_up(cmd: list[str], **_: object) -> subprocess.CompletedProcess[bytes]:
+        Path(cmd[-1]).write_bytes(b"archive")      # what the warm-up's JVM writes as it exits
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(spark_archive.subprocess, "run", warm_up)
+    new = cache / "spark-4.3.0-new.jsa"
+    assert spark_archive.build(new)
+    assert new.read_bytes() == b"archive"
+    assert new.with_suffix(".for").read_text().splitlines() == [os.path.realpath(java), str(live)]
+    assert {p.stem for p in cache.iterdir()} == {kept.stem, unnoted.stem, new.stem}   # stale: archive, note, lock, log
+    assert not any(cache.glob(f"{stale.stem}.*")) and kept.with_suffix(".for").exists()
