@@ -247,17 +247,42 @@ def _drain(options: DrainerConfig, from_ts: int | None, to_ts: int | None, dry_r
     return report
 
 
+# how long a run waits for a DDL job its range's binlogs name to reach the upstream's history (TiDB
+# Binlog's drainer waits 5 minutes for it too): the history is read again and the range computed again
+JOB_WAIT_SECONDS = 300.0
+
+
 def _compute(options: DrainerConfig, plan: Plan, status_url: str, out: TextIO, metrics: DrainerMetrics,
              stages: dict[str, float]) -> tuple[DrainResult, SchemaHistory, SparkRun | None]:
     """The run's changes computed (the DDL history read, pulled, decoded; nothing written), with the
     Spark session's settings. A range whose binlogs stay below ``[spark] in-process-below`` bytes is
     computed in this process without Spark (no settings then); a larger one on Spark. Each stage's
-    seconds go to ``stages``."""
-    from transform.history import SchemaHistory
+    seconds go to ``stages``. A DDL binlog whose job the history lacks yet (a TiDB died between the
+    two transactions that write them) is waited for up to ``JOB_WAIT_SECONDS``, then
+    :class:`~transform.history.JobNotInHistory` (transient)."""
+    from transform.history import JobNotInHistory, SchemaHistory
 
-    t0 = time.perf_counter()
-    history = SchemaHistory.fetch(status_url)
-    stages["history"] = time.perf_counter() - t0
+    waited, delay = 0.0, 1.0
+    while True:
+        t0 = time.perf_counter()
+        history = SchemaHistory.fetch(status_url)
+        stages["history"] = stages.get("history", 0.0) + time.perf_counter() - t0
+        try:
+            return _compute_with(history, options, plan, out, metrics, stages)
+        except JobNotInHistory as exc:
+            if waited >= JOB_WAIT_SECONDS:
+                raise
+            print(f"\n  {exc}: TiDB moves a job to its history just after its DDL binlog commits; reading the "
+                  f"history again in {delay:.0f} s (waited {waited:.0f} of {JOB_WAIT_SECONDS:.0f} s)",
+                  file=out, flush=True)
+            time.sleep(delay)
+            waited += delay
+            delay = min(delay * 2, 15.0, max(JOB_WAIT_SECONDS - waited, 0.0))
+
+
+def _compute_with(history: SchemaHistory, options: DrainerConfig, plan: Plan, out: TextIO, metrics: DrainerMetrics,
+                  stages: dict[str, float]) -> tuple[DrainResult, SchemaHistory, SparkRun | None]:
+    """:func:`_compute` under one reading of the history."""
     caps = options.sink_spec().capabilities
     skip = frozenset() if caps.skips_commit_ts else frozenset(options.syncer.ignore_txn_commit_ts)
     limit = options.spark.in_process_below

@@ -30,7 +30,7 @@ KINDS: dict[str, dict[str, bool]] = {
                          "FilterRuleError": False, "GoRegexError": False},
     "transform.plan": {"PlanError": True, "PumpUnreachableError": True},
     "transform.in_process": {"RangeTooLarge": True},
-    "transform.history": {"HistoryError": True},
+    "transform.history": {"HistoryError": True, "JobNotInHistory": True},
     "transform.ddl": {"UnreplicableDDLError": False},
     "transform.codec.errors": {"CodecError": False, "TruncatedError": False, "UnknownFlagError": False,
                                "VarintOverflowError": False, "DecimalError": False, "JSONBinaryError": False,

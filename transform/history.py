@@ -48,6 +48,12 @@ class HistoryError(TransformError, SchemaError):
     transient = True
 
 
+class JobNotInHistory(HistoryError):
+    """A DDL binlog names a job the upstream's history does not hold (yet): TiDB commits a job's DDL
+    binlog, then moves the job to its history in a later transaction, so a TiDB that dies between the
+    two leaves the job out until the DDL owner that follows finishes it (transient)."""
+
+
 @dataclass(frozen=True)
 class TableVersion:
     """A table id's definition from one schema version on (``table`` None: dropped)."""
@@ -332,10 +338,10 @@ class SchemaHistory:
         return list(self._versions.get(table_id, []))
 
     def job(self, job_id: int) -> Job:
-        """The done job with this id; :class:`HistoryError` when the history lacks it."""
+        """The done job with this id; :class:`JobNotInHistory` when the history lacks it."""
         job = self.jobs.get(job_id)
         if job is None:
-            raise HistoryError(f"DDL job {job_id} is not in the upstream's DDL history (or not done)")
+            raise JobNotInHistory(f"DDL job {job_id} is not in the upstream's DDL history (or not done)")
         return job
 
     def ended_by(self, job_id: int) -> list[TableVersion]:

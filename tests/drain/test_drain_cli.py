@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -164,6 +165,46 @@ def test_a_change_to_a_table_the_history_does_not_know_fails_the_run_by_name(env
         env.drain()
     assert env.catalog().list_namespaces() in ([], [("_binlake",)])      # nothing written, no checkpoint
     assert not env.catalog().table_exists("test.known")
+
+
+def test_a_ddl_job_missing_from_the_history_is_waited_for_then_the_run_completes(
+        env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A TiDB that dies between a DDL's binlog and moving its job to the history leaves the job out
+    until its next DDL owner finishes it: the run reads the history again until the job is there."""
+    import binlake.drain
+    from transform.history import JobNotInHistory
+    from upstream.status_api import _Handler
+
+    env.sql("create table late (id int primary key)")
+    env.sql("insert into late values (1)")
+    env.sql("alter table late add column note varchar(8) default 'x'")
+    env.sql("insert into late values (2, 'y')")
+    hidden = max(j.id for j in env.cluster.catalog.jobs())
+    real, reads = _Handler._history, []
+
+    def lagging(handler: _Handler, q: dict[str, str]) -> list[Any]:   # /ddl/history without the ALTER, twice
+        reads.append(q)
+        return [j for j in real(handler, q) if j.id != hidden or len(reads) > 2]
+
+    monkeypatch.setattr(_Handler, "_history", lagging)
+    monkeypatch.setattr(binlake.drain, "JOB_WAIT_SECONDS", 5.0)
+    env.options.spark.in_process_below = 64 << 20
+    report = env.drain()
+    waits = [line for line in env.outputs[-1].splitlines() if f"DDL job {hidden} is not in" in line]
+    assert len(waits) == 2 and "reading the history again in 1 s" in waits[0], env.outputs[-1]
+    rows = env.catalog().load_table("test.late").scan().to_arrow().sort_by("id").to_pylist()
+    assert [(r["id"], r["note"]) for r in rows] == [(1, "x"), (2, "y")]
+    assert report["checkpoint_after"] == report["to_ts"]
+
+    # a job that never arrives: the run gives up after the wait, with the error by name
+    env.sql("alter table late add column more int")
+    env.sql("insert into late values (3, 'z', 3)")
+    gone = max(j.id for j in env.cluster.catalog.jobs())
+    monkeypatch.setattr(_Handler, "_history", lambda handler, q: [j for j in real(handler, q) if j.id != gone])
+    monkeypatch.setattr(binlake.drain, "JOB_WAIT_SECONDS", 2.0)
+    with pytest.raises(JobNotInHistory, match=f"DDL job {gone} is not in the upstream's DDL history"):
+        env.drain()
+    assert sorted(r["id"] for r in env.catalog().load_table("test.late").scan().to_arrow().to_pylist()) == [1, 2]
 
 
 def test_spark_settings_from_the_config_and_flags_reach_the_session(env: Env) -> None:
