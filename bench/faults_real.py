@@ -906,6 +906,8 @@ def fault_mariadb_kill(run: Run) -> None:
             if code != 0:
                 run.problem(f"the MariaDB drain did not ride out MariaDB's restart (exit {code}): "
                             f"{err.strip()[-300:]}")
+            elif not retried:
+                run.missed("the MariaDB drain met no dead server (it retried nothing): it had done its work")
         run.under_load(fault)
 
 
