@@ -412,6 +412,7 @@ class Run:
         self.outputs: list[str] = []
         self.kafka: KafkaServer | None = None       # kafka-restart: the run's broker
         self.findings: list[tuple[str, int, int, int]] = []   # against_tidb's, until settle()
+        self.unknown_held: dict[str, set[int]] = {}   # per sink checked: the unknown transfers it holds
 
     def note(self, text: str) -> None:
         self.out.notes.append(text)
@@ -521,7 +522,8 @@ class Run:
             aborted = sum(1 for i in phantom if i in lg.aborted)
             self.problem(f"{where}: {len(phantom)} ledger row(s) of no acknowledged or unknown transfer "
                          f"({aborted} aborted before COMMIT), first {phantom[:3]}")
-        seen_unknown = sum(1 for i in lg.unknown if counts[i])
+        self.unknown_held[where] = {i for i in lg.unknown if counts[i]}
+        seen_unknown = len(self.unknown_held[where])
         if lg.unknown:
             self.note(f"{where}: {seen_unknown} of {len(lg.unknown)} unknown transfer(s) present")
 
@@ -530,13 +532,39 @@ class Run:
         :meth:`settle`, unless TiDB itself broke in the run (:meth:`check_upstream`)."""
         self.findings.append((text, lost, duplicated, breaks))
 
+    def lost_by_tidb(self) -> list[int]:
+        """``tidb-kill``: the unknown transfers (their COMMIT cut off) that every sink checked holds and
+        TiDB itself lacks, with no MVCC record of their ledger row left in TiDB. The pumps resolved
+        them as committed from their primary key's write record (``/mvcc/hex``); unistore lost the
+        ledger row's lock, which it keeps in memory (:meth:`check_upstream`)."""
+        if self.out.kind != "tidb-kill" or not self.unknown_held or self.real is None:
+            return []
+        held = set.intersection(*self.unknown_held.values())
+        ids = {int(str(r[0])) for r in self.real.tidb.query(f"SELECT id FROM {DB}.ledger")}
+        lost = []
+        for i in sorted(held - ids):
+            url = f"{self.real.tidb.status_url}/mvcc/key/{DB}/ledger/{i}"
+            with urllib.request.urlopen(url, timeout=5) as resp:
+                info = (json.loads(resp.read()).get("value") or {}).get("info") or {}
+            if not info.get("writes") and not info.get("lock"):
+                lost.append(i)
+        return lost
+
     def settle(self) -> None:
         """Count the findings against TiDB's state, or keep them as notes when TiDB itself broke."""
-        for text, lost, duplicated, breaks in self.findings:
+        lost = self.lost_by_tidb()
+        if lost and not self.out.upstream_broken:
+            self.out.upstream_broken = (
+                f"TiDB itself lacks the ledger row of {len(lost)} transfer(s) whose COMMIT was cut off and "
+                f"which the pumps resolved as committed from the primary key's write record, with no MVCC "
+                f"record of the row left, first {lost[:3]}")
+            self.note(f"TiDB itself broke after kill -9 (unistore keeps its locks in memory): "
+                      f"{self.out.upstream_broken}")
+        for text, lost_rows, duplicated, breaks in self.findings:
             if self.out.upstream_broken:
                 self.note(f"not counted (TiDB itself broke): {text}")
                 continue
-            self.out.lost += lost
+            self.out.lost += lost_rows
             self.out.duplicated += duplicated
             self.out.breaks += breaks
             self.problem(text)
