@@ -554,10 +554,11 @@ class Run:
         """Count the findings against TiDB's state, or keep them as notes when TiDB itself broke."""
         lost = self.lost_by_tidb()
         if lost and not self.out.upstream_broken:
+            assert self.real is not None   # lost_by_tidb asks the run's TiDB
             self.out.upstream_broken = (
                 f"TiDB itself lacks the ledger row of {len(lost)} transfer(s) whose COMMIT was cut off and "
-                f"which the pumps resolved as committed from the primary key's write record, with no MVCC "
-                f"record of the row left, first {lost[:3]}")
+                f"which every sink holds, with no MVCC record of the row left (pumps resolved lost commits: "
+                f"{resolved_prewrites(self.real)}), first {lost[:3]}")
             self.note(f"TiDB itself broke after kill -9 (unistore keeps its locks in memory): "
                       f"{self.out.upstream_broken}")
         for text, lost_rows, duplicated, breaks in self.findings:

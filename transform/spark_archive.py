@@ -73,7 +73,7 @@ def prune(directory: Path, keep: Path) -> list[Path]:
         note = _for_whom(archive)
         if archive == keep or not note.exists():
             continue
-        if all(Path(p).exists() for p in note.read_text().splitlines()):
+        if all(Path(p).exists() for p in note.read_text().splitlines() if p):
             continue
         for part in (archive, note, archive.with_suffix(".lock"), archive.with_suffix(".log")):
             part.unlink(missing_ok=True)
