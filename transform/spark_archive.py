@@ -6,12 +6,13 @@ The archive is a JDK dynamic archive (``-XX:ArchiveClassesAtExit``) made by a wa
 session of its own (the kinds of jobs a drain and a restore run: Arrow batches through
 ``mapInArrow``, local checkpoints, joins, aggregates, plain RDDs). It is kept under
 ``$XDG_CACHE_HOME/binlake/spark-cds`` (``~/.cache`` without it) in a file named for the Java
-executable, the pyspark version and install and Spark's jars, so another JDK or pyspark (another
-virtualenv) gets an archive of its own. The JVM checks the archive when it maps it and ignores one
-that does not match (``-Xshare``'s default ``auto``): an archive can make a start slower, never fail.
-Each archive (about 170 MB) has a note beside it naming the Java and the pyspark install it was
-made for; building one removes the archives whose Java or pyspark install is gone (a virtualenv
-deleted or rebuilt elsewhere), so the cache holds one archive per live install.
+executable, the pyspark version and install and Spark's jars with their sizes and modification
+times, so another JDK or pyspark (another virtualenv, or the same one reinstalled in place) gets an
+archive of its own. The JVM checks the archive when it maps it and ignores one that does not match
+(``-Xshare``'s default ``auto``): an archive can make a start slower, never fail. Each archive
+(about 170 MB) has a note beside it naming the Java and the pyspark install it was made for;
+building one removes the archives whose Java or pyspark install is gone (a virtualenv deleted or
+rebuilt elsewhere) or is its own (reinstalled since), so the cache holds one archive per live install.
 
 :func:`java_options` gives the driver's options: the archive's when it exists; when it does not, it
 starts :func:`build` in the background (one builder per archive, under a lock) and the session
@@ -45,10 +46,12 @@ def archive_path() -> Path | None:
     java = _java()
     if java is None:
         return None
-    jars = sorted(p.name for p in (_spark_home() / "jars").glob("*.jar"))
-    # the JVM checks the archive's class path (the jars' own paths): another pyspark install needs its own
-    key = hashlib.sha256("\n".join([os.path.realpath(java), pyspark.__version__, str(_spark_home()), *jars])
-                         .encode()).hexdigest()[:16]
+    # the JVM checks the archive's class path, each jar's path, size and modification time: it declines
+    # the archive of another pyspark install, or of this one reinstalled in place (the same paths)
+    jars = sorted(f"{p.name} {p.stat().st_size} {p.stat().st_mtime_ns}" for p in (_spark_home() / "jars").glob("*.jar"))
+    java_stat = os.stat(os.path.realpath(java))
+    key = hashlib.sha256("\n".join([os.path.realpath(java), f"{java_stat.st_size} {java_stat.st_mtime_ns}",
+                                    pyspark.__version__, str(_spark_home()), *jars]).encode()).hexdigest()[:16]
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return cache / "binlake" / "spark-cds" / f"spark-{pyspark.__version__}-{key}.jsa"
 
@@ -64,18 +67,26 @@ def _for_whom(path: Path) -> Path:
     return path.with_suffix(".for")
 
 
+def _installs(path: Path) -> list[str]:
+    """The Java executable and pyspark install the note beside the archive ``path`` names ([] without one)."""
+    note = _for_whom(path)
+    return [p for p in note.read_text().splitlines() if p] if note.exists() else []
+
+
 def prune(directory: Path, keep: Path) -> list[Path]:
     """Remove the archives in ``directory`` (other than ``keep``) whose noted Java or pyspark install
-    no longer exists, with their note, lock and log; the archives removed. One without a note (made
-    before notes were kept) is left alone."""
+    no longer exists, or is ``keep``'s own (an earlier build for an install since reinstalled in
+    place, which the JVM declines), with their note, lock and log; the archives removed. One without
+    a note (made before notes were kept) is left alone."""
+    kept_for = _installs(keep)
     removed = []
     for archive in sorted(directory.glob("spark-*.jsa")):
-        note = _for_whom(archive)
-        if archive == keep or not note.exists():
+        if archive == keep or not _for_whom(archive).exists():
             continue
-        if all(Path(p).exists() for p in note.read_text().splitlines() if p):
+        installs = _installs(archive)
+        if installs != kept_for and all(Path(p).exists() for p in installs):
             continue
-        for part in (archive, note, archive.with_suffix(".lock"), archive.with_suffix(".log")):
+        for part in (archive, _for_whom(archive), archive.with_suffix(".lock"), archive.with_suffix(".log")):
             part.unlink(missing_ok=True)
         removed.append(archive)
     return removed

@@ -76,10 +76,30 @@ def test_the_archive_is_added_to_the_users_java_options_unless_they_name_one() -
     assert out.stdout.startswith("/nonexistent-cache/binlake/spark-cds/spark-") and out.stdout.strip().endswith(".jsa")
 
 
+def test_a_reinstall_in_place_gets_an_archive_of_its_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The JVM declines an archive whose jars changed size or modification time (a virtualenv
+    recreated at the same path, as CI's clean clone does): such an install is named apart."""
+    from transform import spark_archive
+
+    home = tmp_path / "pyspark"
+    (home / "jars").mkdir(parents=True)
+    jar = home / "jars" / "slf4j-api-2.0.17.jar"
+    jar.write_bytes(b"jar")
+    monkeypatch.setattr(spark_archive, "_spark_home", lambda: home)
+    first = archive_path()
+    assert first is not None and archive_path() == first
+    os.utime(jar, ns=(jar.stat().st_atime_ns, jar.stat().st_mtime_ns + 1_000_000_000))   # reinstalled: same bytes
+    second = archive_path()
+    assert second is not None and second != first
+    jar.write_bytes(b"jar2")
+    assert archive_path() not in (first, second)
+
+
 def test_a_build_notes_its_installs_and_removes_the_archives_of_installs_gone(tmp_path: Path,
                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """Each archive is about 170 MB and a virtualenv gets its own: building one removes those whose
-    Java or pyspark install is gone, keeps live ones and ones without a note."""
+    Java or pyspark install is gone or is the new one's own (reinstalled since), keeps those of
+    other live installs and ones without a note."""
     import pyspark
 
     from transform import spark_archive
@@ -87,6 +107,8 @@ def test_a_build_notes_its_installs_and_removes_the_archives_of_installs_gone(tm
     cache = tmp_path / "spark-cds"
     cache.mkdir()
     gone, live = tmp_path / "old-venv" / "pyspark", Path(pyspark.__file__).parent
+    other = tmp_path / "other-venv" / "pyspark"
+    other.mkdir(parents=True)
 
     def archive(name: str, installs: list[Path] | None) -> Path:
         path = cache / f"spark-4.3.0-{name}.jsa"
@@ -97,7 +119,8 @@ def test_a_build_notes_its_installs_and_removes_the_archives_of_installs_gone(tm
         return path
 
     java = Path(spark_archive._java() or "/usr/bin/java")
-    stale, kept, unnoted = archive("stale", [java, gone]), archive("live", [java, live]), archive("unnoted", None)
+    stale, kept, unnoted = archive("stale", [java, gone]), archive("live", [java, other]), archive("unnoted", None)
+    superseded = archive("before-reinstall", [Path(os.path.realpath(java)), live])
 
     def warm_up(cmd: list[str], **_: object) -> subprocess.CompletedProcess[bytes]:
         Path(cmd[-1]).write_bytes(b"archive")      # what the warm-up's JVM writes as it exits
@@ -109,4 +132,5 @@ def test_a_build_notes_its_installs_and_removes_the_archives_of_installs_gone(tm
     assert new.read_bytes() == b"archive"
     assert new.with_suffix(".for").read_text().splitlines() == [os.path.realpath(java), str(live)]
     assert {p.stem for p in cache.iterdir()} == {kept.stem, unnoted.stem, new.stem}   # stale: archive, note, lock, log
-    assert not any(cache.glob(f"{stale.stem}.*")) and kept.with_suffix(".for").exists()
+    assert not any(cache.glob(f"{stale.stem}.*")) and not any(cache.glob(f"{superseded.stem}.*"))
+    assert kept.with_suffix(".for").exists()
