@@ -18,6 +18,10 @@
    location overlaps it references (a changelog kept as ``…__changelog_dropped_<ts>`` shares its
    directory with the new ``…__changelog``).
 
+The steps run on every table of the upstream's namespaces and on ``_binlake.ddl_history`` (the
+DDL history a drain appends to, a small file per run with DDL, which every drain and restore reads
+whole); with ``--tables``, only on those tables' mirrors and changelogs.
+
 A dry run computes the same plan against the tables as they are and changes nothing.
 """
 from __future__ import annotations
@@ -57,6 +61,7 @@ from sink.errors import SinkError
 from sink.iceberg import schema as ks
 from sink.iceberg import tasks
 from sink.iceberg.catalog import table_or_none
+from sink.iceberg.ddl_history import TABLE as DDL_HISTORY
 from sink.iceberg.lineage import META_NAMESPACE, MIRROR_DROPPED_INFIX
 from sink.iceberg.pyiceberg_adapter import one_worker
 from sink.lake import MaintainOptions
@@ -485,7 +490,9 @@ def maintain(catalog: Catalog, spark: Callable[[], SparkSession], options: Maint
     something to rewrite); ``progress`` receives each table's result when it is done."""
     now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
     report = MaintainReport(options, now_ms)
-    names = binlake_tables(catalog, tables)
+    names: list[tuple[str, ...]] = list(binlake_tables(catalog, tables))
+    if not tables:
+        names.append(DDL_HISTORY)
     locations = _locations(catalog)
     for ident in names:
         tbl = table_or_none(catalog, ident)

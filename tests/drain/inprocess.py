@@ -112,14 +112,16 @@ class Local:
 
     def drain(self, to_ts: int | None = None, from_ts: int | None = None, sink: IcebergSink | None = None,
               table_filter: TableFilter | None = None) -> ch.RunBatch:
-        """One run from the checkpoint (or ``from_ts``) to now (or ``to_ts``); saves the checkpoint."""
+        """One run from the checkpoint (or ``from_ts``) to now (or ``to_ts``); records the DDL history
+        and saves the checkpoint when the run continues it."""
         start = self.checkpoint if from_ts is None else from_ts
         end = self.cluster.ts() if to_ts is None else to_ts
         run = self.batch(start, end, table_filter)
         s = sink or IcebergSink(self.catalog, spark=self.spark)
         s.check_cluster(run.cluster_id)          # as run_drain_command does (creates the _binlake namespace)
         s.write(run)
-        if from_ts is None and table_filter is None:
+        if from_ts is None and table_filter is None:   # as run_drain_command moves its checkpoint
+            s.record_history(SchemaHistory(self.cluster.catalog.jobs()), run)
             s.save_checkpoint(run)
             self.checkpoint = end
         return run

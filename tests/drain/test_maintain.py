@@ -18,6 +18,8 @@ import pytest
 from binlake.cli import main
 from binlake.maintain import parse_age
 from ingest.config import ConfigError
+from sink.iceberg import ddl_history
+from sink.iceberg.ddl_history import TABLE as DDL_HISTORY
 from sink.iceberg.maintain import maintain, referenced_files
 from sink.iceberg.verify import verify_mirrors
 from sink.iceberg.writer import ConcurrentRunError, IcebergSink
@@ -111,7 +113,8 @@ def test_fifty_small_runs_are_compacted_five_fold_and_verify_and_tags_still_read
     out = capsys.readouterr().out
     report = json.loads(next(reports.glob("maintain-*.json")).read_text())
     by_name = {t["table"]: t for t in report["tables"]}
-    assert set(by_name) == {"test.busy", "test.busy__changelog", "test.quiet", "test.quiet__changelog"}
+    assert set(by_name) == {"test.busy", "test.busy__changelog", "test.quiet", "test.quiet__changelog",
+                            "_binlake.ddl_history"}
     for n in names:
         tbl = up.catalog.load_table(n)
         after = len(_data_files(tbl))
@@ -181,6 +184,39 @@ def test_expiry_removes_tags_beyond_the_tag_retention_and_keeps_the_younger_tags
     # an expired, untagged state is reported as missing, not compared as an empty table
     gone = verify_mirrors(up.catalog, render_rows(up.cluster.snapshot(ends[3])), ends[3])
     assert any(f"no snapshot at {ends[3]}" in p for p in gone.table("test.e").problems), gone.format()
+
+
+def test_the_ddl_history_a_drain_with_ddl_appends_to_is_compacted_and_expired_and_reads_the_same(
+        up: Local, spark: Any) -> None:
+    """Each run with DDL appends a small file to ``_binlake.ddl_history``, which every drain and
+    restore reads whole: maintain compacts it like the data tables, not with ``--tables``."""
+    up.sql("create table h (id int primary key)")
+    for i in range(6):
+        up.sql(f"alter table h add column c{i} int")
+        up.sql(f"insert into h (id) values ({i})")
+        end = up.drain().to_ts
+    history = up.catalog.load_table(DDL_HISTORY)
+    files, jobs = len(_data_files(history)), ddl_history.read(up.catalog)
+    snapshots = len(history.metadata.snapshots)
+    assert files >= 6 and jobs is not None and snapshots >= 6
+
+    only = maintain(up.catalog, lambda: spark, MaintainOptions(retention_ms=0), [("test", "h")])
+    assert "_binlake.ddl_history" not in {t.table for t in only.tables}
+    assert len(_data_files(up.catalog.load_table(DDL_HISTORY))) == files
+
+    report = maintain(up.catalog, lambda: spark, MaintainOptions(retention_ms=0))
+    done = next(t for t in report.tables if t.table == "_binlake.ddl_history")
+    assert not done.skipped and done.files_before == files and done.files_after == 1
+    assert done.snapshots_expired == snapshots - 1
+    history = up.catalog.load_table(DDL_HISTORY)   # the current snapshot before maintain, and the compaction's
+    assert len(_data_files(history)) == 1 and len(history.metadata.snapshots) == 2
+    assert ddl_history.read(up.catalog) == jobs
+    up.sql("alter table h add column later int")
+    up.sql("insert into h (id) values (100)")
+    after = up.drain().to_ts
+    assert set(ddl_history.read(up.catalog) or {}) > set(jobs)
+    up.verify(end)
+    up.verify(after)
 
 
 # ---------------------------------------------------------------------------------------------
