@@ -48,7 +48,8 @@ def archive_path() -> Path | None:
         return None
     # the JVM checks the archive's class path, each jar's path, size and modification time: it declines
     # the archive of another pyspark install, or of this one reinstalled in place (the same paths)
-    jars = sorted(f"{p.name} {p.stat().st_size} {p.stat().st_mtime_ns}" for p in (_spark_home() / "jars").glob("*.jar"))
+    jars = sorted(f"{p.name} {st.st_size} {st.st_mtime_ns}"
+                  for p in (_spark_home() / "jars").glob("*.jar") for st in [p.stat()])
     java_stat = os.stat(os.path.realpath(java))
     key = hashlib.sha256("\n".join([os.path.realpath(java), f"{java_stat.st_size} {java_stat.st_mtime_ns}",
                                     pyspark.__version__, str(_spark_home()), *jars]).encode()).hexdigest()[:16]
