@@ -15,6 +15,8 @@ POINTS: dict[str, str] = {
                           "table's name",
     "maintain-before-commit": "when a compaction's transaction (binlake maintain) is complete, just before it "
                               "commits; receives the table's name",
+    "ddl-history-append": "when a drain's jobs for _binlake.ddl_history are ready, just before they are appended; "
+                          "receives the number of jobs",
     "kafka-produce": "before each message the Kafka sink produces; receives the message's number in the run (1, 2, …)",
     "kafka-acked": "when every message a Kafka run produced is acknowledged, before its checkpoint is recorded; "
                    "receives 1",

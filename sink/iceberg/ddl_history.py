@@ -24,6 +24,7 @@ from pyiceberg.types import LongType, NestedField, StringType
 from sink.iceberg.catalog import table_or_none
 from sink.iceberg.checkpoint import ensure_namespace
 from sink.iceberg.lineage import META_NAMESPACE
+from transform import failpoints
 from transform.changes import RunBatch
 from transform.codec.model import Job
 from transform.history import SchemaHistory
@@ -87,7 +88,9 @@ def to_record(history: SchemaHistory, run: RunBatch) -> list[tuple[Job, int | No
 
 def record(catalog: Catalog, history: SchemaHistory, jobs: Iterable[tuple[Job, int | None]]) -> int:
     """Append the jobs the lake lacks (one commit; none when it lacks none); the number appended.
-    A job held without its commit ts gets a second row once the ts is known."""
+    A job held without its commit ts gets a second row once the ts is known. A commit another
+    process makes meanwhile (``binlake maintain``'s compaction, a racing drain) is met by pyiceberg's
+    own retry of the append (``commit.retry.num-retries``) on the table as it is then."""
     table = table_or_none(catalog, TABLE)
     held: dict[int, bool] = {}   # job id → its commit ts is held
     if table is not None:
@@ -107,5 +110,6 @@ def record(catalog: Catalog, history: SchemaHistory, jobs: Iterable[tuple[Job, i
     rows = pa.Table.from_pylist([{"job_id": job.id, "schema_version": job.binlog.schema_version,
                                   "finished_ts": job.binlog.finished_ts, "commit_ts": ts,
                                   "job": history.raw_job(job.id)} for job, ts in new], schema=SCHEMA.as_arrow())
+    failpoints.inject("ddl-history-append", len(new))
     table.append(rows)
     return len(new)

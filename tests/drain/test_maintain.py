@@ -27,6 +27,7 @@ from sink.lake import DAY_MS, MaintainOptions
 from tests.drain.conftest import assert_changelog_matches_mirror
 from tests.drain.inprocess import Local
 from transform import failpoints
+from transform.history import SchemaHistory
 from upstream.status_api import render_rows
 
 pytestmark = pytest.mark.integration
@@ -217,6 +218,39 @@ def test_the_ddl_history_a_drain_with_ddl_appends_to_is_compacted_and_expired_an
     assert set(ddl_history.read(up.catalog) or {}) > set(jobs)
     up.verify(end)
     up.verify(after)
+
+
+def test_a_compaction_of_the_ddl_history_racing_a_drains_append_costs_the_drain_one_more_try(
+        up: Local, spark: Any) -> None:
+    """pyiceberg retries the drain's append on the compacted table (with ``commit.retry.num-retries``
+    at 0 the drain fails: branch main has changed)."""
+    up.sql("create table r (id int primary key)")
+    for i in range(3):
+        up.sql(f"alter table r add column c{i} int")
+        up.drain()
+    compacted: list[str] = []
+
+    def compact_now(jobs: int) -> None:   # the drain read the table and is about to append
+        if not compacted:
+            report = maintain(up.catalog, lambda: spark, MaintainOptions())
+            done = next(t for t in report.tables if t.table == "_binlake.ddl_history")
+            compacted.append(done.skipped)
+
+    up.sql("alter table r add column late int")
+    up.sql("insert into r (id) values (1)")
+    failpoints.enable("ddl-history-append", compact_now)
+    try:
+        end = up.drain().to_ts
+    finally:
+        failpoints.disable("ddl-history-append")
+    assert compacted == [""]                             # the compaction committed first
+    history = up.catalog.load_table(DDL_HISTORY)
+    snapshot = history.current_snapshot()
+    assert snapshot is not None and snapshot.summary is not None
+    assert snapshot.summary.additional_properties.get("binlake.maintenance") != "compact"   # the append came after
+    assert set(ddl_history.read(up.catalog) or {}) == set(SchemaHistory(up.cluster.catalog.jobs()).jobs)
+    assert len(_data_files(history)) == 2                # the compacted file and the drain's
+    up.verify(end)
 
 
 # ---------------------------------------------------------------------------------------------
