@@ -56,7 +56,6 @@ from transform.filters import TableFilter
 from transform.history import (
     DROP_SCHEMA,
     DROP_TABLE,
-    DROP_VIEW,
     TRUNCATE_TABLE,
     CommitOrder,
     SchemaHistory,
@@ -339,7 +338,7 @@ def _metadata(decoded: DataFrame) -> pa.Table:
 
 def _event_table_id(job: Job) -> int:
     info = job.binlog.table_info
-    if job.type in (DROP_TABLE, DROP_VIEW) or info is None:
+    if job.type == DROP_TABLE or info is None:
         return job.table_id
     return info.id
 
@@ -377,9 +376,9 @@ def assemble(batch: ch.RunBatch, decoded: pa.Table, history: SchemaHistory, tabl
                     events[table.id].append(ch.DDLEvent(rec["commit_ts"], job, None, (ended.db, table.name)))
                     versions[table.id] = max(versions[table.id], job.binlog.schema_version)
                 continue
-            if not tid:
-                continue  # other schema-level DDL (CREATE DATABASE …): nothing per table
-            info = job.binlog.table_info if job.type not in (DROP_TABLE, DROP_VIEW) else None
+            if not tid or history.is_view(tid):
+                continue  # schema-level DDL (CREATE DATABASE …) or a view's: no table's rows or columns
+            info = job.binlog.table_info if job.type != DROP_TABLE else None
             info = info.without_virtual_columns() if info is not None else None   # as the history's tables
             prev = history.version_at(tid, job.binlog.schema_version - 1)
             before = (prev.db, prev.table.name) if prev is not None and prev.table is not None else None

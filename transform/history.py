@@ -13,6 +13,11 @@ delete-only state); TiDB Binlog's drainer, whose schema only moves forward in co
 such a row with the newer table (datums matched by column id, dropped columns ignored, columns the
 row lacks filled with their original default), and so does binlake.
 
+Views are not tables: TiDB keeps them as TableInfos (``view`` set, columns of type code 0) and
+writes no rows for them, so the history keeps their ids apart (:meth:`SchemaHistory.is_view`) and
+gives no definition for them; their jobs stay in :attr:`SchemaHistory.jobs`, for the sinks that
+replay statements and for the lake's record of the history.
+
 Every TableInfo the history gives is the table as the lake holds it
 (:meth:`~transform.codec.model.TableInfo.without_virtual_columns`): TiDB never writes a virtual
 generated column to a row, so no sink gets one, and adding or dropping one changes no sink's schema.
@@ -136,6 +141,7 @@ class SchemaHistory:
         self.jobs: dict[int, Job] = {j.id: j for j in done}
         self._dbs: dict[int, str] = {}
         self._versions: dict[int, list[TableVersion]] = {}
+        self._views: set[int] = set()
         for job in done:
             self._apply(job)
         self._keys = {tid: [v.schema_version for v in vs] for tid, vs in self._versions.items()}
@@ -190,10 +196,19 @@ class SchemaHistory:
             return
         if job.type == CREATE_TABLES or job.binlog.multiple_table_infos:
             for each in job.binlog.multiple_table_infos:
-                self._put(each.id, version, db, each, job)
+                if each.is_view:
+                    self._views.add(each.id)
+                else:
+                    self._put(each.id, version, db, each, job)
             return
         info = job.binlog.table_info
-        if job.type in (DROP_TABLE, DROP_VIEW):
+        if info is not None and info.is_view:   # CREATE [OR REPLACE] VIEW, ALTER VIEW, RENAME of a view
+            self._views.add(info.id)
+            return
+        if job.type == DROP_VIEW or job.table_id in self._views:
+            self._views.add(job.table_id)
+            return
+        if job.type == DROP_TABLE:
             self._put(job.table_id, version, db, None, job)
             return
         if job.type == TRUNCATE_TABLE:
@@ -202,6 +217,10 @@ class SchemaHistory:
             self._put(info.id, version, db, info, job)
 
     # -- queries -----------------------------------------------------------------------------
+
+    def is_view(self, table_id: int) -> bool:
+        """True when ``table_id`` is a view's (no rows, no definition in this history)."""
+        return table_id in self._views
 
     def placed_ts(self, job: Job) -> int:
         """The upstream ts from which ``job`` is in effect: its DDL binlog's commit ts when known,

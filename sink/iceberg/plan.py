@@ -37,11 +37,11 @@ from sink.iceberg import lineage
 from sink.iceberg import schema as ks
 from transform import changes as ch
 from transform.codec.model import TableInfo
-from transform.history import DROP_SCHEMA, DROP_TABLE, DROP_VIEW, RENAME_TABLE, TRUNCATE_TABLE
+from transform.history import DROP_SCHEMA, DROP_TABLE, RENAME_TABLE, TRUNCATE_TABLE
 
 Ident = tuple[str, str]
-ENDING = (DROP_SCHEMA, DROP_TABLE, DROP_VIEW, TRUNCATE_TABLE)   # DDLs after which a table id has no rows
-DROPS = (DROP_TABLE, DROP_VIEW, DROP_SCHEMA)
+ENDING = (DROP_SCHEMA, DROP_TABLE, TRUNCATE_TABLE)   # DDLs after which a table id has no rows
+DROPS = (DROP_TABLE, DROP_SCHEMA)
 
 
 @dataclass

@@ -214,9 +214,11 @@ def parquet_matches_iceberg(iceberg: DrainerConfig, parquet: DrainerConfig) -> i
     return len(by_name)
 
 
-def drain_everywhere(real: RealCluster, maria: MariaDBServer, name: str, databases: list[str]) -> int:
-    """Drain ``databases`` into Iceberg, Parquet and MariaDB, each from the start; verify Iceberg and
-    MariaDB against TiDB and Parquet against Iceberg. Returns the Iceberg run's to_ts."""
+def drain_everywhere(real: RealCluster, maria: MariaDBServer, name: str, databases: list[str],
+                     reset: tuple[str, ...] = ()) -> int:
+    """Drain ``databases`` (none: every database TiDB Binlog's default filters keep) into Iceberg,
+    Parquet and MariaDB, each from ts 0; verify Iceberg and MariaDB against TiDB and Parquet against
+    Iceberg. MariaDB starts without ``databases`` and ``reset``. Returns the Iceberg run's to_ts."""
     iceberg = real.options(name, databases)
     report = real.drain(iceberg)
     assert report["cluster_id"] == real.pd.cluster_id
@@ -228,8 +230,9 @@ def drain_everywhere(real: RealCluster, maria: MariaDBServer, name: str, databas
     assert int(real.drain(parquet)["to_ts"]) >= to_ts
     assert parquet_matches_iceberg(iceberg, parquet) > 0
 
-    maria.reset(*databases)
+    maria.reset(*databases, *reset)
     mysql = real.options(f"{name}-my", databases, sink="mysql")
+    mysql.initial_commit_ts = 0   # from the start, as the lake (a MySQL sink's default is PD's ts at its first run)
     mysql.syncer.to.dsn = maria.dsn
     mysql.syncer.worker_count = 4
     real.drain(mysql)

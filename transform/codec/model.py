@@ -443,6 +443,11 @@ class TableInfo:
         return tuple(out)
 
     @property
+    def is_view(self) -> bool:
+        """True for a view (TiDB keeps views as TableInfos with a ``view`` field): it holds no rows."""
+        return self.extra.get("view") is not None
+
+    @property
     def has_extra_handle(self) -> bool:
         """True when rows are keyed by the hidden ``_tidb_rowid`` (no int PK handle, not clustered)."""
         return not self.pk_is_handle and not self.is_common_handle
