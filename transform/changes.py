@@ -29,7 +29,7 @@ column                   type                              meaning
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -60,6 +60,19 @@ FROM_TS_MARKER = "binlake.from-ts"
 TO_TS_MARKER = "binlake.to-ts"
 BATCH_ID_MARKER = "binlake.batch-id"
 CLUSTER_ID_MARKER = "binlake.cluster-id"
+
+
+def relabelled(frame: DataFrame | LocalFrame, ids: Mapping[int, int]) -> DataFrame | LocalFrame:
+    """``frame``'s records with each table id of ``ids`` replaced by the id it maps to."""
+    if isinstance(frame, LocalFrame):
+        return frame.relabelled("table_id", ids)
+    from pyspark.sql import functions as F
+
+    col = F.col("table_id")
+    expr = col
+    for old, new in ids.items():
+        expr = F.when(col == old, F.lit(new)).otherwise(expr)
+    return frame.withColumn("table_id", expr.cast("long"))
 
 
 def read_segment(data: bytes) -> pa.Table:
@@ -202,6 +215,9 @@ class RunBatch:
     per_transaction: bool = False
     # the session the run was computed on (a sink's own frames go there)
     spark: SparkSession | LocalSession | None = None
+    # table id → the id its table went on under in the range, rows and all (ALTER TABLE … PARTITION BY,
+    # REMOVE PARTITIONING): :meth:`carried_over` makes them one table
+    continued: dict[int, int] = field(default_factory=dict)
 
     def rows_of(self, table_ids: set[int]) -> DataFrame | None:
         """The frame's records of these table ids (None when there are none)."""
@@ -212,6 +228,39 @@ class RunBatch:
         from pyspark.sql import functions as F
 
         return self.frame.where(F.col("table_id").isin(sorted(table_ids)))
+
+    def went_on_as(self, table_id: int) -> int:
+        """The id the table of ``table_id`` has at the end of the range (:attr:`continued`, followed)."""
+        for _ in range(64):
+            if table_id not in self.continued:
+                break
+            table_id = self.continued[table_id]
+        return table_id
+
+    def carried_over(self) -> RunBatch:
+        """This run with each table id that went on under a new id (:attr:`continued`) folded into
+        the newest: one :class:`TableChanges` (the older ids' segments first, their end events left
+        out) and the frame's records relabelled, for a sink that keeps one table across the ids (the
+        lake). ``self`` when no id went on."""
+        if not self.continued:
+            return self
+        moved = {old: self.went_on_as(old) for old in self.continued}
+        tables: dict[int, TableChanges] = {}
+        # the ids that go on first, then the older ones newest first (each goes before what it went on as)
+        for tid in sorted(self.tables, key=lambda t: (t in moved, -t)):
+            tc = self.tables[tid]
+            into = moved.get(tid)
+            if into is None or into not in tables:
+                tables[tid] = tc
+                continue
+            kept = tables[into]
+            tables[into] = replace(kept, segments=[*tc.segments, *kept.segments],
+                                   events=sorted([*(e for e in tc.events if e.table is not None), *kept.events],
+                                                 key=lambda e: e.commit_ts))
+        frame = self.frame
+        if frame is not None:
+            frame = relabelled(frame, moved)
+        return replace(self, tables=tables, frame=frame)
 
     def markers(self) -> dict[str, str]:
         """The ``binlake.*`` properties (:class:`RunMarkers`) every snapshot and file of this run carries."""

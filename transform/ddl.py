@@ -16,7 +16,13 @@ from transform.changes import DDLJob
 from transform.codec.model import Job
 from transform.errors import DrainError
 from transform.filters import TableFilter
-from transform.history import SchemaHistory
+from transform.history import (
+    DROP_PARTITION,
+    EXCHANGE_PARTITION,
+    RECOVER_TABLE,
+    TRUNCATE_PARTITION,
+    SchemaHistory,
+)
 
 # job type → the name TiDB gives it (``ActionType.String()`` style, for messages)
 NAMES: dict[int, str] = {
@@ -41,9 +47,7 @@ NAMES: dict[int, str] = {
     71: "alter table partition by", 72: "alter table remove partitioning",
 }
 
-DROP_PARTITION, TRUNCATE_PARTITION, EXCHANGE_PARTITION = 20, 23, 42
-RECOVER_TABLE, FLASHBACK_CLUSTER, RECOVER_SCHEMA = 25, 62, 63
-ALTER_PARTITIONING, REMOVE_PARTITIONING = 71, 72
+FLASHBACK_CLUSTER, RECOVER_SCHEMA = 62, 63
 
 # rows appear or vanish with no row change in the binlog: what each job did to them
 ROWS_WITHOUT_BINLOG: dict[int, str] = {
@@ -53,11 +57,6 @@ ROWS_WITHOUT_BINLOG: dict[int, str] = {
     RECOVER_TABLE: "brought the dropped table back with the rows it had",
     RECOVER_SCHEMA: "brought the dropped database back with the rows its tables had",
     FLASHBACK_CLUSTER: "set every table back to its rows at an earlier ts",
-}
-# the table takes a new table id and keeps its rows (later rows carry the new id)
-NEW_TABLE_ID: dict[int, str] = {
-    ALTER_PARTITIONING: "gave the table a new table id, keeping its rows",
-    REMOVE_PARTITIONING: "gave the table a new table id, keeping its rows",
 }
 PARTITION_DROPS = frozenset({DROP_PARTITION, TRUNCATE_PARTITION})
 RECOVERS = frozenset({RECOVER_TABLE, RECOVER_SCHEMA})   # RECOVER/FLASHBACK TABLE, FLASHBACK DATABASE
@@ -91,16 +90,12 @@ def describe(job: Job, commit_ts: int) -> str:
 def lake_refusal(job: Job, commit_ts: int, sink: str) -> str | None:
     """Why a sink that rebuilds tables from row changes (``sink`` names it) cannot follow ``job``,
     and what the user can do; None when it can."""
-    did = ROWS_WITHOUT_BINLOG.get(job.type) or NEW_TABLE_ID.get(job.type)
+    did = ROWS_WITHOUT_BINLOG.get(job.type)
     if did is None:
         return None
     table = f"{job.schema_name}.{job.table_name}" if job.table_name else f"database {job.schema_name}"
-    if job.type in NEW_TABLE_ID:
-        why = (f"it {did}, and the {sink} sink cannot carry {table}'s rows over to a new table id yet "
-               f"(it would start the table over empty)")
-    else:
-        why = (f"it {did} without writing them to the binlog, so the {sink} sink cannot know which rows "
-               f"{table} holds after it")
+    why = (f"it {did} without writing them to the binlog, so the {sink} sink cannot know which rows "
+           f"{table} holds after it")
     replays = ("" if job.type in (EXCHANGE_PARTITION, FLASHBACK_CLUSTER)
                else "replicate it with db-type tidb, or " if job.type in RECOVERS
                else "replicate it with a sink that replays DDL (db-type mysql or tidb), or ")
@@ -126,7 +121,7 @@ def refuse_for_lake(ddl: Sequence[DDLJob], table_filter: TableFilter, history: S
     names it) cannot follow on a table ``table_filter`` replicates (FLASHBACK CLUSTER: on any)."""
     for d in ddl:
         job = d.job
-        if job.type not in ROWS_WITHOUT_BINLOG and job.type not in NEW_TABLE_ID:
+        if job.type not in ROWS_WITHOUT_BINLOG:
             continue
         if job.type == RECOVER_SCHEMA:
             concerned = table_filter.allows_schema(job.schema_name)

@@ -54,6 +54,7 @@ from transform.errors import DrainError, UndecodableBinlog
 from transform.event_filter import EventFilter
 from transform.filters import TableFilter
 from transform.history import (
+    CONTINUING,
     DROP_SCHEMA,
     DROP_TABLE,
     TRUNCATE_TABLE,
@@ -380,14 +381,16 @@ def assemble(batch: ch.RunBatch, decoded: pa.Table, history: SchemaHistory, tabl
                 continue  # schema-level DDL (CREATE DATABASE …) or a view's: no table's rows or columns
             info = job.binlog.table_info if job.type != DROP_TABLE else None
             info = info.without_virtual_columns() if info is not None else None   # as the history's tables
-            prev = history.version_at(tid, job.binlog.schema_version - 1)
+            prev = history.version_at(job.table_id if job.type in CONTINUING else tid, job.binlog.schema_version - 1)
             before = (prev.db, prev.table.name) if prev is not None and prev.table is not None else None
             previous = prev.table if prev is not None else None
             events[tid].append(ch.DDLEvent(rec["commit_ts"], job, info, before, previous))
             versions[tid] = max(versions[tid], job.binlog.schema_version)
-            if job.type == TRUNCATE_TABLE and job.table_id != tid:  # the old id ends here
+            if job.type in (TRUNCATE_TABLE, *CONTINUING) and job.table_id != tid:  # the old id ends here
                 events[job.table_id].append(ch.DDLEvent(rec["commit_ts"], job, None, before))
                 versions[job.table_id] = max(versions[job.table_id], job.binlog.schema_version)
+                if job.type in CONTINUING:
+                    batch.continued[job.table_id] = tid
         else:
             segs[rec["table_id"]].append((rec["schema_version"], rec["commit_ts"], rec["rows"]))
             versions[rec["table_id"]] = max(versions[rec["table_id"]], rec["schema_version"])

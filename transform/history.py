@@ -44,6 +44,10 @@ JOB_SYNCED = 6
 CREATE_SCHEMA, DROP_SCHEMA, CREATE_TABLE, DROP_TABLE = 1, 2, 3, 4
 TRUNCATE_TABLE, RENAME_TABLE, DROP_VIEW, CREATE_TABLES = 11, 14, 24, 60
 MODIFY_COLUMN, MULTI_SCHEMA_CHANGE = 12, 61
+DROP_PARTITION, TRUNCATE_PARTITION, EXCHANGE_PARTITION, RECOVER_TABLE = 20, 23, 42, 25
+ALTER_PARTITIONING, REMOVE_PARTITIONING = 71, 72
+# the table goes on under a new table id with its rows (TiDB copies them; later rows carry the new id)
+CONTINUING = frozenset({ALTER_PARTITIONING, REMOVE_PARTITIONING})
 
 
 class HistoryError(TransformError, SchemaError):
@@ -142,6 +146,8 @@ class SchemaHistory:
         self._dbs: dict[int, str] = {}
         self._versions: dict[int, list[TableVersion]] = {}
         self._views: set[int] = set()
+        self._continues: dict[int, int] = {}   # a table id → the id its table had before (CONTINUING)
+        self._went_on: dict[int, Job] = {}     # a table id → the CONTINUING job after which its table has another
         for job in done:
             self._apply(job)
         self._keys = {tid: [v.schema_version for v in vs] for tid, vs in self._versions.items()}
@@ -213,6 +219,11 @@ class SchemaHistory:
             return
         if job.type == TRUNCATE_TABLE:
             self._put(job.table_id, version, db, None, job)
+        if job.type in CONTINUING and info is not None and info.id != job.table_id:
+            # the old id does not end: a transaction begun before the job's last step can still commit
+            # rows under it, and they are the table's (TiDB wrote them to the new partitions too)
+            self._continues[info.id] = job.table_id
+            self._went_on[job.table_id] = job
         if info is not None:
             self._put(info.id, version, db, info, job)
 
@@ -306,21 +317,41 @@ class SchemaHistory:
         """Every table alive once the jobs done by ``ts`` took effect: its definition then, and the
         ts (:meth:`placed_ts`) of the job that began its table id (CREATE, TRUNCATE's new id)."""
         out = []
-        for vs in self._versions.values():
+        for tid, vs in self._versions.items():
             done = [v for v in vs if 0 < self.placed_ts(v.job) <= ts]
+            gone_on = self._went_on.get(tid)
+            if gone_on is not None and 0 < self.placed_ts(gone_on) <= ts:
+                continue   # its table goes on under another id
             if done and done[-1].table is not None:
-                out.append((done[-1], self.placed_ts(done[0].job)))
+                first = self._lineage(tid)[0]
+                out.append((done[-1], self.placed_ts(first.job)))
         return sorted(out, key=lambda p: (p[0].db, p[0].table.name if p[0].table else ""))
+
+    def continued_from(self, table_id: int) -> int | None:
+        """The table id whose table ``table_id`` goes on with, rows and all (ALTER TABLE … PARTITION BY,
+        REMOVE PARTITIONING), None when its table began with it."""
+        return self._continues.get(table_id)
+
+    def _lineage(self, table_id: int) -> list[TableVersion]:
+        """The definitions of the table ``table_id`` is now, through every id it had before
+        (:meth:`continued_from`), oldest first."""
+        ids = [table_id]
+        while ids[-1] in self._continues and len(ids) < 64:
+            ids.append(self._continues[ids[-1]])
+        out: list[TableVersion] = []
+        for tid in reversed(ids):
+            out.extend(self._versions.get(tid, []))
+        return out
 
     def last_table(self, table_id: int, ts: int) -> TableInfo | None:
         """The newest definition of ``table_id`` done by ``ts`` (before its drop, if it was dropped)."""
-        live = [v.table for v in self._versions.get(table_id, []) if 0 < self.placed_ts(v.job) <= ts and v.table]
+        live = [v.table for v in self._lineage(table_id) if 0 < self.placed_ts(v.job) <= ts and v.table]
         return live[-1] if live else None
 
     def column_past(self, table_id: int, ts: int) -> ColumnPast:
         """What rows of ``table_id`` written before ``ts`` hold for the columns it has at ``ts``
         (:class:`ColumnPast`)."""
-        done = [v for v in self._versions.get(table_id, []) if 0 < self.placed_ts(v.job) <= ts]
+        done = [v for v in self._lineage(table_id) if 0 < self.placed_ts(v.job) <= ts]
         if not done or done[-1].table is None:
             return ColumnPast()
         seen = {c.id for c in done[0].table.columns} if done[0].table is not None else set()

@@ -8,7 +8,7 @@ that the sinks rely on: every record of a (table, bucket) reaches one call of ``
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -69,6 +69,20 @@ class LocalFrame:
     def mapInArrow(self, task: Task, schema: str) -> LocalFrame:
         """``task`` over every batch, in one call (the frame is one partition)."""
         return LocalFrame(task(iter(self.batches)))
+
+    def relabelled(self, column: str, values: Mapping[int, int]) -> LocalFrame:
+        """The records with each value of the int64 ``column`` found in ``values`` replaced by what it maps to."""
+        if not values:
+            return self
+        old = pa.array(list(values), pa.int64())
+        new = pa.array(list(values.values()), pa.int64())
+        out = []
+        for b in self.batches:
+            col = b.column(column)
+            at = pc.index_in(col, value_set=old)
+            mapped = pc.if_else(pc.is_null(at), col, pc.take(new, pc.fill_null(at, 0)))
+            out.append(b.set_column(b.schema.get_field_index(column), column, mapped))
+        return LocalFrame(out)
 
     def unionByName(self, other: LocalFrame) -> LocalFrame:
         """Both frames' records."""

@@ -275,11 +275,19 @@ def reset_ts(plan: TablePlan, properties: Mapping[str, str], has_snapshot: bool,
     stored = properties.get(fmt.TABLE_ID_KEY)
     if ends:
         reset = max(ends)
-    elif stored not in (None, str(live.table_id)) and has_snapshot:
+    elif stored not in (None, str(live.table_id)) and has_snapshot and not went_on(stored, live.table_id, run):
         reset = 0   # the mirror holds another (ended) table id: start over
     else:
         return None
     return None if reset <= since and since > run.from_ts else reset
+
+
+def went_on(stored: str | None, table_id: int, run: ch.RunBatch) -> bool:
+    """True when the table id a table records (``stored``) went on as ``table_id`` in ``run`` (ALTER
+    TABLE … PARTITION BY, REMOVE PARTITIONING): the same table, rows and column ids kept."""
+    if stored is None or not stored.isdigit() or int(stored) == table_id:
+        return False
+    return run.went_on_as(int(stored)) == table_id
 
 
 def bucket_field(spec: PartitionSpec) -> PartitionField | None:

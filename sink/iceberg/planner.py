@@ -151,15 +151,28 @@ def _table_write(view: _View, layout: Layout, plan: pl.TablePlan, moves: tuple[C
     if info is None:   # dropped in the range with no row changes: only catalog operations
         return TableWrite(plan, moves)
     log, expect = _existing_or_new(view, layout, plan.changelog, info, plan.version, changelog=True)
+    log = _as_gone_on(log, info, run)
     skip_log, since = pl.progress(log.properties, run)
     changelog = None if skip_log else _changelog(log, expect, plan, info, since)
     live = plan.live
     if live is None:
         return TableWrite(plan, moves, changelog, None, skip_log)
     mirror, expect = _existing_or_new(view, layout, plan.mirror, info, plan.version, changelog=False)
+    mirror = _as_gone_on(mirror, info, run)
     skip_mirror, since = pl.progress(mirror.properties, run)
     merge = None if skip_mirror else _mirror(mirror, expect, plan, live, info, since, run)
     return TableWrite(plan, moves, changelog, merge, skip_log, skip_mirror)
+
+
+def _as_gone_on(tbl: Table, info: TableInfo, run: ch.RunBatch) -> Table:
+    """``tbl`` as the planning sees it: a table recording an id that went on as ``info``'s in the run
+    (:func:`~sink.iceberg.plan.went_on`) is planned as recording ``info``'s id (its columns keep their
+    ids); the commit records the new id."""
+    stored = tbl.properties.get(fmt.TABLE_ID_KEY)
+    if not pl.went_on(stored, info.id, run):
+        return tbl
+    metadata = tbl.metadata.model_copy(update={"properties": {**tbl.properties, fmt.TABLE_ID_KEY: str(info.id)}})
+    return Table(tbl.name(), metadata, tbl.metadata_location, tbl.io, tbl.catalog)
 
 
 def _existing_or_new(view: _View, layout: Layout, ident: pl.Ident, info: TableInfo, version: int,

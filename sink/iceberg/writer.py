@@ -101,12 +101,13 @@ class IcebergSink(Sink):
     def plan(self, run: ch.RunBatch) -> WritePlan:
         """What :meth:`write` does to each table of ``run``, decided against the catalog as it is now;
         writes nothing."""
-        return plan_write(run, self._tables.load, self._tables)
+        return plan_write(run.carried_over(), self._tables.load, self._tables)
 
     def write(self, run: ch.RunBatch) -> list[TableReport]:
         """Plan, move, stage, one Spark pass, then commit table by table; the whole write is one item
         to ``observer`` (the run is the lake's commit batch)."""
         started = time.perf_counter()
+        run = run.carried_over()   # a table that went on under a new id stays one table
         planned = self.plan(run)
         for t in planned.tables:
             self._tables.move(t.moves, self._meta)

@@ -24,7 +24,7 @@ from transform.changes import DDLJob
 from transform.codec.model import Job
 from transform.event_filter import EventFilter, ddl_event
 from transform.filters import TableFilter
-from transform.history import CREATE_SCHEMA, CREATE_TABLE, CREATE_TABLES, DROP_SCHEMA
+from transform.history import CREATE_SCHEMA, CREATE_TABLE, CREATE_TABLES, DROP_SCHEMA, EXCHANGE_PARTITION
 
 TIDB_SYS_SCHEMA = "sys"   # TiDB's own (v8: bootstrap views over its information_schema), not replayed into MySQL
 # MySQL error codes meaning "already done": database exists / doesn't exist, table exists, unknown
@@ -171,7 +171,7 @@ def _refusal(job: Job, tidb: bool, commit_ts: int) -> str:
     fix = (f"The run stopped at it; the checkpoint is the last transaction before it. To go on: load the "
            f"tables it concerns into the downstream from a snapshot of the upstream at ts {commit_ts} "
            f"(Dumpling and Lightning), then add {commit_ts} to [syncer] ignore-txn-commit-ts and run again")
-    if job.type == ddl_kinds.EXCHANGE_PARTITION:
+    if job.type == EXCHANGE_PARTITION:
         return (f"{ddl_kinds.describe(job, commit_ts)}: a transaction that began before the exchange and commits "
                 f"after it writes the partition's rows into the table they are exchanged into, while its binlog "
                 f"names the table it wrote, so no downstream can replay the exchange exactly. {fix}")

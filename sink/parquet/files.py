@@ -387,6 +387,7 @@ class ParquetSink(Sink):
         ``observer`` (the run is the lake's commit batch)."""
         started = time.perf_counter()
         self.check_cluster(run.cluster_id)
+        run = run.carried_over()   # a table that went on under a new id stays one table
         self._ensure_root()
         self._lock()
         try:
