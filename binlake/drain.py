@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -217,6 +218,7 @@ def _drain(options: DrainerConfig, from_ts: int | None, to_ts: int | None, dry_r
         if checkpoint is None and not options.tables:
             register(plan.from_ts)  # pumps wait for this drainer from now on
         status_url = upstream_status_url(options, "the drain reads the DDL history from TiDB's status port")
+        plan = replace(plan, upstream=status_url)
         result, history, spark_run = _compute(options, plan, status_url, out, metrics, stages)
         metrics.pending(result.counts.get("transactions", 0))
         t0 = time.perf_counter()

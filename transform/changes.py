@@ -42,6 +42,8 @@ from transform.local_frame import LocalFrame, LocalSession
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from transform.partition_drops import Removal
+
 OP = "_tidb_op"
 COMMIT_TS = "_tidb_commit_ts"
 COMMIT_TIME = "_tidb_commit_time"
@@ -218,6 +220,12 @@ class RunBatch:
     # table id → the id its table went on under in the range, rows and all (ALTER TABLE … PARTITION BY,
     # REMOVE PARTITIONING): :meth:`carried_over` makes them one table
     continued: dict[int, int] = field(default_factory=dict)
+    # the DROP / TRUNCATE PARTITIONs of the range whose rows a lake sink deletes
+    # (``transform.partition_drops``; sinks that replay DDL run the statement instead)
+    removals: list[Removal] = field(default_factory=list)
+    # job id → the first commit of a row change written before a partition job began that it ran
+    # across where nobody can tell which partition took it (``transform.rowchanges._across``)
+    ambiguous: dict[int, int] = field(default_factory=dict)
 
     def rows_of(self, table_ids: set[int]) -> DataFrame | None:
         """The frame's records of these table ids (None when there are none)."""

@@ -121,7 +121,7 @@ def refuse_for_lake(ddl: Sequence[DDLJob], table_filter: TableFilter, history: S
     names it) cannot follow on a table ``table_filter`` replicates (FLASHBACK CLUSTER: on any)."""
     for d in ddl:
         job = d.job
-        if job.type not in ROWS_WITHOUT_BINLOG:
+        if job.type not in ROWS_WITHOUT_BINLOG or job.type in PARTITION_DROPS:   # transform.partition_drops
             continue
         if job.type == RECOVER_SCHEMA:
             concerned = table_filter.allows_schema(job.schema_name)
@@ -149,7 +149,7 @@ def needed_before(ddl: Sequence[DDLJob], written: Mapping[int, Sequence[tuple[in
     transaction."""
     out: dict[int, int] = {}
     for d in ddl:
-        threshold = _began(d.job, history) if d.job.type in PARTITION_DROPS else d.job.binlog.schema_version
+        threshold = history.began(d.job) if d.job.type in PARTITION_DROPS else d.job.binlog.schema_version
         firsts = [first for tid in _table_ids(d.job) for version, first in written.get(tid, ()) if version >= threshold]
         if firsts and min(firsts) < d.commit_ts:
             out[d.job.id] = min(firsts)
@@ -160,15 +160,16 @@ def written_late(ddl: Sequence[DDLJob], written_last: Mapping[int, Sequence[tupl
                  history: SchemaHistory) -> dict[int, int]:
     """Job id → the commit ts of a transaction written before a DROP or TRUNCATE PARTITION began
     that committed after the job started running (``written_last``: table id → (schema version
-    written under, the last commit written under it)). A pessimistic transaction runs each statement
-    with the newest schema, so its rows in the partition's range went into the partition (and with
-    it) or into the one that took the range, by when each statement ran, and the binlog says neither:
-    a consumer replaying statements cannot be exact."""
+    written under, the last commit written under it)). Each statement of such a transaction ran with
+    the schema of its moment, so its rows in the partition's range went into the partition (and with
+    it) or into the one that took the range, and the binlog says neither: a consumer replaying
+    statements cannot be exact. (The lake asks TiDB's MVCC records where each such row went:
+    ``transform.rowchanges``.)"""
     out: dict[int, int] = {}
     for d in ddl:
         if d.job.type not in PARTITION_DROPS:
             continue
-        began, started = _began(d.job, history), d.job.real_start_ts or d.job.start_ts
+        began, started = history.began(d.job), d.job.real_start_ts or d.job.start_ts
         lasts = [last for tid in _table_ids(d.job) for version, last in written_last.get(tid, ()) if version < began]
         if lasts and max(lasts) > started:
             out[d.job.id] = max(lasts)
@@ -178,11 +179,3 @@ def written_late(ddl: Sequence[DDLJob], written_last: Mapping[int, Sequence[tupl
 def _table_ids(job: Job) -> set[int]:
     info = job.binlog.table_info
     return {job.table_id} | ({info.id} if info is not None else set())
-
-
-def _began(job: Job, history: SchemaHistory) -> int:
-    """The first schema version ``job`` can have published: one above every job done before it
-    started (``real_start_ts``; exact while no other DDL runs at the same time)."""
-    started = job.real_start_ts or job.start_ts
-    return 1 + max((k.binlog.schema_version for k in history.jobs.values()
-                    if k.id != job.id and 0 < k.binlog.finished_ts < started), default=0)

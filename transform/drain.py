@@ -57,11 +57,13 @@ from transform.history import (
     CONTINUING,
     DROP_SCHEMA,
     DROP_TABLE,
+    PARTITION_REMOVALS,
     TRUNCATE_TABLE,
     CommitOrder,
     SchemaHistory,
     TableVersion,
 )
+from transform.partition_drops import removal_of
 from transform.plan import Plan
 from transform.pull import (
     LOOKUP_SOURCE,
@@ -305,7 +307,7 @@ def decode_context(plan: Plan, history: SchemaHistory, table_filter: TableFilter
                    event_filter: EventFilter | None) -> DecodeContext:
     """What the decode stage needs: the history, the filters, and the DDL jobs' commit positions."""
     return DecodeContext(history, table_filter, batch.per_transaction, CommitOrder(plan.from_ts, ddl_commits),
-                         loopback_channel, event_filter or EventFilter())
+                         loopback_channel, event_filter or EventFilter(), plan.upstream)
 
 
 def run_counts(batch: ch.RunBatch, transactions: int, lookups: int) -> dict[str, int]:
@@ -324,13 +326,12 @@ def row_changes(meta: pa.Table) -> int:
 
 def _metadata(decoded: DataFrame) -> pa.Table:
     """The decoded records without their rows (``OUT_SCHEMA`` without ``data``), the records of one
-    kind, table and schema version summed into one (its first commit_ts, the last for
+    kind, table, schema version and job summed into one (its first commit_ts, the last for
     ``written_last``, its row and nulled-value counts)."""
     kind = F.col("kind")
-    counted = (decoded.where(kind != "ddl").groupBy("kind", "table_id", "schema_version")
+    counted = (decoded.where(kind != "ddl").groupBy("kind", "table_id", "schema_version", "job_id")
                .agg(F.min("commit_ts").alias("first"), F.max("commit_ts").alias("last"),
-                    F.lit(0).cast("long").alias("job_id"), F.sum("rows").alias("rows"),
-                    F.sum("nulled").alias("nulled"))
+                    F.sum("rows").alias("rows"), F.sum("nulled").alias("nulled"))
                .withColumn("commit_ts", F.when(kind == "written_last", F.col("last")).otherwise(F.col("first")))
                .drop("first", "last"))
     meta: pa.Table = decoded.where(kind == "ddl").drop("data").unionByName(counted).toArrow()
@@ -363,6 +364,10 @@ def assemble(batch: ch.RunBatch, decoded: pa.Table, history: SchemaHistory, tabl
         if rec["kind"] == "ignored":
             batch.ignored_rows += rec["rows"]
             continue
+        if rec["kind"] == "ambiguous":
+            first = batch.ambiguous.get(rec["job_id"])
+            batch.ambiguous[rec["job_id"]] = rec["commit_ts"] if first is None else min(first, rec["commit_ts"])
+            continue
         if rec["kind"] in written:
             written[rec["kind"]][rec["table_id"]].append((rec["schema_version"], rec["commit_ts"]))
             continue
@@ -386,6 +391,12 @@ def assemble(batch: ch.RunBatch, decoded: pa.Table, history: SchemaHistory, tabl
             previous = prev.table if prev is not None else None
             events[tid].append(ch.DDLEvent(rec["commit_ts"], job, info, before, previous))
             versions[tid] = max(versions[tid], job.binlog.schema_version)
+            was = history.before_job(job) if job.type in PARTITION_REMOVALS and info is not None else None
+            if was is not None and was.table is not None and info is not None:
+                removal = removal_of(tid, rec["commit_ts"], job, was.table, was.schema_version, info,
+                                     history.began(job), history.lineage_ids(tid))
+                if removal is not None:
+                    batch.removals.append(removal)
             if job.type in (TRUNCATE_TABLE, *CONTINUING) and job.table_id != tid:  # the old id ends here
                 events[job.table_id].append(ch.DDLEvent(rec["commit_ts"], job, None, before))
                 versions[job.table_id] = max(versions[job.table_id], job.binlog.schema_version)

@@ -48,6 +48,8 @@ DROP_PARTITION, TRUNCATE_PARTITION, EXCHANGE_PARTITION, RECOVER_TABLE = 20, 23, 
 ALTER_PARTITIONING, REMOVE_PARTITIONING = 71, 72
 # the table goes on under a new table id with its rows (TiDB copies them; later rows carry the new id)
 CONTINUING = frozenset({ALTER_PARTITIONING, REMOVE_PARTITIONING})
+# some partitions' rows go without binlogs (``transform.partition_drops``)
+PARTITION_REMOVALS = frozenset({DROP_PARTITION, TRUNCATE_PARTITION})
 
 
 class HistoryError(TransformError, SchemaError):
@@ -217,6 +219,12 @@ class SchemaHistory:
         if job.type == DROP_TABLE:
             self._put(job.table_id, version, db, None, job)
             return
+        if job.type in PARTITION_REMOVALS and info is not None:
+            began, known = self.began(job), self._versions.get(info.id)
+            if known and known[-1].schema_version < began < version:
+                # the job's first step published its partitions from ``began`` on: rows written since
+                # are placed by them (a dropped RANGE partition's values go to the next one)
+                self._put(info.id, began, db, info, job)
         if job.type == TRUNCATE_TABLE:
             self._put(job.table_id, version, db, None, job)
         if job.type in CONTINUING and info is not None and info.id != job.table_id:
@@ -327,6 +335,34 @@ class SchemaHistory:
                 out.append((done[-1], self.placed_ts(first.job)))
         return sorted(out, key=lambda p: (p[0].db, p[0].table.name if p[0].table else ""))
 
+    def began(self, job: Job) -> int:
+        """The first schema version ``job`` can have published: one above every job done before it
+        started (``real_start_ts``; exact while no other DDL runs at the same time)."""
+        started = job.real_start_ts or job.start_ts
+        return 1 + max((k.binlog.schema_version for k in self.jobs.values()
+                        if k.id != job.id and 0 < k.binlog.finished_ts < started), default=0)
+
+    def before_job(self, job: Job) -> TableVersion | None:
+        """The definition of ``job``'s table just before the job began (:meth:`began`)."""
+        info = job.binlog.table_info
+        tid = info.id if info is not None and job.type not in (DROP_TABLE, DROP_VIEW) else job.table_id
+        return self.version_at(tid, min(self.began(job), job.binlog.schema_version) - 1)
+
+    def partition_removals(self, table_id: int) -> list[Job]:
+        """The DROP and TRUNCATE PARTITION jobs of ``table_id``, in schema-version order."""
+        seen: dict[int, Job] = {}
+        for v in self._versions.get(table_id, []):
+            if v.job.type in PARTITION_REMOVALS:
+                seen.setdefault(v.job.id, v.job)
+        return list(seen.values())
+
+    def lineage_ids(self, table_id: int) -> list[int]:
+        """``table_id`` and every id its table had before (:meth:`continued_from`), oldest first."""
+        ids = [table_id]
+        while ids[-1] in self._continues and len(ids) < 64:
+            ids.append(self._continues[ids[-1]])
+        return ids[::-1]
+
     def continued_from(self, table_id: int) -> int | None:
         """The table id whose table ``table_id`` goes on with, rows and all (ALTER TABLE … PARTITION BY,
         REMOVE PARTITIONING), None when its table began with it."""
@@ -335,11 +371,8 @@ class SchemaHistory:
     def _lineage(self, table_id: int) -> list[TableVersion]:
         """The definitions of the table ``table_id`` is now, through every id it had before
         (:meth:`continued_from`), oldest first."""
-        ids = [table_id]
-        while ids[-1] in self._continues and len(ids) < 64:
-            ids.append(self._continues[ids[-1]])
         out: list[TableVersion] = []
-        for tid in reversed(ids):
+        for tid in self.lineage_ids(table_id):
             out.extend(self._versions.get(tid, []))
         return out
 

@@ -71,6 +71,9 @@ class Plan:
     notes: tuple[str, ...] = field(default=())
     security: SecurityConfig = field(default_factory=SecurityConfig, repr=False)   # TLS towards the pumps
     compressor: str = ""   # PullBinlogs streams: "" or "gzip" (TiDB Binlog's drainer ``compressor``)
+    # TiDB's status API, which the decode stage asks where a row a partition job ran across went
+    # (``transform.rowchanges``; "": not asked)
+    upstream: str = ""
 
     @property
     def empty(self) -> bool:

@@ -17,18 +17,21 @@ inserts, so that within one commit a key's delete comes before its re-insert.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal, TypedDict
 
 import numpy as np
 import pyarrow as pa
+import requests
 
 from ingest import binlog as bl
+from ingest.mvcc import Fate, ask
 from schemas import binlog_pb2
 from transform import changes as ch
 from transform.codec import mysqltypes as mt
 from transform.codec.batch import BEFORE_COLUMN, HANDLE_COLUMN, INVALID_TIMES_KEY, OP_COLUMN, decode_batch
+from transform.codec.datums import record_key
 from transform.codec.model import TableInfo
 from transform.codec.rows import DELETE, INSERT, UPDATE, iter_mutation, without_double_writes
 from transform.errors import DrainError
@@ -36,10 +39,11 @@ from transform.event_filter import EventFilter
 from transform.filters import TableFilter
 from transform.history import CommitOrder, SchemaHistory
 from transform.loopback import carries_mark, is_mark_table
+from transform.partitions import Locator, PartitionError, Partitioning
 
 OUT_SCHEMA = pa.schema([
     pa.field("kind", pa.string(), nullable=False),   # "rows", "ddl", "stale", "ignored", "written", "written_last",
-                                                     # "loopback"
+                                                     # "loopback", "ambiguous"
     pa.field("table_id", pa.int64(), nullable=False),
     pa.field("schema_version", pa.int64(), nullable=False),
     pa.field("commit_ts", pa.int64(), nullable=False),    # ddl: the DDL's commit ts
@@ -77,15 +81,17 @@ class DDLRecord(TypedDict):
 
 
 class StaleRecord(TypedDict):
-    """An ``OUT_SCHEMA`` record counting the row changes a task dropped: ``stale`` ones wrote a table
-    id that had ended (truncated away or dropped) before they committed (``SchemaHistory.ended``),
-    ``ignored`` ones are of a type the binlog event filter ignores on their table."""
+    """An ``OUT_SCHEMA`` record counting row changes: ``stale`` ones a task dropped, for writing a
+    table id that had ended (truncated away or dropped) before they committed
+    (``SchemaHistory.ended``) or a partition taken away before they committed; ``ignored`` ones are of
+    a type the binlog event filter ignores on their table; ``ambiguous`` ones (kept) a partition job's
+    removal cannot place (``transform.rowchanges._across``)."""
 
-    kind: Literal["stale", "ignored"]
+    kind: Literal["stale", "ignored", "ambiguous"]
     table_id: int
     schema_version: int     # stale: the version that ended the table; ignored: the one decoded with
     commit_ts: int          # the first such commit
-    job_id: int             # 0
+    job_id: int             # 0; ambiguous: the partition job
     rows: int
     nulled: int             # 0
     data: None
@@ -140,11 +146,30 @@ class DecodeContext:
     order: CommitOrder = field(default_factory=CommitOrder)
     loopback_channel: int | None = None
     events: EventFilter = field(default_factory=EventFilter)
+    # TiDB's status API: where a row a partition job ran across went is asked of its MVCC records
+    # (``_across``; "": not asked, such a row is reported as ``ambiguous``)
+    upstream: str = ""
+
+
+@dataclass(frozen=True)
+class Crossing:
+    """A DROP or TRUNCATE PARTITION that DMLs written before it began and committed after it
+    started ran across: its DDL's commit position, the job, the physical ids it took away, the table
+    before it (by whose partitions such a DML was written, unless a statement ran after the job's
+    first step) and after it."""
+
+    at: int
+    job_id: int
+    gone: frozenset[int]
+    before: TableInfo
+    after: TableInfo
+    began: int              # the job's first schema version: a row found written by ``after`` is decoded as of it
 
 
 @dataclass
 class _Group:
     table: TableInfo
+    crossings: tuple[Crossing, ...] = ()   # partition jobs its DMLs ran across (rows placed into what went)
     kinds: list[str] = field(default_factory=list)
     payloads: list[bytes] = field(default_factory=list)
     commit: list[int] = field(default_factory=list)
@@ -198,7 +223,8 @@ def _rows_record(table_id: int, version: int, commit_ts: int, rows: pa.Table, nu
 class _Decoder:
     def __init__(self, ctx: DecodeContext) -> None:
         self.ctx = ctx
-        self.groups: dict[tuple[int, int], _Group] = {}
+        # (table id, version decoded with, prewrite version when it crossed partition jobs, the jobs)
+        self.groups: dict[tuple[int, int, int, tuple[Crossing, ...]], _Group] = {}
         self.allowed: dict[tuple[int, int], bool] = {}
         self.ended: dict[tuple[int, int], bool] = {}
         self.stale: dict[tuple[int, int], list[int]] = {}   # (table id, ending version) → [first commit, rows]
@@ -210,6 +236,9 @@ class _Decoder:
         self.seen: set[int] = set()   # start_ts decoded by this task: a transaction stored twice comes once
         # (table id, prewrite schema version) → the commit positions of newer definitions and their versions
         self.steps: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
+        # (table id, prewrite schema version) → the partition removals it was written before
+        self.removals: dict[tuple[int, int], list[Crossing]] = {}
+        self.session: requests.Session | None = None
 
     def _version(self, table_id: int, version: int, commit_ts: int) -> int:
         """The schema version of the table's definition in force at ``commit_ts`` for a DML written
@@ -222,6 +251,36 @@ class _Decoder:
             return version
         i = bisect.bisect_left(steps[0], commit_ts)
         return steps[1][i - 1] if i else version
+
+    def _crossed(self, table_id: int, written: int, commit_ts: int) -> tuple[Crossing, ...]:
+        """The DROP and TRUNCATE PARTITIONs of ``table_id`` that a DML written at schema version
+        ``written`` and committed at ``commit_ts`` ran across: begun after that version, started
+        before that commit, with a DDL binlog in or before the range."""
+        key = (table_id, written)
+        found = self.removals.get(key)
+        if found is None:
+            history = self.ctx.history
+            found = []
+            for job in history.partition_removals(table_id):
+                at, was, after = self.ctx.order.position(job), history.before_job(job), job.binlog.table_info
+                if at is None or was is None or was.table is None or after is None or written >= history.began(job):
+                    continue
+                old, new = Partitioning.of(was.table), Partitioning.of(after)
+                gone = frozenset(old.ids if old else ()) - frozenset(new.ids if new else ())
+                if gone:
+                    found.append(Crossing(at, job.id, gone, was.table, after.without_virtual_columns(),
+                                          history.began(job)))
+            self.removals[key] = found
+        return tuple(c for c in found if _started(self.ctx.history, c.job_id) < commit_ts)
+
+    def mvcc(self) -> Callable[[bytes, int], Fate] | None:
+        """What TiDB's MVCC records of a key say of a transaction (None: the upstream is not asked)."""
+        if not self.ctx.upstream or self.ctx.per_transaction:
+            return None
+        if self.session is None:
+            self.session = requests.Session()
+        session, url = self.session, self.ctx.upstream
+        return lambda key, start_ts: ask(session, url, key, start_ts).fate
 
     def _allowed(self, table_id: int, version: int, commit_ts: int) -> bool:
         """Decode a table's rows when any name it ever had passes the filter (the driver then
@@ -287,9 +346,11 @@ class _Decoder:
                 count[0] = min(count[0], commit_ts)
                 count[1] += len(_mutation_rows(m))
                 continue
-            g = self.groups.get((m.table_id, version))
+            crossings = self._crossed(m.table_id, pv.schema_version, commit_ts)
+            group = (m.table_id, version, pv.schema_version if crossings else 0, crossings)
+            g = self.groups.get(group)
             if g is None:
-                g = self.groups[(m.table_id, version)] = _Group(self.ctx.history.table_at(m.table_id, version))
+                g = self.groups[group] = _Group(self.ctx.history.table_at(m.table_id, version), crossings)
             for kind, row in _mutation_rows(m, g.table):
                 if kind in ignores:
                     self._ignore(key, commit_ts, 1)
@@ -334,11 +395,26 @@ class _Decoder:
             yield {"kind": "written_last", "table_id": table_id, "schema_version": version, "commit_ts": last,
                    "job_id": 0, "rows": 0, "nulled": 0, "data": None}
         self.written.clear()
-        for (table_id, version), g in self.groups.items():
+        for (table_id, version, _, _), g in self.groups.items():
             table = g.table
             decoded = decode_batch(table, g.kinds, g.payloads)
             commit = np.asarray(g.commit, np.int64)
             seg = segment_table(table, decoded, commit, np.asarray(g.start, np.int64), np.asarray(g.seq, np.int32))
+            for crossing in g.crossings:
+                seg, moved, dropped, unsure = _across(seg, table, crossing, self.mvcc())
+                if moved is not None:   # written by the job's partitions: a record of the version they began at
+                    yield _rows_record(table_id, crossing.began, int(moved.column(ch.COMMIT_TS).to_numpy().min()),
+                                       moved, 0)
+                if dropped:
+                    yield {"kind": "stale", "table_id": table_id, "schema_version": version,
+                           "commit_ts": int(commit.min()), "job_id": 0, "rows": dropped, "nulled": 0, "data": None}
+                if unsure:
+                    yield {"kind": "ambiguous", "table_id": table_id, "schema_version": version,
+                           "commit_ts": unsure[0], "job_id": crossing.job_id, "rows": unsure[1], "nulled": 0,
+                           "data": None}
+            if not seg.num_rows:
+                continue
+            commit = seg.column(ch.COMMIT_TS).to_numpy()
             if len(commit) > 1 and bool(np.any(commit[1:] < commit[:-1])):
                 seg = seg.sort_by(ch.ORDER)   # the task's transactions came in another order (start_ts)
             nulled = int(decoded.schema.metadata[INVALID_TIMES_KEY])
@@ -350,6 +426,67 @@ class _Decoder:
                 yield _rows_record(table_id, version, int(commit[a]), seg.slice(a, b - a), nulled if i == 0 else 0)
         self.groups.clear()
         self.pending = 0
+
+
+def _started(history: SchemaHistory, job_id: int) -> int:
+    job = history.jobs[job_id]
+    return job.real_start_ts or job.start_ts
+
+
+def _across(seg: pa.Table, table: TableInfo, c: Crossing, mvcc: Callable[[bytes, int], Fate] | None
+            ) -> tuple[pa.Table, pa.Table | None, int, tuple[int, int] | None]:
+    """``seg`` (rows of ``table`` written before ``c``'s job began, committed after it started) with
+    the rows the partitions before the job place in the ids it took away sorted out. A row no
+    partition after the job takes could only be written there: it stays (the job's deletes take it
+    away) unless it committed after the job's DDL, when it is left out (TiDB shows it to nobody). One
+    that a partition after the job takes went there or to the partition that went, by when its
+    statement ran, which the binlog does not say: TiDB's MVCC records of the row's key in both
+    partitions tell (``mvcc``, asked of an int handle's keys); one found in the job's partition is
+    given back apart, to be decoded as of the job (placed by its partitions), one found in neither is
+    uncertain. Returns the rows kept, the ones found in the job's partitions (None: none), how many
+    were left out, and (first commit, count) of the uncertain ones (None: none)."""
+    old, new = Partitioning.of(c.before), Partitioning.of(c.after)
+    if old is None or not seg.num_rows:
+        return seg, None, 0, None
+    was = np.array(Locator(table, old).ids(seg), dtype=np.int64)
+    placed = np.isin(was, list(c.gone))
+    if not placed.any():
+        return seg, None, 0, None
+    now = np.full(seg.num_rows, -1, dtype=np.int64)   # the partition after the job that takes the row (-1: none)
+    if new is not None:
+        locator = Locator(table, new)
+        for i in np.flatnonzero(placed):
+            try:
+                now[i] = locator.ids(seg.slice(int(i), 1))[0]
+            except PartitionError:
+                continue
+    takes = now >= 0
+    moved = np.zeros(seg.num_rows, dtype=bool)
+    unsure = placed & takes
+    handles = _int_handles(seg, table)
+    if mvcc is not None and handles is not None and unsure.any():
+        start = seg.column(ch.START_TS).to_numpy()
+        for i in np.flatnonzero(unsure):
+            if mvcc(record_key(int(was[i]), handles[i]), int(start[i])) is Fate.COMMITTED:
+                takes[i] = unsure[i] = False          # in the partition that went
+            elif mvcc(record_key(int(now[i]), handles[i]), int(start[i])) is Fate.COMMITTED:
+                moved[i], unsure[i] = True, False     # in the one that took its values
+    commit = seg.column(ch.COMMIT_TS).to_numpy()
+    drop = placed & ~takes & (commit > c.at)
+    first = (int(commit[unsure].min()), int(unsure.sum())) if unsure.any() else None
+    kept = seg.filter(pa.array(~drop & ~moved))
+    return kept, seg.filter(pa.array(moved)) if moved.any() else None, int(drop.sum()), first
+
+
+def _int_handles(seg: pa.Table, table: TableInfo) -> list[int] | None:
+    """Each row's int handle (the int primary key, or ``_tidb_rowid``); None for a clustered table
+    keyed by other columns."""
+    handle = table.pk_handle_column
+    if handle is not None:
+        return [int(v) for v in seg.column(handle.name).to_pylist()]
+    if table.has_extra_handle and ch.ROWID in seg.column_names:
+        return [int(v) for v in seg.column(ch.ROWID).to_pylist()]
+    return None
 
 
 def decode_transactions(ctx: DecodeContext, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -1,70 +1,23 @@
 """Deciding the fate of a prewrite whose commit binlog never came, by asking the upstream.
 
 TiDB's Pump asks TiKV for the MVCC records of the transaction's primary key; binlake asks TiDB's
-status API, ``GET {upstream}/mvcc/hex/{hex(prewrite_key)}`` (pingcap/tidb ``pkg/server/http_status.go``
-routes it to ``pkg/server/handler/tikvhandler/tikv_handler.go``).
+status API (``ingest.mvcc``).
 """
 from __future__ import annotations
 
-import enum
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import requests
 
+from ingest.mvcc import Decision, Fate, ask
 from ingest.tso import physical_ms
 
 log = logging.getLogger(__name__)
 
-
-class Fate(enum.Enum):
-    """What the upstream says about a transaction."""
-
-    COMMITTED = "committed"
-    ROLLED_BACK = "rolled_back"
-    LOCKED = "locked"      # still prewritten: undecided
-    UNKNOWN = "unknown"    # no record of it (not yet prewritten, or already GC'd), or no answer
-
-
-@dataclass(frozen=True)
-class Decision:
-    """A fate and, for COMMITTED, the commit ts."""
-
-    fate: Fate
-    commit_ts: int = 0
-
-
-ROLLBACK_OP = 3
 DISCOVER_EVERY = 30.0   # seconds between lookups of a TiDB status port in the registry
-
-
-def decide(answer: dict[str, Any], start_ts: int) -> Decision:
-    """Read TiDB's MVCC-by-key JSON answer for the primary key of the transaction ``start_ts``."""
-    value = answer.get("value") or {}
-    if value.get("error") or value.get("region_error") or "info" not in value:
-        return Decision(Fate.UNKNOWN)
-    info = value.get("info") or {}
-    writes = info.get("writes") or []
-    for w in writes:
-        if int(w.get("start_ts", 0)) == start_ts:
-            if int(w.get("type", 0)) == ROLLBACK_OP:
-                return Decision(Fate.ROLLED_BACK)
-            commit_ts = int(w.get("commit_ts", 0))
-            if commit_ts <= start_ts:
-                log.error("MVCC write of txn %d has commit_ts %d <= start_ts; ignored", start_ts, commit_ts)
-                return Decision(Fate.UNKNOWN)
-            return Decision(Fate.COMMITTED, commit_ts)
-    for w in writes:
-        if int(w.get("commit_ts", 0)) == start_ts and w.get("has_overlapped_rollback") \
-                and int(w.get("start_ts", 0)) != start_ts:
-            return Decision(Fate.ROLLED_BACK)
-    lock = info.get("lock")
-    if lock and int(lock.get("start_ts", 0)) == start_ts:
-        return Decision(Fate.LOCKED)
-    return Decision(Fate.UNKNOWN)
 
 
 class UpstreamResolver:
@@ -116,21 +69,8 @@ class UpstreamResolver:
         """Ask the upstream about the transaction; UNKNOWN on any failure."""
         if not self.status_url:
             return Decision(Fate.UNKNOWN)
-        url = f"{self.status_url}/mvcc/hex/{prewrite_key.hex()}"
         self._on_query()
-        try:
-            resp = self._session.get(url, timeout=self._timeout)
-        except requests.RequestException as exc:
-            log.warning("MVCC query %s failed: %s", url, exc)
-            return Decision(Fate.UNKNOWN)
-        if resp.status_code != 200:
-            log.warning("MVCC query %s answered HTTP %d: %s", url, resp.status_code, resp.text[:200])
-            return Decision(Fate.UNKNOWN)
-        try:
-            return decide(resp.json(), start_ts)
-        except (ValueError, TypeError, AttributeError) as exc:
-            log.warning("MVCC answer of %s is not the expected JSON: %s", url, exc)
-            return Decision(Fate.UNKNOWN)
+        return ask(self._session, self.status_url, prewrite_key, start_ts, self._timeout)
 
     def __call__(self, entry: Any) -> bool:
         """Resolve the prewrite of ``entry`` (an index Entry); True when it no longer blocks."""

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from functools import partial
 from typing import TYPE_CHECKING, cast
 
 from pyiceberg.catalog import Catalog
@@ -49,12 +50,14 @@ from sink.iceberg.commit import ConcurrentRunError as ConcurrentRunError
 from sink.iceberg.commit import commit, tag
 from sink.iceberg.lineage import META_NAMESPACE as META_NAMESPACE
 from sink.iceberg.planner import plan_write
+from sink.iceberg.removals import mirror_state
 from sink.iceberg.tables import DEFAULT_MIRROR_BUCKETS as DEFAULT_MIRROR_BUCKETS
 from sink.iceberg.tables import Tables
 from sink.iceberg.write_plan import TableMovedError as TableMovedError
 from sink.iceberg.write_plan import WritePlan
 from transform import changes as ch
 from transform import failpoints
+from transform.partition_drops import removal_tasks, with_removals
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -108,13 +111,17 @@ class IcebergSink(Sink):
         to ``observer`` (the run is the lake's commit batch)."""
         started = time.perf_counter()
         run = run.carried_over()   # a table that went on under a new id stays one table
-        planned = self.plan(run)
-        for t in planned.tables:
-            self._tables.move(t.moves, self._meta)
-        work = [execute.stage(self._tables, t) for t in planned.tables]
-        # a run computed in this process brings a LocalSession: it answers the calls run_pass makes
-        spark = cast("SparkSession | None", self.spark or run.spark)
-        written = execute.run_pass(spark, run, [s for w in work for s in w.staged()])
+        run, release = with_removals(run, partial(mirror_state, run, self._tables.load), removal_tasks(run))
+        try:
+            planned = self.plan(run)
+            for t in planned.tables:
+                self._tables.move(t.moves, self._meta)
+            work = [execute.stage(self._tables, t) for t in planned.tables]
+            # a run computed in this process brings a LocalSession: it answers the calls run_pass makes
+            spark = cast("SparkSession | None", self.spark or run.spark)
+            written = execute.run_pass(spark, run, [s for w in work for s in w.staged()])
+        finally:
+            release()
         reports: dict[str, TableReport] = {}
         for w in work:
             report = self._commit(w, written, run)

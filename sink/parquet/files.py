@@ -65,6 +65,7 @@ from sink.errors import SinkError
 from sink.files import TABLE_FILES_DDL, ChangelogFiles, unpack, write_changelogs
 from transform.changes import COMMIT_TIME, COMMIT_TIME_TYPE, COMMIT_TS, OP, SEQ, RunBatch, TableChanges, read_segment
 from transform.codec.model import TableInfo
+from transform.partition_drops import removal_tasks, with_removals
 
 CHECKPOINT_FILE = "_binlake_checkpoint.json"
 MANIFEST_FILE = "_binlake_runs.json"
@@ -244,6 +245,19 @@ def _schema_doc(table_id: int, db: str, name: str, version: int, info: TableInfo
 # ---------------------------------------------------------------------------------------------
 # readers
 
+def version_table(tdir: Path, folder: str) -> TableInfo:
+    """The TableInfo a version directory's ``_schema.json`` holds (:class:`CorruptStateError` when it
+    holds none)."""
+    path = tdir / folder / SCHEMA_FILE
+    doc = _read_json(path, "schema file")
+    if not isinstance(doc, dict) or "table_info" not in doc:
+        raise CorruptStateError(f"the schema file {path} is missing or has no 'table_info'")
+    try:
+        return TableInfo.from_json(doc["table_info"])
+    except Exception as e:  # SchemaError and friends: name the file
+        raise CorruptStateError(f"the schema file {path} holds no valid TableInfo: {e}") from e
+
+
 def committed_files(root: str | Path, db: str, table: str) -> list[str]:
     """Absolute paths of the committed Parquet files of ``db.table``, in commit order (manifest order)."""
     tdir = table_dir(root, db, table)
@@ -259,14 +273,7 @@ def _newest_schema(tdir: Path, runs: list[CommittedRun]) -> pa.Schema | None:
                 best = key
     if best is None:
         return None
-    path = tdir / best[1] / SCHEMA_FILE
-    doc = _read_json(path, "schema file")
-    if not isinstance(doc, dict) or "table_info" not in doc:
-        raise CorruptStateError(f"the schema file {path} is missing or has no 'table_info'")
-    try:
-        return changelog_arrow_schema(TableInfo.from_json(doc["table_info"]))
-    except Exception as e:  # SchemaError and friends: name the file
-        raise CorruptStateError(f"the schema file {path} holds no valid TableInfo: {e}") from e
+    return changelog_arrow_schema(version_table(tdir, best[1]))
 
 
 def read_changelog(root: str | Path, db: str, table: str) -> pa.Table:
@@ -391,7 +398,13 @@ class ParquetSink(Sink):
         self._ensure_root()
         self._lock()
         try:
-            reports = [self._write_table(run, tc) for _, tc in sorted(run.tables.items())]
+            from sink.parquet.removals import changelog_state  # it reads this module's files
+
+            run, release = with_removals(run, partial(changelog_state, run, self.root), removal_tasks(run))
+            try:
+                reports = [self._write_table(run, tc) for _, tc in sorted(run.tables.items())]
+            finally:
+                release()
         finally:
             self._unlock()
         self.observer.executed(time.perf_counter() - started)

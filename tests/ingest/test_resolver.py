@@ -6,8 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ingest.mvcc import Decision, Fate, decide
 from ingest.pump import resolver as resolver_module
-from ingest.pump.resolver import Decision, Fate, UpstreamResolver, decide
+from ingest.pump.resolver import UpstreamResolver
 from ingest.registry.file import FileRegistry
 from ingest.topology import tidb_status_urls
 

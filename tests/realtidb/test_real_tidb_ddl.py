@@ -20,11 +20,13 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow.compute as pc
 import pymysql
 import pytest
 
 from binlake.restore import run_restore_command
-from tests.realtidb.conftest import RealCluster, drain_everywhere
+from sink.iceberg.plugin import catalog_for as open_iceberg_catalog
+from tests.realtidb.conftest import RealCluster, drain_everywhere, parquet_matches_iceberg
 from tests.realtidb.versions import TiDBBuild
 from tests.servers import MariaDBServer
 from transform.ddl import UnreplicableDDLError
@@ -98,10 +100,16 @@ EXACT = (
     Case("remove_partitioning", (RANGE_3,), ("ALTER TABLE t REMOVE PARTITIONING",), since="v7.1"),
 )
 
-# refused by the lake (the run names the job), replayed exactly by the MySQL sink
-LAKE_REFUSED = (
+# the partitions' rows go without binlogs: the lake deletes the rows it held there, at the DDL's commit ts
+REMOVALS = (
     Case("drop_partition", (RANGE_3,), ("ALTER TABLE t DROP PARTITION p1",)),
     Case("truncate_partition", (RANGE_3,), ("ALTER TABLE t TRUNCATE PARTITION p0",)),
+    Case("drop_two", (RANGE_3,), ("ALTER TABLE t DROP PARTITION p0", "ALTER TABLE t TRUNCATE PARTITION p2")),
+    Case("drop_list", ("CREATE TABLE t (id INT PRIMARY KEY, v INT) PARTITION BY LIST (id DIV 100) ("
+                       "PARTITION p0 VALUES IN (0), PARTITION p1 VALUES IN (1), PARTITION p2 VALUES IN (2, 3))",),
+         ("ALTER TABLE t DROP PARTITION p1",)),
+    Case("truncate_hash", ("CREATE TABLE t (id INT PRIMARY KEY, v INT) PARTITION BY HASH (id) PARTITIONS 4",),
+         ("ALTER TABLE t TRUNCATE PARTITION p1, p3",)),
 )
 
 # refused by every sink (but RECOVER/FLASHBACK TABLE by a TiDB downstream): the rows come back without
@@ -145,10 +153,11 @@ def _writer(real: RealCluster, case: Case) -> Callable[[Any, int, int], None]:
     return transaction
 
 
-def run_cases(real: RealCluster, cases: list[Case]) -> tuple[Marks, dict[str, int]]:
-    """Set up each case's database, then write every case's table while the cases' DDL runs one
-    statement at a time; returns the ts marks and the transactions each case's writers committed."""
-    for case in cases:
+def run_cases(real: RealCluster, cases: list[Case], setup: bool = True) -> tuple[Marks, dict[str, int]]:
+    """Set up each case's database (unless ``setup`` is false: done already), then write every case's
+    table while the cases' DDL runs one statement at a time; returns the ts marks and the transactions
+    each case's writers committed."""
+    for case in cases if setup else ():
         real.tidb.execute(f"CREATE DATABASE {case.db}")
         real.tidb.execute(*case.setup, database=case.db)
     marks = Marks()
@@ -219,28 +228,69 @@ def _refused(real: RealCluster, name: str, db: str, sink: str, job_query: str) -
 
 
 @pytest.mark.every_tidb
-def test_ddl_that_moves_rows_is_refused_by_the_lake_and_replayed_into_mariadb(
+def test_partitions_dropped_and_truncated_leave_the_lake_and_mariadb_as_tidb(
         real: RealCluster, maria: MariaDBServer, tidb_build: TiDBBuild) -> None:
-    cases = reached(tidb_build, LAKE_REFUSED)
-    run_cases(real, cases)
+    """Rows written, drained into every sink; then the partition DDL under concurrent writes and a
+    second drain of every sink from its checkpoint: the lake deletes the rows its mirror and its
+    changelog hold in the partitions that went (the Iceberg drain computing them on Spark, the Parquet
+    one in its own process), and equals TiDB, as does MariaDB; restores from the lake at the marks
+    around each DDL equal TiDB at those ts. A MySQL drain may still refuse a drop that a transaction
+    begun before it committed during (after a transaction that needed the job), naming the job."""
+    cases = reached(tidb_build, REMOVALS)
+    dbs = [c.db for c in cases]
     for case in cases:
-        for sink in ("iceberg", "parquet"):
-            message = _refused(real, f"{case.kind}-{sink}-{tidb_build.line}", case.db, sink, case.ddl[-1])
-            assert f"the {sink} sink" in message, message
-    # a partition drop that a transaction begun before it committed during is refused (each statement
-    # of it ran with the schema of its moment); which run meets one depends on the timing
-    for case in cases:
-        maria.reset(case.db)
-        mysql = real.options(f"{case.kind}-my-{tidb_build.line}", [case.db], sink="mysql")
-        mysql.syncer.to.dsn = maria.dsn
-        mysql.syncer.worker_count = 4
-        try:
-            real.drain(mysql)
-        except UnreplicableDDLError as e:
-            assert case.kind in ("drop_partition", "truncate_partition"), e
-            assert f"`{case.ddl[-1]}`" in str(e) and "began before it and committed while it ran" in str(e), e
-            continue
+        real.tidb.execute(f"CREATE DATABASE {case.db}")
+        real.tidb.execute(*case.setup, f"INSERT INTO t VALUES {', '.join(f'({k}, {k})' for k in range(0, 400, 3))}",
+                          database=case.db)
+    name = f"removals-{tidb_build.line}"
+    iceberg, parquet = real.options(name, dbs), real.options(f"{name}-pq", dbs, sink="parquet")
+    iceberg.spark.in_process_below = 0
+    maria.reset(*dbs)
+    mysql = real.options(f"{name}-my", dbs, sink="mysql")
+    mysql.initial_commit_ts, mysql.syncer.to.dsn, mysql.syncer.worker_count = 0, maria.dsn, 4
+    for options in (iceberg, parquet, mysql):
+        real.drain(options)
+    marks, _ = run_cases_on(real, cases)
+    to_ts = int(real.drain(iceberg)["to_ts"])
+    assert to_ts > marks.ts[-1]
+    real.verify(iceberg, to_ts)
+    assert int(real.drain(parquet)["to_ts"]) >= to_ts
+    assert parquet_matches_iceberg(iceberg, parquet) == len(cases)
+    _drop_deletes_are_the_jobs(iceberg, dbs)
+    try:
+        real.drain(mysql)
         real.verify(mysql, against=maria.dsn)
+    except UnreplicableDDLError as e:
+        assert "committed while it ran" in str(e) and " PARTITION " in str(e), e
+    for ts in marks.ts:
+        maria.reset(*dbs)
+        run_restore_command(iceberg, ts, maria.dsn, out=io.StringIO())
+        real.verify(iceberg, ts, against=maria.dsn)
+
+
+def _drop_deletes_are_the_jobs(options: Any, dbs: list[str]) -> None:
+    """The lake's deletes made by a partition job carry the job's commit ts as their start ts too, and
+    replaying each changelog gives its mirror."""
+    catalog = open_iceberg_catalog(options)
+    for db in dbs:
+        log = catalog.load_table((db, "t__changelog")).scan().to_arrow().sort_by(
+            [("_tidb_commit_ts", "ascending"), ("_tidb_seq", "ascending")])
+        made = pc.equal(log.column("_tidb_start_ts"), log.column("_tidb_commit_ts"))
+        ops = pc.filter(log.column("_tidb_op"), made).to_pylist()
+        assert ops and set(ops) == {"D"}, (db, len(ops), set(ops))
+        state: dict[int, int] = {}
+        for r in log.select(["_tidb_op", "id", "v"]).to_pylist():
+            if r["_tidb_op"] == "D":
+                state.pop(r["id"], None)
+            else:
+                state[r["id"]] = r["v"]
+        mirror = catalog.load_table((db, "t")).scan().to_arrow()
+        assert state == dict(zip(mirror.column("id").to_pylist(), mirror.column("v").to_pylist())), db
+
+
+def run_cases_on(real: RealCluster, cases: list[Case]) -> tuple[Marks, dict[str, int]]:
+    """The cases' DDL under their writers, on databases already set up (:func:`run_cases` without the setup)."""
+    return run_cases(real, cases, setup=False)
 
 
 @pytest.mark.every_tidb
