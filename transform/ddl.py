@@ -104,16 +104,9 @@ def lake_refusal(job: Job, commit_ts: int, sink: str) -> str | None:
             f"and run again")
 
 
-def tables_of(job: Job, history: SchemaHistory) -> list[tuple[str, str]]:
-    """The (db, table) names ``job`` changes rows of: its own table; EXCHANGE PARTITION's partitioned
-    table too (its id is the job's third argument)."""
-    out = [(job.schema_name, job.table_name)] if job.table_name else []
-    args = job.extra.get("raw_args")
-    if job.type == EXCHANGE_PARTITION and isinstance(args, list) and len(args) > 2 and isinstance(args[2], int):
-        pt = history.version_at(args[2], job.binlog.schema_version)
-        if pt is not None and pt.table is not None:
-            out.append((pt.db, pt.table.name))
-    return out
+def tables_of(job: Job) -> list[tuple[str, str]]:
+    """The (db, table) names ``job`` changes rows of: its own table (none for a job on a database)."""
+    return [(job.schema_name, job.table_name)] if job.table_name else []
 
 
 def refuse_for_lake(ddl: Sequence[DDLJob], table_filter: TableFilter, history: SchemaHistory, sink: str) -> None:
@@ -121,14 +114,14 @@ def refuse_for_lake(ddl: Sequence[DDLJob], table_filter: TableFilter, history: S
     names it) cannot follow on a table ``table_filter`` replicates (FLASHBACK CLUSTER: on any)."""
     for d in ddl:
         job = d.job
-        if job.type not in ROWS_WITHOUT_BINLOG or job.type in PARTITION_DROPS:   # transform.partition_drops
-            continue
+        if job.type not in ROWS_WITHOUT_BINLOG or job.type in (*PARTITION_DROPS, EXCHANGE_PARTITION):
+            continue   # transform.partition_drops makes those
         if job.type == RECOVER_SCHEMA:
             concerned = table_filter.allows_schema(job.schema_name)
         elif job.type == FLASHBACK_CLUSTER:
             concerned = True
         else:
-            concerned = any(table_filter.allows(db, t) for db, t in tables_of(job, history))
+            concerned = any(table_filter.allows(db, t) for db, t in tables_of(job))
         reason = lake_refusal(job, d.commit_ts, sink) if concerned else None
         if reason is not None:
             raise UnreplicableDDLError(reason)

@@ -34,7 +34,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Protocol, TypeVar
 
@@ -48,7 +48,7 @@ from ingest import binlog as bl
 from ingest.errors import MalformedBinlog
 from transform import changes as ch
 from transform import failpoints
-from transform.codec.model import Job
+from transform.codec.model import Job, TableInfo
 from transform.ddl import needed_before, written_late
 from transform.errors import DrainError, UndecodableBinlog
 from transform.event_filter import EventFilter
@@ -57,13 +57,15 @@ from transform.history import (
     CONTINUING,
     DROP_SCHEMA,
     DROP_TABLE,
+    EXCHANGE_PARTITION,
     PARTITION_REMOVALS,
     TRUNCATE_TABLE,
     CommitOrder,
     SchemaHistory,
     TableVersion,
+    exchanged_partition,
 )
-from transform.partition_drops import removal_of
+from transform.partition_drops import Removal, removal_of
 from transform.plan import Plan
 from transform.pull import (
     LOOKUP_SOURCE,
@@ -397,6 +399,14 @@ def assemble(batch: ch.RunBatch, decoded: pa.Table, history: SchemaHistory, tabl
                                      history.began(job), history.lineage_ids(tid))
                 if removal is not None:
                     batch.removals.append(removal)
+            if job.type == EXCHANGE_PARTITION and info is not None and prev is not None and prev.table is not None:
+                for plain_db, plain, old_id in _exchanged(batch, history, rec["commit_ts"], job, prev, info):
+                    plain_name = (plain_db, plain.name)
+                    for one, event in ((old_id, ch.DDLEvent(rec["commit_ts"], job, None, plain_name)),
+                                       (plain.id, ch.DDLEvent(rec["commit_ts"], job, plain, plain_name,
+                                                              replace(plain, id=old_id)))):
+                        events[one].append(event)
+                        versions[one] = max(versions[one], job.binlog.schema_version)
             if job.type in (TRUNCATE_TABLE, *CONTINUING) and job.table_id != tid:  # the old id ends here
                 events[job.table_id].append(ch.DDLEvent(rec["commit_ts"], job, None, before))
                 versions[job.table_id] = max(versions[job.table_id], job.binlog.schema_version)
@@ -427,6 +437,31 @@ def assemble(batch: ch.RunBatch, decoded: pa.Table, history: SchemaHistory, tabl
             at = history.version_at(tid, version)
             tc.segments.append(ch.Segment(version, history.table_at(tid, version), count, at.db if at else named.db))
         batch.tables[tid] = tc
+
+
+def _exchanged(batch: ch.RunBatch, history: SchemaHistory, commit_ts: int, job: Job, was: TableVersion,
+               pt: TableInfo) -> list[tuple[str, TableInfo, int]]:
+    """EXCHANGE PARTITION of ``pt`` (before it: ``was``) at ``commit_ts``: the two removals that move
+    the partition's rows to the plain table and the plain table's to the partition (``batch.removals``),
+    the plain table's old id folded into its new one (``batch.continued``); returns the plain table as
+    it goes on (under the partition's old id) with its database and old id, or nothing when the history
+    cannot tell."""
+    assert was.table is not None
+    version = job.binlog.schema_version
+    swapped = exchanged_partition(was.table, pt, job.table_id)
+    plain = history.version_at(job.table_id, version - 1)
+    now = history.version_at(swapped, version) if swapped is not None else None
+    if swapped is None or plain is None or plain.table is None or now is None or now.table is None:
+        return []
+    pt = pt.without_virtual_columns()
+    batch.continued[job.table_id] = swapped
+    batch.removals.append(Removal(pt.id, commit_ts, job, was.table, was.schema_version, pt, version,
+                                  frozenset({swapped}), tuple(history.lineage_ids(pt.id)),
+                                  into=swapped, into_table=now.table, into_version=version))
+    batch.removals.append(Removal(swapped, commit_ts, job, plain.table, plain.schema_version, now.table, version,
+                                  frozenset(), (job.table_id,), whole=True, into=pt.id, into_table=pt,
+                                  into_version=version))
+    return [(now.db, now.table, job.table_id)]
 
 
 def _last_named(history: SchemaHistory, tid: int, version: int) -> TableVersion | None:

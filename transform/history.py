@@ -27,13 +27,14 @@ from __future__ import annotations
 import bisect
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import requests
 
 from transform.codec.errors import SchemaError
 from transform.codec.model import ColumnInfo, Job, TableInfo
 from transform.errors import TransformError
+from transform.partitions import Partitioning
 
 # JobState values that mean the job took effect (TiDB: done, synced).
 JOB_DONE = 4
@@ -94,6 +95,16 @@ class CommitOrder:
         if 0 < job.binlog.finished_ts <= self.from_ts:
             return self.from_ts
         return None
+
+
+def exchanged_partition(before: TableInfo | None, after: TableInfo, plain_id: int) -> int | None:
+    """The physical id of the partition an EXCHANGE PARTITION gave the plain table (``plain_id``)'s
+    id: the one whose name holds ``plain_id`` in ``after`` (None when none does)."""
+    old, new = Partitioning.of(before) if before is not None else None, Partitioning.of(after)
+    if old is None or new is None:
+        return None
+    ids = {d.name.lower(): d.id for d in old.definitions}
+    return next((ids[d.name.lower()] for d in new.definitions if d.id == plain_id and d.name.lower() in ids), None)
 
 
 def replaced_columns(before: TableInfo | None, job: Job, after: TableInfo | None
@@ -219,6 +230,9 @@ class SchemaHistory:
         if job.type == DROP_TABLE:
             self._put(job.table_id, version, db, None, job)
             return
+        if job.type == EXCHANGE_PARTITION and info is not None:
+            self._exchange(job, info.without_virtual_columns())
+            return
         if job.type in PARTITION_REMOVALS and info is not None:
             began, known = self.began(job), self._versions.get(info.id)
             if known and known[-1].schema_version < began < version:
@@ -234,6 +248,25 @@ class SchemaHistory:
             self._went_on[job.table_id] = job
         if info is not None:
             self._put(info.id, version, db, info, job)
+
+    def _exchange(self, job: Job, pt: TableInfo) -> None:
+        """EXCHANGE PARTITION: the partitioned table (``pt``, the job's TableInfo) takes the exchanged
+        partition under the plain table's id (the job's table id); the plain table goes on under the
+        partition's old id, with its columns."""
+        version = job.binlog.schema_version
+        was, plain = self._latest(pt.id), self._latest(job.table_id)   # (the jobs apply in version order)
+        self._put(pt.id, version, was.db if was is not None else self._db_name(job), pt, job)
+        swapped = exchanged_partition(was.table if was is not None else None, pt, job.table_id)
+        if swapped is None or plain is None or plain.table is None:
+            return
+        self._put(job.table_id, version, plain.db, None, job)
+        self._put(swapped, version, plain.db, replace(plain.table, id=swapped), job)
+        self._continues[swapped] = job.table_id
+
+    def _latest(self, table_id: int) -> TableVersion | None:
+        """While the history is built: the newest definition of ``table_id`` so far."""
+        vs = self._versions.get(table_id)
+        return vs[-1] if vs else None
 
     # -- queries -----------------------------------------------------------------------------
 
@@ -349,10 +382,13 @@ class SchemaHistory:
         return self.version_at(tid, min(self.began(job), job.binlog.schema_version) - 1)
 
     def partition_removals(self, table_id: int) -> list[Job]:
-        """The DROP and TRUNCATE PARTITION jobs of ``table_id``, in schema-version order."""
+        """The DROP, TRUNCATE and EXCHANGE PARTITION jobs of the partitioned table ``table_id``, in
+        schema-version order."""
         seen: dict[int, Job] = {}
         for v in self._versions.get(table_id, []):
-            if v.job.type in PARTITION_REMOVALS:
+            info = v.job.binlog.table_info
+            if v.job.type in PARTITION_REMOVALS or (v.job.type == EXCHANGE_PARTITION and info is not None
+                                                    and info.id == table_id):
                 seen.setdefault(v.job.id, v.job)
         return list(seen.values())
 

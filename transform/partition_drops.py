@@ -23,7 +23,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -38,6 +38,7 @@ from transform.partitions import Locator, Partitioning
 from transform.reduce import net_change
 
 BUCKETS = 16                 # key buckets a removal's rows meet in (fixed: the deletes' ``_tidb_seq`` follow them)
+SEQ_SPAN = 1 << 26           # ``_tidb_seq`` values of one bucket's deletes; an exchange's inserts come after all
 STATE_VERSION = -1           # a frame record of the sink's state (rows before the run), in ``before``'s layout
 VERSION = "_tidb_version"    # internal column: the schema version a row change was written under
 ROUTED_DDL = "bucket int, data binary"
@@ -62,6 +63,10 @@ class Removal:
     began: int
     gone: frozenset[int]
     lineage: tuple[int, ...] = ()      # the table's ids through PARTITION BY / REMOVE PARTITIONING, oldest first
+    whole: bool = False                # every row goes (the plain table of an EXCHANGE PARTITION)
+    into: int = 0                      # the table id the rows go to at the same ts (EXCHANGE PARTITION), 0: none
+    into_table: TableInfo | None = None   # that table after the job (the rows are inserted in its layout)
+    into_version: int = 0
 
     @property
     def started(self) -> int:
@@ -175,6 +180,8 @@ def _placed_in_gone(job: RemovalJob, rows: pa.Table, versions: np.ndarray) -> np
     placed by ``before``'s partitions when written before the job began (or by the sink's state),
     else by ``after``'s."""
     r = job.removal
+    if r.whole:
+        return np.ones(rows.num_rows, dtype=bool)
     out = np.zeros(rows.num_rows, dtype=bool)
     early = versions < r.began
     for mask, table in ((early, r.before), (~early, r.after)):
@@ -272,10 +279,45 @@ def _as_deletes(image: pa.Table, commit_ts: int, bucket: int) -> pa.Table:
     time_ms = pa.array(np.full(n, (commit_ts >> 18) * 1000, np.int64))
     image = put(image, ch.COMMIT_TIME, time_ms.cast(ch.COMMIT_TIME_TYPE))
     image = put(image, ch.START_TS, pa.array(np.full(n, commit_ts, np.int64)))
-    image = put(image, ch.SEQ, pa.array(bucket * (1 << 27) + np.arange(n, dtype=np.int64), pa.int32()))
+    image = put(image, ch.SEQ, pa.array(bucket * SEQ_SPAN + np.arange(n, dtype=np.int64), pa.int32()))
     if ch.BEFORE in image.column_names:
         image = put(image, ch.BEFORE, pa.nulls(n, image.schema.field(ch.BEFORE).type))
     return image
+
+
+def arrivals(removal: Removal, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body over a removal's deletes: the same rows as inserts into the table they went
+    to (EXCHANGE PARTITION), in its layout (columns by name: the two tables have the same ones), after
+    every delete at that ts."""
+    into = removal.into_table
+    assert into is not None
+    for b in batches:
+        cols = b.to_pydict()
+        out = []
+        for data in cols["data"]:
+            rows = ch.read_segment(data)
+            n = rows.num_rows
+            fields = [pa.field(ch.OP, pa.string(), False), rows.schema.field(ch.COMMIT_TS),
+                      rows.schema.field(ch.COMMIT_TIME), rows.schema.field(ch.START_TS), rows.schema.field(ch.SEQ)]
+            arrays: list[Any] = [pa.array(["I"] * n, pa.string()), rows.column(ch.COMMIT_TS),
+                                 rows.column(ch.COMMIT_TIME), rows.column(ch.START_TS),
+                                 pc.add(rows.column(ch.SEQ), pa.scalar(BUCKETS * SEQ_SPAN, pa.int32()))]
+            if into.has_extra_handle:
+                fields.append(pa.field(ch.ROWID, pa.int64()))
+                arrays.append(rows.column(ch.ROWID) if ch.ROWID in rows.column_names else pa.nulls(n, pa.int64()))
+            for col in into.columns:
+                typ = arrow_type(col)
+                fields.append(pa.field(col.name, typ))
+                arrays.append(rows.column(col.name).cast(typ) if col.name in rows.column_names
+                              else pa.array([arrow_value(col, typ, missing_value(col))] * n, typ))
+            before = pa.struct([pa.field(c.name, arrow_type(c)) for c in into.columns])
+            fields.append(pa.field(ch.BEFORE, before))
+            arrays.append(pa.nulls(n, before))
+            table = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+            out.append({"table_id": removal.into, "schema_version": removal.into_version,
+                        "commit_ts": removal.commit_ts, "rows": n, "data": ch.write_segment(table)})
+        if out:
+            yield pa.RecordBatch.from_pylist(out, schema=_RECORD)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -304,48 +346,68 @@ def with_removals(run: ch.RunBatch, state: Callable[[Removal], SinkState],
     """``run`` with each of its partition removals (``run.removals``) made row changes of the table
     (``state`` says what the sink holds of it; a removal the sink already made, its state past the
     DDL, adds nothing), and what frees the deletes kept on the executors once the sink wrote them.
-    The key buckets are reduced by ``tasks`` tasks."""
+    The key buckets are reduced by ``tasks`` tasks. The removals of one commit ts (an EXCHANGE
+    PARTITION's two tables) see the tables as they were before it, then their rows arrive where
+    they went."""
     if not run.removals:
         return run, lambda: None
-    frame = run.frame
+    frame: Any = run.frame
     tables = dict(run.tables)
     releases: list[Callable[[], None]] = []
-    for removal in sorted(run.removals, key=lambda r: r.commit_ts):
-        tc = tables.get(removal.table_id)
-        if tc is None:
-            continue
-        unsure = run.ambiguous.get(removal.job.id)
-        if unsure is not None:
-            raise RemovalRefused(
-                f"{removal.describe()}: the transaction committed at {unsure} began before the job and wrote rows "
-                f"that the partitions it took away held, while it ran: each of its statements ran with the schema "
-                f"of its moment, so those rows went with the partition or into the one that took its values, and "
-                f"the binlog does not say which. The run stopped before writing anything; the checkpoint stays "
-                f"where it was. To go on: leave {tc.db}.{tc.name} out of this drainer ([[syncer.ignore-table]])")
-        held = state(removal)
-        if held.since >= removal.commit_ts:
-            continue
-        versions = {s.schema_version: s.table for s in tc.segments}
-        versions.setdefault(removal.before_version, removal.before)
-        job = RemovalJob(removal, versions, held.since, held.one_per_key)
-        sources: list[Any] = [f for f in (frame, held.frame) if f is not None]
-        if not sources:
-            continue
-        inputs = sources[0] if len(sources) == 1 else sources[0].unionByName(sources[1])
-        routed = inputs.mapInArrow(partial(route, job), ROUTED_DDL)
-        removed, release = _kept(routed.repartition(tasks, "bucket").mapInArrow(partial(deletes, job),
-                                                                                ch.FRAME_SCHEMA))
-        releases.append(release)
-        count = _rows(removed)
-        if count:
-            frame = removed if frame is None else cast(Any, frame).unionByName(removed)
-            segments = [*tc.segments, ch.Segment(removal.before_version, removal.before, count, tc.db)]
-            tables[removal.table_id] = replace(tc, segments=segments)
+    for ts in sorted({r.commit_ts for r in run.removals}):
+        made: list[tuple[Removal, Any, int]] = []
+        for removal in [r for r in run.removals if r.commit_ts == ts]:
+            tc = tables.get(removal.table_id)
+            if tc is None:
+                continue
+            _refuse_unsure(run, removal, tc)
+            held = state(removal)
+            if held.since >= removal.commit_ts:
+                continue
+            versions = {s.schema_version: s.table for s in tc.segments}
+            versions.setdefault(removal.before_version, removal.before)
+            job = RemovalJob(removal, versions, held.since, held.one_per_key)
+            sources: list[Any] = [f for f in (frame, held.frame) if f is not None]
+            if not sources:
+                continue
+            inputs = sources[0] if len(sources) == 1 else sources[0].unionByName(sources[1])
+            routed = inputs.mapInArrow(partial(route, job), ROUTED_DDL)
+            removed, release = _kept(routed.repartition(tasks, "bucket").mapInArrow(partial(deletes, job),
+                                                                                    ch.FRAME_SCHEMA))
+            releases.append(release)
+            made.append((removal, removed, _rows(removed)))
+        for removal, removed, count in made:
+            if not count:
+                continue
+            frame = removed if frame is None else frame.unionByName(removed)
+            tc = tables[removal.table_id]
+            tables[removal.table_id] = replace(tc, segments=[*tc.segments, ch.Segment(
+                removal.before_version, removal.before, count, tc.db)])
+            into = tables.get(removal.into)
+            if into is not None and removal.into_table is not None:
+                frame = frame.unionByName(removed.mapInArrow(partial(arrivals, removal), ch.FRAME_SCHEMA))
+                tables[removal.into] = replace(into, segments=[*into.segments, ch.Segment(
+                    removal.into_version, removal.into_table, count, into.db)])
 
     def release_all() -> None:
         for r in releases:
             r()
     return replace(run, frame=frame, tables=tables), release_all
+
+
+def _refuse_unsure(run: ch.RunBatch, removal: Removal, tc: ch.TableChanges) -> None:
+    """:class:`RemovalRefused` when the run holds row changes the job ran across that nobody can place
+    (``run.ambiguous``)."""
+    unsure = run.ambiguous.get(removal.job.id)
+    if unsure is None:
+        return
+    raise RemovalRefused(
+        f"{removal.describe()}: the transaction committed at {unsure} began before the job and wrote rows of "
+        f"{tc.db}.{tc.name} while it ran where the job moved or took away what the table held: each of its "
+        f"statements ran with the schema of its moment, and the binlog does not say which partition or table "
+        f"took its rows (TiDB's MVCC records did not tell either). The run stopped before writing anything; the "
+        f"checkpoint stays where it was. To go on: leave {tc.db}.{tc.name} out of this drainer "
+        f"([[syncer.ignore-table]])")
 
 
 def removal_tasks(run: ch.RunBatch) -> int:

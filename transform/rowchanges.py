@@ -37,7 +37,7 @@ from transform.codec.rows import DELETE, INSERT, UPDATE, iter_mutation, without_
 from transform.errors import DrainError
 from transform.event_filter import EventFilter
 from transform.filters import TableFilter
-from transform.history import CommitOrder, SchemaHistory
+from transform.history import EXCHANGE_PARTITION, CommitOrder, SchemaHistory, exchanged_partition
 from transform.loopback import carries_mark, is_mark_table
 from transform.partitions import Locator, PartitionError, Partitioning
 
@@ -164,6 +164,13 @@ class Crossing:
     before: TableInfo
     after: TableInfo
     began: int              # the job's first schema version: a row found written by ``after`` is decoded as of it
+    moved_to: tuple[int, int] = (0, 0)   # EXCHANGE PARTITION: (table id, version) of the plain table, which
+                                         # holds what went; else 0: the rows stay this table's
+    now_id: int = 0                      # EXCHANGE PARTITION: the exchanged partition's id after it
+
+    @property
+    def exchange(self) -> bool:
+        return self.moved_to[0] != 0
 
 
 @dataclass
@@ -239,6 +246,7 @@ class _Decoder:
         # (table id, prewrite schema version) → the partition removals it was written before
         self.removals: dict[tuple[int, int], list[Crossing]] = {}
         self.session: requests.Session | None = None
+        self.unsure: dict[tuple[int, int], list[int]] = {}   # (table id, job id) → [first commit, rows]
 
     def _version(self, table_id: int, version: int, commit_ts: int) -> int:
         """The schema version of the table's definition in force at ``commit_ts`` for a DML written
@@ -263,13 +271,22 @@ class _Decoder:
             found = []
             for job in history.partition_removals(table_id):
                 at, was, after = self.ctx.order.position(job), history.before_job(job), job.binlog.table_info
-                if at is None or was is None or was.table is None or after is None or written >= history.began(job):
+                exchange = job.type == EXCHANGE_PARTITION
+                # an exchange swaps the ids only at its last step: every version before it wrote the partition
+                since = job.binlog.schema_version if exchange else history.began(job)
+                if at is None or was is None or was.table is None or after is None or written >= since:
                     continue
                 old, new = Partitioning.of(was.table), Partitioning.of(after)
+                if exchange:
+                    swapped = exchanged_partition(was.table, after, job.table_id)
+                    if swapped is not None:
+                        found.append(Crossing(at, job.id, frozenset({swapped}), was.table,
+                                              after.without_virtual_columns(), since,
+                                              (swapped, job.binlog.schema_version), job.table_id))
+                    continue
                 gone = frozenset(old.ids if old else ()) - frozenset(new.ids if new else ())
                 if gone:
-                    found.append(Crossing(at, job.id, gone, was.table, after.without_virtual_columns(),
-                                          history.began(job)))
+                    found.append(Crossing(at, job.id, gone, was.table, after.without_virtual_columns(), since))
             self.removals[key] = found
         return tuple(c for c in found if _started(self.ctx.history, c.job_id) < commit_ts)
 
@@ -341,16 +358,26 @@ class _Decoder:
             ended = self.ended.get(key)
             if ended is None:
                 ended = self.ended[key] = self.ctx.history.ended(m.table_id, version)
-            if ended:   # written to a table truncated away or dropped before this commit: nobody sees it
+            end = self.ctx.history.version_at(m.table_id, version) if ended else None
+            if ended and end is not None and end.job.type == EXCHANGE_PARTITION and end.job.binlog.table_info:
+                # written under the plain table's old id, which the exchange gave the partition: the
+                # statement wrote that id's keys, the partitioned table's now
+                pt = end.job.binlog.table_info.id
+                group: tuple[int, int, int, tuple[Crossing, ...]] = (pt, end.schema_version, -m.table_id, ())
+                g = self.groups.get(group)
+                if g is None:
+                    g = self.groups[group] = _Group(self.ctx.history.table_at(m.table_id, pv.schema_version))
+            elif ended:   # written to a table truncated away or dropped before this commit: nobody sees it
                 count = self.stale.setdefault(key, [commit_ts, 0])
                 count[0] = min(count[0], commit_ts)
                 count[1] += len(_mutation_rows(m))
                 continue
-            crossings = self._crossed(m.table_id, pv.schema_version, commit_ts)
-            group = (m.table_id, version, pv.schema_version if crossings else 0, crossings)
-            g = self.groups.get(group)
-            if g is None:
-                g = self.groups[group] = _Group(self.ctx.history.table_at(m.table_id, version), crossings)
+            else:
+                crossings = self._crossed(m.table_id, pv.schema_version, commit_ts)
+                group = (m.table_id, version, pv.schema_version if crossings else 0, crossings)
+                g = self.groups.get(group)
+                if g is None:
+                    g = self.groups[group] = _Group(self.ctx.history.table_at(m.table_id, version), crossings)
             for kind, row in _mutation_rows(m, g.table):
                 if kind in ignores:
                     self._ignore(key, commit_ts, 1)
@@ -381,6 +408,10 @@ class _Decoder:
             yield {"kind": "stale", "table_id": table_id, "schema_version": version, "commit_ts": first,
                    "job_id": 0, "rows": count, "nulled": 0, "data": None}
         self.stale.clear()
+        for (table_id, job_id), (first, count) in self.unsure.items():
+            yield {"kind": "ambiguous", "table_id": table_id, "schema_version": 0, "commit_ts": first,
+                   "job_id": job_id, "rows": count, "nulled": 0, "data": None}
+        self.unsure.clear()
         for (table_id, version), (first, count) in self.ignored.items():
             yield {"kind": "ignored", "table_id": table_id, "schema_version": version, "commit_ts": first,
                    "job_id": 0, "rows": count, "nulled": 0, "data": None}
@@ -402,9 +433,9 @@ class _Decoder:
             seg = segment_table(table, decoded, commit, np.asarray(g.start, np.int64), np.asarray(g.seq, np.int32))
             for crossing in g.crossings:
                 seg, moved, dropped, unsure = _across(seg, table, crossing, self.mvcc())
-                if moved is not None:   # written by the job's partitions: a record of the version they began at
-                    yield _rows_record(table_id, crossing.began, int(moved.column(ch.COMMIT_TS).to_numpy().min()),
-                                       moved, 0)
+                if moved is not None:   # placed by the job's partitions, or in the table an exchange gave them
+                    to, as_of = crossing.moved_to if crossing.exchange else (table_id, crossing.began)
+                    yield _rows_record(to, as_of, int(moved.column(ch.COMMIT_TS).to_numpy().min()), moved, 0)
                 if dropped:
                     yield {"kind": "stale", "table_id": table_id, "schema_version": version,
                            "commit_ts": int(commit.min()), "job_id": 0, "rows": dropped, "nulled": 0, "data": None}
@@ -452,6 +483,20 @@ def _across(seg: pa.Table, table: TableInfo, c: Crossing, mvcc: Callable[[bytes,
     placed = np.isin(was, list(c.gone))
     if not placed.any():
         return seg, None, 0, None
+    commit = seg.column(ch.COMMIT_TS).to_numpy()
+    handles = _int_handles(seg, table)
+    if c.exchange:   # committed after the swap: in the plain table (the partition's old keys) or still here
+        late = placed & (commit > c.at)
+        away = np.zeros(seg.num_rows, dtype=bool)
+        if mvcc is not None and handles is not None and late.any():
+            start = seg.column(ch.START_TS).to_numpy()
+            for i in np.flatnonzero(late):
+                if mvcc(record_key(int(was[i]), handles[i]), int(start[i])) is Fate.COMMITTED:
+                    away[i], late[i] = True, False
+                elif mvcc(record_key(c.now_id, handles[i]), int(start[i])) is Fate.COMMITTED:
+                    late[i] = False
+        first = (int(commit[late].min()), int(late.sum())) if late.any() else None
+        return seg.filter(pa.array(~away)), seg.filter(pa.array(away)) if away.any() else None, 0, first
     now = np.full(seg.num_rows, -1, dtype=np.int64)   # the partition after the job that takes the row (-1: none)
     if new is not None:
         locator = Locator(table, new)
@@ -463,7 +508,6 @@ def _across(seg: pa.Table, table: TableInfo, c: Crossing, mvcc: Callable[[bytes,
     takes = now >= 0
     moved = np.zeros(seg.num_rows, dtype=bool)
     unsure = placed & takes
-    handles = _int_handles(seg, table)
     if mvcc is not None and handles is not None and unsure.any():
         start = seg.column(ch.START_TS).to_numpy()
         for i in np.flatnonzero(unsure):
@@ -471,7 +515,6 @@ def _across(seg: pa.Table, table: TableInfo, c: Crossing, mvcc: Callable[[bytes,
                 takes[i] = unsure[i] = False          # in the partition that went
             elif mvcc(record_key(int(now[i]), handles[i]), int(start[i])) is Fate.COMMITTED:
                 moved[i], unsure[i] = True, False     # in the one that took its values
-    commit = seg.column(ch.COMMIT_TS).to_numpy()
     drop = placed & ~takes & (commit > c.at)
     first = (int(commit[unsure].min()), int(unsure.sum())) if unsure.any() else None
     kept = seg.filter(pa.array(~drop & ~moved))

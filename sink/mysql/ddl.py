@@ -24,7 +24,7 @@ from transform.changes import DDLJob
 from transform.codec.model import Job
 from transform.event_filter import EventFilter, ddl_event
 from transform.filters import TableFilter
-from transform.history import CREATE_SCHEMA, CREATE_TABLE, CREATE_TABLES, DROP_SCHEMA, EXCHANGE_PARTITION
+from transform.history import CREATE_SCHEMA, CREATE_TABLE, CREATE_TABLES, DROP_SCHEMA
 
 TIDB_SYS_SCHEMA = "sys"   # TiDB's own (v8: bootstrap views over its information_schema), not replayed into MySQL
 # MySQL error codes meaning "already done": database exists / doesn't exist, table exists, unknown
@@ -171,10 +171,6 @@ def _refusal(job: Job, tidb: bool, commit_ts: int) -> str:
     fix = (f"The run stopped at it; the checkpoint is the last transaction before it. To go on: load the "
            f"tables it concerns into the downstream from a snapshot of the upstream at ts {commit_ts} "
            f"(Dumpling and Lightning), then add {commit_ts} to [syncer] ignore-txn-commit-ts and run again")
-    if job.type == EXCHANGE_PARTITION:
-        return (f"{ddl_kinds.describe(job, commit_ts)}: a transaction that began before the exchange and commits "
-                f"after it writes the partition's rows into the table they are exchanged into, while its binlog "
-                f"names the table it wrote, so no downstream can replay the exchange exactly. {fix}")
     if job.type == ddl_kinds.FLASHBACK_CLUSTER or (not tidb and job.type in ddl_kinds.RECOVERS):
         return (f"{ddl_kinds.describe(job, commit_ts)}: it {ddl_kinds.ROWS_WITHOUT_BINLOG[job.type]} without "
                 f"writing them to the binlog, and the {'TiDB' if tidb else 'MySQL'} downstream cannot do the "
@@ -188,8 +184,7 @@ def plan_ddl(job: Job, table_filter: TableFilter, tidb: bool, commit_ts: int = 0
     attribute, lock and cache jobs; TTL jobs for MySQL). A CREATE TABLES batch (TiDB 8's
     ``tidb_enable_fast_create_table``) is its CREATE TABLE statements, each rewritten as one.
     Raises :class:`UnreplicableDDLError` for a job whose rows the downstream cannot get (RECOVER or
-    FLASHBACK of a table or database into MySQL, FLASHBACK CLUSTER and EXCHANGE PARTITION into
-    anything)."""
+    FLASHBACK of a table or database into MySQL, FLASHBACK CLUSTER into anything)."""
     db = job.schema_name
     query = job.query if tidb else for_mysql(job.query)
     schema_level = job.type in (CREATE_SCHEMA, DROP_SCHEMA, ddl_kinds.RECOVER_SCHEMA)

@@ -45,6 +45,7 @@ from transform.codec.model import TableInfo
 from transform.ddl import UnreplicableDDLError
 from transform.event_filter import EventFilter
 from transform.filters import TableFilter
+from transform.history import EXCHANGE_PARTITION
 from transform.ordered import PerBundle, ordered_transactions
 
 log = logging.getLogger(__name__)
@@ -455,7 +456,17 @@ class MySQLSink(Sink):
 
 def _refuse_late(run: ch.RunBatch, ddl: ch.DDLJob) -> None:
     """Raise :class:`UnreplicableDDLError` for a partition drop that a transaction begun before it
-    committed during (``RunBatch.ddl_late``)."""
+    committed during (``RunBatch.ddl_late``), and for an EXCHANGE PARTITION that one wrote across
+    (``RunBatch.ambiguous``: its rows are in the other table, and the binlog does not say so)."""
+    unsure = run.ambiguous.get(ddl.job.id) if ddl.job.type == EXCHANGE_PARTITION else None
+    if unsure is not None:
+        raise UnreplicableDDLError(
+            f"{ddl_kinds.describe(ddl.job, ddl.commit_ts)}: the transaction committed at {unsure} began before the "
+            f"exchange and wrote the exchanged partition or table after it: TiDB put those rows in the other table, "
+            f"while its binlog names the one it wrote. The run stopped at the job; the checkpoint is the last "
+            f"transaction before it. To go on: load the two tables into the downstream from a snapshot of the "
+            f"upstream taken after ts {unsure} (Dumpling and Lightning), then add the ts of every transaction up to "
+            f"it to [syncer] ignore-txn-commit-ts, or start the drainer from that snapshot's ts")
     late = run.ddl_late.get(ddl.job.id)
     if late is not None:
         raise UnreplicableDDLError(
