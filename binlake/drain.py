@@ -223,7 +223,7 @@ def _drain(options: DrainerConfig, from_ts: int | None, to_ts: int | None, dry_r
         metrics.pending(result.counts.get("transactions", 0))
         t0 = time.perf_counter()
         try:
-            _refuse_for_lake(options, result.batch, history)
+            _refuse_for_lake(options, result.batch)
             tables = sink.write(result.batch)
         finally:
             result.release()
@@ -321,13 +321,13 @@ def _compute_with(history: SchemaHistory, options: DrainerConfig, plan: Plan, ou
     return result, history, spark_run
 
 
-def _refuse_for_lake(options: DrainerConfig, batch: RunBatch, history: SchemaHistory) -> None:
+def _refuse_for_lake(options: DrainerConfig, batch: RunBatch) -> None:
     """A sink that rebuilds tables from rows refuses DDL that changed rows without binlogs, before it
     writes (or plans) anything."""
     from transform.ddl import refuse_for_lake
 
     if not options.sink_spec().capabilities.replays_ddl:
-        refuse_for_lake(batch.ddl, options.table_filter(), history, options.syncer.db_type)
+        refuse_for_lake(batch.ddl, options.table_filter(), options.syncer.db_type)
 
 
 def _print_write_plan(options: DrainerConfig, plan: Plan, sink: PlansWrites, out: TextIO, metrics: DrainerMetrics,
@@ -342,7 +342,7 @@ def _print_write_plan(options: DrainerConfig, plan: Plan, sink: PlansWrites, out
         return
     result, history, _ = _compute(options, plan, status_url, out, metrics, stages)
     try:
-        _refuse_for_lake(options, result.batch, history)
+        _refuse_for_lake(options, result.batch)
         lines = sink.plan_lines(result.batch)
     finally:
         result.release()

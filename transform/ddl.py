@@ -93,7 +93,7 @@ def lake_refusal(job: Job, commit_ts: int, sink: str) -> str | None:
     did = ROWS_WITHOUT_BINLOG.get(job.type)
     if did is None:
         return None
-    table = f"{job.schema_name}.{job.table_name}" if job.table_name else f"database {job.schema_name}"
+    table = f"{job.schema_name}.{job.table_name}" if job.table_name else f"database {schema_of(job)}"
     why = (f"it {did} without writing them to the binlog, so the {sink} sink cannot know which rows "
            f"{table} holds after it")
     replays = ("" if job.type in (EXCHANGE_PARTITION, FLASHBACK_CLUSTER)
@@ -104,24 +104,29 @@ def lake_refusal(job: Job, commit_ts: int, sink: str) -> str | None:
             f"and run again")
 
 
-def tables_of(job: Job) -> list[tuple[str, str]]:
-    """The (db, table) names ``job`` changes rows of: its own table (none for a job on a database)."""
-    return [(job.schema_name, job.table_name)] if job.table_name else []
+def schema_of(job: Job) -> str:
+    """The database ``job`` is on: its schema name, or for FLASHBACK DATABASE (submitted without one)
+    the database it brought back."""
+    if job.schema_name:
+        return job.schema_name
+    db = job.binlog.db_info
+    if isinstance(db, dict) and isinstance(db.get("db_name"), dict):
+        return str(db["db_name"].get("O", ""))
+    return ""
 
 
-def refuse_for_lake(ddl: Sequence[DDLJob], table_filter: TableFilter, history: SchemaHistory, sink: str) -> None:
+def refuse_for_lake(ddl: Sequence[DDLJob], table_filter: TableFilter, sink: str) -> None:
     """Raise :class:`UnreplicableDDLError` for the first job of ``ddl`` that a lake sink (``sink``
-    names it) cannot follow on a table ``table_filter`` replicates (FLASHBACK CLUSTER: on any)."""
+    names it) cannot follow: FLASHBACK DATABASE of a database ``table_filter`` replicates, FLASHBACK
+    CLUSTER (the others, ``transform.partition_drops`` makes)."""
     for d in ddl:
         job = d.job
-        if job.type not in ROWS_WITHOUT_BINLOG or job.type in (*PARTITION_DROPS, EXCHANGE_PARTITION):
-            continue   # transform.partition_drops makes those
-        if job.type == RECOVER_SCHEMA:
-            concerned = table_filter.allows_schema(job.schema_name)
-        elif job.type == FLASHBACK_CLUSTER:
+        if job.type == FLASHBACK_CLUSTER:
             concerned = True
+        elif job.type == RECOVER_SCHEMA:
+            concerned = table_filter.allows_schema(schema_of(job))
         else:
-            concerned = any(table_filter.allows(db, t) for db, t in tables_of(job))
+            continue
         reason = lake_refusal(job, d.commit_ts, sink) if concerned else None
         if reason is not None:
             raise UnreplicableDDLError(reason)

@@ -59,6 +59,7 @@ from transform.history import (
     DROP_TABLE,
     EXCHANGE_PARTITION,
     PARTITION_REMOVALS,
+    RECOVER_TABLE,
     TRUNCATE_TABLE,
     CommitOrder,
     SchemaHistory,
@@ -354,6 +355,7 @@ def assemble(batch: ch.RunBatch, decoded: pa.Table, history: SchemaHistory, tabl
     events: dict[int, list[ch.DDLEvent]] = defaultdict(list)
     versions: dict[int, int] = defaultdict(int)
     records: list[OutRecord] = decoded.to_pylist()  # rows of OUT_SCHEMA (``data`` left out)
+    recovers: list[tuple[int, Job, TableInfo]] = []
     written: dict[str, dict[int, list[tuple[int, int]]]] = {"written": defaultdict(list),
                                                             "written_last": defaultdict(list)}
     for rec in records:
@@ -399,6 +401,8 @@ def assemble(batch: ch.RunBatch, decoded: pa.Table, history: SchemaHistory, tabl
                                      history.began(job), history.lineage_ids(tid))
                 if removal is not None:
                     batch.removals.append(removal)
+            if job.type == RECOVER_TABLE and info is not None:
+                recovers.append((rec["commit_ts"], job, info))
             if job.type == EXCHANGE_PARTITION and info is not None and prev is not None and prev.table is not None:
                 for plain_db, plain, old_id in _exchanged(batch, history, rec["commit_ts"], job, prev, info):
                     plain_name = (plain_db, plain.name)
@@ -417,6 +421,11 @@ def assemble(batch: ch.RunBatch, decoded: pa.Table, history: SchemaHistory, tabl
             versions[rec["table_id"]] = max(versions[rec["table_id"]], rec["schema_version"])
             batch.nulled_values += rec["nulled"]
     batch.ddl.sort(key=lambda d: d.commit_ts)
+    in_range = {d.job.id: d.commit_ts for d in batch.ddl}
+    for commit_ts, job, info in recovers:
+        recovered = _recovered(history, in_range, commit_ts, job, info)
+        if recovered is not None:
+            batch.removals.append(recovered)
     batch.ddl_needed = needed_before(batch.ddl, written["written"], history)
     batch.ddl_late = written_late(batch.ddl, written["written_last"], history)
     for tid in sorted(set(segs) | set(events)):
@@ -462,6 +471,34 @@ def _exchanged(batch: ch.RunBatch, history: SchemaHistory, commit_ts: int, job: 
                                   frozenset(), (job.table_id,), whole=True, into=pt.id, into_table=pt,
                                   into_version=version))
     return [(now.db, now.table, job.table_id)]
+
+
+def _recovered(history: SchemaHistory, in_range: dict[int, int], commit_ts: int, job: Job,
+               info: TableInfo) -> Removal | None:
+    """RECOVER / FLASHBACK TABLE at ``commit_ts``: the rows the table held when it was dropped arrive
+    again (a :class:`~transform.partition_drops.Removal` that only inserts; ``in_range``: the commit ts
+    of the run's DDL jobs, the drop's among them when it is in the run). A table a TRUNCATE ended
+    (recovered under its old id) is refused: the lake emptied it at the TRUNCATE."""
+    version = job.binlog.schema_version
+    ended = history.version_at(info.id, version - 1)
+    if ended is None or ended.table is not None:
+        return None
+    was = history.version_at(info.id, ended.schema_version - 1)
+    if was is None or was.table is None:
+        return None
+    at = in_range.get(ended.job.id)
+    refused = ""
+    if ended.job.type not in (DROP_TABLE, DROP_SCHEMA):
+        refused = (f"DDL job {job.id} (committed at ts {commit_ts}): `{' '.join(job.query.split())[:200]}`: it "
+                   f"brought back {was.db}.{was.table.name} as it was before DDL job {ended.job.id} "
+                   f"(`{' '.join(ended.job.query.split())[:100]}`), whose rows the lake did not keep. The run stopped "
+                   f"before writing anything; the checkpoint stays where it was. To go on: leave "
+                   f"{was.db}.{info.name} out of this drainer ([[syncer.ignore-table]]), or replicate it with "
+                   f"db-type tidb")
+    return Removal(info.id, commit_ts, job, was.table, was.schema_version, info, version, frozenset(),
+                   tuple(history.lineage_ids(info.id)), whole=True, into=info.id, into_table=info,
+                   into_version=version, arrive_only=True, state_ts=at or 0, source=(was.db, was.table.name),
+                   dropped_in_run=at is not None, refused=refused)
 
 
 def _last_named(history: SchemaHistory, tid: int, version: int) -> TableVersion | None:

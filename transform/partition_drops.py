@@ -67,6 +67,18 @@ class Removal:
     into: int = 0                      # the table id the rows go to at the same ts (EXCHANGE PARTITION), 0: none
     into_table: TableInfo | None = None   # that table after the job (the rows are inserted in its layout)
     into_version: int = 0
+    # RECOVER / FLASHBACK TABLE: the rows the table held when it was dropped (at ``state_ts``, by the
+    # name ``source``) arrive again; none are deleted (the table did not exist just before the job)
+    arrive_only: bool = False
+    state_ts: int = 0                  # the ts the table's rows are taken at (0: ``commit_ts``)
+    source: tuple[str, str] = ("", "")
+    dropped_in_run: bool = False       # the drop is in the same run (the rows are where the run started)
+    refused: str = ""                  # why the lake cannot make it ("" : it can)
+
+    @property
+    def taken_at(self) -> int:
+        """The ts the rows that go (or arrive again) are taken at."""
+        return self.state_ts or self.commit_ts
 
     @property
     def started(self) -> int:
@@ -226,7 +238,7 @@ def route(job: RemovalJob, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Rec
                     rows, versions = rows.filter(pa.array(keep)), versions[keep]
             else:
                 commit = rows.column(ch.COMMIT_TS).to_numpy()
-                keep = (commit > job.since) & (commit <= r.commit_ts)
+                keep = (commit > job.since) & (commit <= r.taken_at)
                 rows = in_layout(rows.filter(pa.array(keep)), job.tables[version], r.before)
                 versions = np.full(rows.num_rows, version, dtype=np.int64)
             if not rows.num_rows:
@@ -273,7 +285,7 @@ def _as_deletes(image: pa.Table, commit_ts: int, bucket: int) -> pa.Table:
     ``_tidb_seq`` numbers them within the job, buckets apart."""
     n = image.num_rows
     def put(t: pa.Table, name: str, values: pa.Array) -> pa.Table:
-        return t.set_column(t.schema.get_field_index(name), t.schema.field(name), values)
+        return t.set_column(t.schema.get_field_index(name), pa.field(name, values.type, name != ch.BEFORE), values)
     image = put(image, ch.OP, pa.array(["D"] * n, pa.string()))
     image = put(image, ch.COMMIT_TS, pa.array(np.full(n, commit_ts, np.int64)))
     time_ms = pa.array(np.full(n, (commit_ts >> 18) * 1000, np.int64))
@@ -334,11 +346,8 @@ class SinkState:
     row per key (a mirror) or every change (a changelog)."""
 
     since: int
-    frame: Frame | None = None
+    frame: Any = None     # a Spark DataFrame or a transform.local_frame.LocalFrame (None: no rows)
     one_per_key: bool = True
-
-
-Frame = object   # a Spark DataFrame or a transform.local_frame.LocalFrame (the methods the stages call)
 
 
 def with_removals(run: ch.RunBatch, state: Callable[[Removal], SinkState],
@@ -360,6 +369,8 @@ def with_removals(run: ch.RunBatch, state: Callable[[Removal], SinkState],
             tc = tables.get(removal.table_id)
             if tc is None:
                 continue
+            if removal.refused:
+                raise RemovalRefused(removal.refused)
             _refuse_unsure(run, removal, tc)
             held = state(removal)
             if held.since >= removal.commit_ts:
@@ -379,13 +390,15 @@ def with_removals(run: ch.RunBatch, state: Callable[[Removal], SinkState],
         for removal, removed, count in made:
             if not count:
                 continue
-            frame = removed if frame is None else frame.unionByName(removed)
-            tc = tables[removal.table_id]
-            tables[removal.table_id] = replace(tc, segments=[*tc.segments, ch.Segment(
-                removal.before_version, removal.before, count, tc.db)])
+            if not removal.arrive_only:
+                frame = removed if frame is None else frame.unionByName(removed)
+                tc = tables[removal.table_id]
+                tables[removal.table_id] = replace(tc, segments=[*tc.segments, ch.Segment(
+                    removal.before_version, removal.before, count, tc.db)])
             into = tables.get(removal.into)
             if into is not None and removal.into_table is not None:
-                frame = frame.unionByName(removed.mapInArrow(partial(arrivals, removal), ch.FRAME_SCHEMA))
+                arrived = removed.mapInArrow(partial(arrivals, removal), ch.FRAME_SCHEMA)
+                frame = arrived if frame is None else frame.unionByName(arrived)
                 tables[removal.into] = replace(into, segments=[*into.segments, ch.Segment(
                     removal.into_version, removal.into_table, count, into.db)])
 

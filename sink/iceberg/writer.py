@@ -42,7 +42,7 @@ from sink.base import Sink, TableReport
 from sink.changelog import CHANGELOG_SUFFIX as CHANGELOG_SUFFIX
 from sink.changelog import DROPPED_INFIX as DROPPED_INFIX
 from sink.changelog import TAG_PREFIX as TAG_PREFIX
-from sink.iceberg import execute
+from sink.iceberg import execute, lineage
 from sink.iceberg.checkpoint import CheckpointError as CheckpointError
 from sink.iceberg.checkpoint import MetaNamespace
 from sink.iceberg.checkpoint import checkpoint_from as checkpoint_from
@@ -111,7 +111,8 @@ class IcebergSink(Sink):
         to ``observer`` (the run is the lake's commit batch)."""
         started = time.perf_counter()
         run = run.carried_over()   # a table that went on under a new id stays one table
-        run, release = with_removals(run, partial(mirror_state, run, self._tables.load), removal_tasks(run))
+        moves = lineage.moves(self._meta.properties()) if run.removals else []
+        run, release = with_removals(run, partial(mirror_state, run, self._tables.load, moves), removal_tasks(run))
         try:
             planned = self.plan(run)
             for t in planned.tables:

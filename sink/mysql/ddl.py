@@ -185,7 +185,7 @@ def plan_ddl(job: Job, table_filter: TableFilter, tidb: bool, commit_ts: int = 0
     ``tidb_enable_fast_create_table``) is its CREATE TABLE statements, each rewritten as one.
     Raises :class:`UnreplicableDDLError` for a job whose rows the downstream cannot get (RECOVER or
     FLASHBACK of a table or database into MySQL, FLASHBACK CLUSTER into anything)."""
-    db = job.schema_name
+    db = ddl_kinds.schema_of(job)
     query = job.query if tidb else for_mysql(job.query)
     schema_level = job.type in (CREATE_SCHEMA, DROP_SCHEMA, ddl_kinds.RECOVER_SCHEMA)
     if job.binlog.schema_version == 0:

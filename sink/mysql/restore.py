@@ -17,6 +17,7 @@ MySQL-protocol database.
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,8 @@ from sink.mysql.sink import MySQLOptions, MySQLSink
 from sink.mysql.statements import TargetTable, insert_statements, literal_sql_mode, quote
 from sink.mysql.target import MySQLTarget, TLSFiles
 from sink.restore import RestoreError, RestorePlan, RestoreTarget, RowWriter, WriterSession
+from transform.changes import DDLJob
+from transform.history import DROP_TABLE, RECOVER_TABLE, RENAME_TABLE
 
 ROWS_PER_INSERT = 1_000
 
@@ -68,6 +71,31 @@ class MySQLRowWriter(RowWriter):
         return _Session(self)
 
 
+def brought_back(jobs: Sequence[DDLJob]) -> list[DDLJob]:
+    """``jobs`` (in commit order) as a restore replays them: a DROP TABLE that a RECOVER or FLASHBACK
+    TABLE undid later is left out, and the RECOVER becomes a RENAME TABLE when it gave the table a new
+    name, else is left out too (a downstream cannot bring rows back; a restore loads them from the lake)."""
+    skipped: set[int] = set()
+    instead: dict[int, DDLJob] = {}
+    for i, ddl in enumerate(jobs):
+        info = ddl.job.binlog.table_info
+        if ddl.job.type != RECOVER_TABLE or info is None:
+            continue
+        drop = next((k for k in range(i - 1, -1, -1) if k not in skipped and jobs[k].job.type == DROP_TABLE
+                     and jobs[k].job.table_id == info.id), None)
+        if drop is None:
+            continue
+        old = jobs[drop].job
+        skipped.add(drop)
+        if old.table_name.lower() == info.name.lower() and old.schema_name.lower() == ddl.job.schema_name.lower():
+            skipped.add(i)
+            continue
+        rename = (f"RENAME TABLE {quote(old.schema_name)}.{quote(old.table_name)} "
+                  f"TO {quote(ddl.job.schema_name)}.{quote(info.name)}")
+        instead[i] = dataclasses.replace(ddl, job=dataclasses.replace(ddl.job, type=RENAME_TABLE, query=rename))
+    return [instead.get(i, ddl) for i, ddl in enumerate(jobs) if i not in skipped]
+
+
 class MySQLRestore(RestoreTarget):
     """A MySQL, MariaDB or TiDB server (``tidb://``: DDL goes unchanged)."""
 
@@ -96,7 +124,7 @@ class MySQLRestore(RestoreTarget):
     def _databases(self, plan: RestorePlan) -> list[str]:
         """The databases the replayed jobs create or write."""
         names: dict[str, None] = {}
-        for job in (d.job for d in plan.jobs):
+        for job in (d.job for d in brought_back(plan.jobs)):
             if job.schema_name and not plan_ddl(job, plan.table_filter, self.tidb).skip:
                 names.setdefault(job.schema_name)
         for t in plan.tables:
@@ -121,7 +149,7 @@ class MySQLRestore(RestoreTarget):
                                                    table_filter=plan.table_filter))
         skip = set(self.settings.ignore_txn_commit_ts)
         try:
-            for ddl in plan.jobs:
+            for ddl in brought_back(plan.jobs):
                 if ddl.commit_ts in skip:
                     continue
                 try:

@@ -53,12 +53,20 @@ def changelog_state(run: ch.RunBatch, root: Path, removal: Removal) -> SinkState
     doc); :class:`~transform.partition_drops.RemovalRefused` when that ts falls inside the job's
     running (rows written then may sit where the job's first step put them)."""
     tc = run.tables[removal.table_id]
-    db, name = next((e.before for e in tc.events if e.before), None) or (tc.db, tc.name)
+    db, name = removal.source if removal.arrive_only else (
+        next((e.before for e in tc.events if e.before), None) or (tc.db, tc.name))
     tdir = table_dir(root, db, name)
     ids = {*removal.lineage, removal.table_id}
     runs = [r for r in load_manifest(tdir) if r.table_id in ids and r.cluster_id == run.cluster_id]
     since = max([run.from_ts, *(r.to_ts for r in runs if r.to_ts <= run.to_ts)])
-    if removal.started < since < removal.commit_ts:
+    if removal.arrive_only and not removal.dropped_in_run:
+        if not runs:
+            raise RemovalRefused(
+                f"{removal.describe()}: it brings back {db}.{name} with the rows it had when it was dropped, and "
+                f"the Parquet changelog holds none of that table (it was left out, or dropped before the sink's "
+                f"first run); leave {db}.{removal.after.name} out of this drainer ([[syncer.ignore-table]])")
+        since = run.from_ts   # every committed change of the table is from before its drop
+    elif not removal.arrive_only and removal.started < since < removal.commit_ts:
         raise RemovalRefused(
             f"{removal.describe()}: the Parquet changelog of {db}.{name} is complete to ts {since}, while the job "
             f"ran (it started at {removal.started}): rows written then may be in the partitions it dropped or in "

@@ -32,30 +32,26 @@ PT, NT = _table(10, "pt"), _table(20, "nt")
 HISTORY = SchemaHistory([_job(1, 3, "pt", 1, "CREATE TABLE pt …", PT), _job(2, 3, "nt", 2, "CREATE TABLE nt …", NT)])
 
 
-def test_each_kind_that_changes_rows_without_binlogs_is_refused_naming_the_job() -> None:
-    for tp, did in ((20, "deleted the partition's rows"), (23, "deleted the partition's rows"),
-                    (42, "swapped the partition's rows"), (25, "brought the dropped table back")):
-        message = lake_refusal(_job(7, tp, "pt", 3, "ALTER TABLE pt  …"), 1234, "iceberg")
+def test_what_the_lake_refuses_names_the_job_and_what_to_do() -> None:
+    """FLASHBACK DATABASE (every table of a database back with its rows) and FLASHBACK CLUSTER; the
+    partition jobs and RECOVER / FLASHBACK TABLE the lake makes (``transform.partition_drops``)."""
+    for tp, did in ((63, "brought the dropped database back"), (62, "set every table back")):
+        message = lake_refusal(_job(7, tp, "", 3, "FLASHBACK  …"), 1234, "iceberg")
         assert message is not None and did in message, message
-        assert message.startswith("DDL job 7 (") and "committed at ts 1234): `ALTER TABLE pt …`" in message
+        assert message.startswith("DDL job 7 (") and "committed at ts 1234): `FLASHBACK …`" in message
         assert "To go on:" in message and "[[syncer.ignore-table]]" in message
-        assert ("db-type mysql" in message) == (tp in (20, 23)), message
-    # CREATE, ADD COLUMN, TRUNCATE TABLE, ADD/REORGANIZE PARTITION, PARTITION BY, REMOVE PARTITIONING, …
-    for tp in (3, 5, 11, 19, 61, 64, 57, 68, 71, 72):
-        assert lake_refusal(_job(7, tp, "pt", 3, "…"), 1, "iceberg") is None
-
-
-def test_the_filter_decides_and_partition_jobs_are_not_refused() -> None:
-    truncate = DDLJob(50, _job(3, 23, "pt", 3, "ALTER TABLE pt TRUNCATE PARTITION p0", PT))
-    exchange = DDLJob(60, _job(4, 42, "nt", 4, "ALTER TABLE pt EXCHANGE PARTITION p0 WITH TABLE nt", NT))
-    refuse_for_lake([truncate, exchange], TableFilter(), HISTORY, "parquet")   # transform.partition_drops makes them
-    recover = DDLJob(50, _job(3, 25, "pt", 3, "RECOVER TABLE pt", PT))
-    refuse_for_lake([recover], TableFilter(ignore_tables=(("d", "pt"),)), HISTORY, "parquet")
-    with pytest.raises(UnreplicableDDLError, match="the parquet sink cannot know which rows d.pt holds"):
-        refuse_for_lake([recover], TableFilter(), HISTORY, "parquet")
+    made = [DDLJob(50 + tp, _job(3, tp, "pt", 3, "ALTER TABLE pt …", PT)) for tp in (20, 23, 25, 42, 64, 71, 72)]
+    refuse_for_lake(made, TableFilter(), "parquet")
     flashback = DDLJob(70, _job(5, 62, "", 5, "FLASHBACK CLUSTER TO TIMESTAMP '2024-01-01 00:00:00'"))
     with pytest.raises(UnreplicableDDLError, match="set every table back"):
-        refuse_for_lake([flashback], TableFilter(do_dbs=("x",)), HISTORY, "iceberg")
+        refuse_for_lake([flashback], TableFilter(do_dbs=("x",)), "iceberg")
+    # FLASHBACK DATABASE comes without a schema name: the database it brought back decides
+    database = Job(id=9, type=63, schema_id=0, table_id=0, schema_name="", table_name="", state=6,
+                   query="FLASHBACK DATABASE d", binlog=HistoryInfo(schema_version=9, finished_ts=9,
+                                                                    db_info={"db_name": {"O": "d", "L": "d"}}))
+    refuse_for_lake([DDLJob(80, database)], TableFilter(do_dbs=("x",)), "iceberg")
+    with pytest.raises(UnreplicableDDLError, match="database d"):
+        refuse_for_lake([DDLJob(80, database)], TableFilter(do_dbs=("d",)), "iceberg")
 
 
 def test_a_job_needed_before_its_binlog_and_a_partition_drop_written_across() -> None:
