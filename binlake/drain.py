@@ -432,11 +432,30 @@ def run_verify_command(options: DrainerConfig, ts: int | None, out: TextIO = sys
         for name in left_out:
             print(f"note: {name} not compared: [syncer.binlog-filter-rule] leaves out some of its row changes",
                   file=out)
-        report = verifier.compare(snapshot, ts, [f"{d}.{t}" for d, t in options.tables] or None)
+        report = verifier.compare(snapshot, ts, [f"{d}.{t}" for d, t in options.tables] or None,
+                                  _ttl_expiry(options, ts))
     finally:
         verifier.close()
     print(report.format(), file=out)
     return 0 if report.ok else 1
+
+
+def _ttl_expiry(options: DrainerConfig, ts: int) -> dict[str, Any]:
+    """Per table with TTL at ``ts`` (``db.table``), which rows TiDB's TTL had expired by then
+    (``transform.ttl``), from the upstream's DDL history; none when the history cannot be read."""
+    from transform.history import HistoryError, SchemaHistory
+    from transform.ttl import expired_at
+
+    try:
+        history = SchemaHistory.fetch(upstream_status_url(options, "verify reads the tables' TTL"))
+    except (ConfigError, HistoryError):
+        return {}
+    out: dict[str, Any] = {}
+    for version, _ in history.tables_at(ts):
+        expired = expired_at(version.table, ts) if version.table is not None else None
+        if expired is not None and version.table is not None:
+            out[f"{version.db}.{version.table.name}"] = expired
+    return out
 
 
 def _verifiable() -> list[str]:

@@ -26,6 +26,7 @@ from sink.verify_report import Difference, TableResult, VerifyReport
 DEFAULT_MAX_EXAMPLES = 10
 Row = Mapping[str, Any]
 Key = tuple[Any, ...]
+Expired = Callable[[Row], bool]   # a row of the copy the upstream's TTL had expired at the ts
 _KINDS = ("missing", "extra", "differing", "duplicate")
 
 
@@ -90,10 +91,12 @@ def _index(result: TableResult, examples: _Examples, rows: Sequence[Row], key: C
 
 def compare_rows(result: TableResult, keys: Sequence[str], columns: Sequence[str], upstream: Sequence[Row],
                  copy: Sequence[Row], rules: ValueRules, max_examples: int = DEFAULT_MAX_EXAMPLES,
-                 multiset: bool = False) -> None:
+                 multiset: bool = False, expired: Expired | None = None) -> None:
     """Fill ``result`` with the comparison of one table's ``upstream`` rows and the ``copy``'s rows
     (see the module doc): matched by ``keys``, matched rows compared on ``columns``. Examples show the
-    upstream's value beside the copy's as each side's rows hold them."""
+    upstream's value beside the copy's as each side's rows hold them. A row only the copy holds that
+    ``expired`` says the upstream's TTL had expired (TiDB's TTL job deletes without binlogs) is
+    counted as ``expired``, not as extra."""
     ex = _Examples(max_examples)
     up, up_n = _index(result, ex, upstream, lambda r: rules.upstream_key(r, keys), keys, "upstream", multiset)
     down, down_n = _index(result, ex, copy, lambda r: rules.copy_key(r, keys), keys, "mirror", multiset)
@@ -123,7 +126,9 @@ def compare_rows(result: TableResult, keys: Sequence[str], columns: Sequence[str
             result.differing += 1
             ex.add("differing", k, keys, columns=diff)
     for k, other in down.items():
-        if k not in up:
+        if k not in up and expired is not None and expired(other):
+            result.expired += down_n[k] if multiset else 1
+        elif k not in up:
             result.extra += down_n[k] if multiset else 1
             ex.add("extra", k, keys, row=dict(other))
     result.examples = ex.all()

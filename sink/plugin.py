@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ingest.config import TomlModel
 from sink.base import Sink
+from sink.compare import Expired
 from sink.verify_report import VerifyReport
 from transform.event_filter import EventFilter
 from transform.filters import TableFilter
@@ -98,8 +99,9 @@ class Verifier(ABC):
 
     @abstractmethod
     def compare(self, upstream: Mapping[str, list[dict[str, Any]]], ts: int,
-                tables: Sequence[str] | None) -> VerifyReport:
-        """Compare ``upstream`` (table name → rows at ``ts``) with the sink at ``ts``; ``tables`` limits it."""
+                tables: Sequence[str] | None, expired: Mapping[str, Expired] | None = None) -> VerifyReport:
+        """Compare ``upstream`` (table name → rows at ``ts``) with the sink at ``ts``; ``tables`` limits it;
+        ``expired``: per table with TTL, the rows the upstream's TTL had expired (``compare_rows``)."""
 
     def notes(self) -> list[str]:
         """Lines to print before the report (default: none)."""

@@ -58,6 +58,7 @@ class TableResult:
     differing: int = 0      # compared keys with at least one differing column
     nulled: int = 0         # values: an upstream zero/invalid date held as NULL by the mirror
     duplicates: int = 0     # keys held by more than one row on one side
+    expired: int = 0        # keys only in the mirror that the upstream's TTL had expired (deleted without binlogs)
     problems: list[str] = field(default_factory=list)   # table-level differences
     notes: list[str] = field(default_factory=list)      # informational
     examples: list[Difference] = field(default_factory=list)
@@ -74,6 +75,7 @@ class TableResult:
             "upstream_rows": self.upstream_rows, "mirror_rows": self.mirror_rows,
             "compared": self.compared, "missing": self.missing, "extra": self.extra,
             "differing": self.differing, "nulled": self.nulled, "duplicates": self.duplicates,
+            "expired": self.expired,
             "problems": list(self.problems), "notes": list(self.notes),
             "examples": [e.to_json() for e in self.examples],
         }
@@ -116,6 +118,9 @@ class VerifyReport:
             lines.append(f"  {'OK  ' if t.ok else 'DIFF'} {t.table:<{width}}  {snap}  {counts}")
             lines.extend(f"         ! {p}" for p in t.problems)
             lines.extend(f"         - {n}" for n in t.notes)
+            if t.expired:
+                lines.append(f"         - {t.expired} expired by the table's TTL at the ts and gone upstream "
+                             f"(TiDB's TTL job deletes without binlogs): not counted as extra")
             lines.extend(f"         {e.format()}" for e in t.examples)
         if self.skipped:
             lines.append(f"  skipped (filtered out): {', '.join(self.skipped)}")

@@ -32,6 +32,8 @@ KINDS: dict[str, dict[str, bool]] = {
     "transform.in_process": {"RangeTooLarge": True},
     "transform.history": {"HistoryError": True, "JobNotInHistory": True},
     "transform.ddl": {"UnreplicableDDLError": False},
+    "transform.partitions": {"PartitionError": False},
+    "transform.partition_drops": {"RemovalRefused": False},
     "transform.codec.errors": {"CodecError": False, "TruncatedError": False, "UnknownFlagError": False,
                                "VarintOverflowError": False, "DecimalError": False, "JSONBinaryError": False,
                                "RowLayoutError": False, "ColumnValueError": False, "SchemaError": False},

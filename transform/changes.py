@@ -25,6 +25,10 @@ column                   type                              meaning
 <table columns>          ``schema.arrow_type`` per column  after-image (before-image for deletes)
 ``_tidb_before``         struct of the table columns       before-image of updates, NULL otherwise
 =======================  ================================  =============================================
+
+A DDL that moves rows without binlogs (DROP/TRUNCATE/EXCHANGE PARTITION, RECOVER TABLE) gives a lake
+sink row changes of its own (``transform.partition_drops``): at the DDL's commit ts, with
+``_tidb_start_ts`` equal to it (no transaction of TiDB's starts and commits at one ts).
 """
 from __future__ import annotations
 

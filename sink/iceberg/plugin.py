@@ -10,6 +10,7 @@ from pydantic import BeforeValidator, Field
 
 from ingest.config import Bool, ConfigError, Int, Str, TomlModel, settings_table
 from sink.base import Sink
+from sink.compare import Expired
 from sink.plugin import Capabilities, Flag, SinkContext, SinkSpec, Verifier
 from sink.verify_report import VerifyReport
 
@@ -67,10 +68,10 @@ class MirrorVerifier(Verifier):
         return MetaNamespace(self.catalog, read_only=True).checkpoint()
 
     def compare(self, upstream: Mapping[str, list[dict[str, Any]]], ts: int,
-                tables: Sequence[str] | None) -> VerifyReport:
+                tables: Sequence[str] | None, expired: Mapping[str, Expired] | None = None) -> VerifyReport:
         from sink.iceberg.verify import verify_mirrors
 
-        return verify_mirrors(self.catalog, dict(upstream), ts, list(tables) if tables else None)
+        return verify_mirrors(self.catalog, dict(upstream), ts, list(tables) if tables else None, expired=expired)
 
 
 class IcebergSpec(SinkSpec[IcebergSettings]):

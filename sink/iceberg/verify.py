@@ -40,6 +40,7 @@ from pyiceberg.table.snapshots import Snapshot, ancestors_of
 from sink.changelog import CHANGELOG_SUFFIX, TO_TS_KEY, RunMarkers, tag_name
 from sink.compare import (
     DEFAULT_MAX_EXAMPLES,
+    Expired,
     Row,
     ValueRules,
     VerifyError,
@@ -268,7 +269,8 @@ def _load(catalog: Catalog, name: str | tuple[str, ...]) -> Table | None:
 
 
 def verify_table(catalog: Catalog, name: str, upstream: Sequence[Row], ts: int,
-                 max_examples: int = DEFAULT_MAX_EXAMPLES, mirror: str | tuple[str, ...] | None = None) -> TableResult:
+                 max_examples: int = DEFAULT_MAX_EXAMPLES, mirror: str | tuple[str, ...] | None = None,
+                 expired: Expired | None = None) -> TableResult:
     """Compare one upstream table's rendered rows with its mirror ``name`` at upstream ``ts``; ``mirror``
     names the Iceberg table holding it now when it was renamed or dropped after ``ts`` (an identifier
     tuple: any table of the catalog, e.g. one ``binlake restore`` wrote)."""
@@ -331,7 +333,7 @@ def verify_table(catalog: Catalog, name: str, upstream: Sequence[Row], ts: int,
                for c in data_cols]
     rows = [dict(zip(data_cols, values)) for values in zip(*columns)]
     common = [c for c in data_cols if c in set(up_cols)] if upstream else data_cols
-    compare_rows(result, keys, common, upstream, rows, _MirrorValues(types), max_examples)
+    compare_rows(result, keys, common, upstream, rows, _MirrorValues(types), max_examples, expired=expired)
     return result
 
 
@@ -347,7 +349,8 @@ def _meta_properties(catalog: Catalog) -> dict[str, str]:
 
 def verify_mirrors(catalog: Catalog, upstream_snapshot: dict[str, list[dict[str, Any]]], ts: int,
                    tables: list[str] | None = None, *, max_examples: int = DEFAULT_MAX_EXAMPLES,
-                   allows: Callable[[str, str], bool] | None = None) -> VerifyReport:
+                   allows: Callable[[str, str], bool] | None = None,
+                   expired: Mapping[str, Expired] | None = None) -> VerifyReport:
     """Compare every table of ``upstream_snapshot`` (the upstream at ``ts``, values rendered as by
     ``/binlake/snapshot``) with its mirror ``db.table`` in ``catalog`` at the snapshot marked
     ``binlake.to-ts = ts``, key by key.
@@ -355,14 +358,16 @@ def verify_mirrors(catalog: Catalog, upstream_snapshot: dict[str, list[dict[str,
     ``tables`` (``db.table`` names, case-insensitive) limits the comparison; ``allows(db, table)``
     (default: TiDB Binlog's ``ignore-schemas`` defaults, e.g. ``TableFilter.allows``) drops tables the
     drain does not replicate. Left-out tables are listed in ``skipped``; changelog tables are never
-    compared. Raises :class:`~sink.compare.VerifyError` for a malformed snapshot or an unreadable mirror.
+    compared; ``expired`` (per table with TTL) sets aside the rows the upstream's TTL had expired.
+    Raises :class:`~sink.compare.VerifyError` for a malformed snapshot or an unreadable mirror.
     """
     check_snapshot(upstream_snapshot)
     replicated = allows or TableFilter().allows
     moved = lineage.moves(_meta_properties(catalog))
 
     def compare(name: str, rows: Sequence[Row]) -> TableResult:
-        return verify_table(catalog, name, rows, ts, max_examples, lineage.name_at(moved, name, ts)[0])
+        return verify_table(catalog, name, rows, ts, max_examples, lineage.name_at(moved, name, ts)[0],
+                            (expired or {}).get(name))
 
     return compare_tables(upstream_snapshot, ts, compare,
                           lambda db, tbl: replicated(db, tbl) and not tbl.endswith(CHANGELOG_SUFFIX), tables)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from ingest.config import ConfigError
 from sink.base import Sink
+from sink.compare import Expired
 from sink.mysql.config import MySQLSettings
 from sink.plugin import Capabilities, Flag, Recovery, SinkContext, SinkSpec, Verifier
 from sink.verify_report import VerifyReport
@@ -81,10 +82,10 @@ class MySQLVerifier(Verifier):
         return cp.commit_ts
 
     def compare(self, upstream: Mapping[str, list[dict[str, Any]]], ts: int,
-                tables: Sequence[str] | None) -> VerifyReport:
+                tables: Sequence[str] | None, expired: Mapping[str, Expired] | None = None) -> VerifyReport:
         from sink.mysql.verify import verify_downstream
 
-        return verify_downstream(self.conn, dict(upstream), ts)
+        return verify_downstream(self.conn, dict(upstream), ts, expired=expired)
 
     def notes(self) -> list[str]:
         return list(self._notes)

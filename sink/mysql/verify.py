@@ -21,7 +21,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sink.compare import DEFAULT_MAX_EXAMPLES, Key, Row, ValueRules, compare_rows, compare_tables
+from sink.compare import DEFAULT_MAX_EXAMPLES, Expired, Key, Row, ValueRules, compare_rows, compare_tables
 from sink.mysql.statements import quote
 from sink.mysql.upstream_reader import mysql_value
 from sink.verify_report import TableResult, VerifyReport
@@ -121,8 +121,9 @@ def _read(conn: Any, db: str, table: str) -> tuple[list[str], list[dict[str, Any
 
 
 def verify_table(conn: Any, name: str, upstream: Sequence[Mapping[str, Any]], ts: int,
-                 max_examples: int = DEFAULT_MAX_EXAMPLES) -> TableResult:
-    """Compare one upstream table's rendered rows with ``name`` on the downstream."""
+                 max_examples: int = DEFAULT_MAX_EXAMPLES, expired: Expired | None = None) -> TableResult:
+    """Compare one upstream table's rendered rows with ``name`` on the downstream (``expired``: the rows
+    the upstream's TTL had expired, set aside)."""
     db, _, table = name.partition(".")
     result = TableResult(name, to_ts=ts, upstream_rows=len(upstream))
     found = _read(conn, db, table)
@@ -138,12 +139,15 @@ def verify_table(conn: Any, name: str, upstream: Sequence[Mapping[str, Any]], ts
         result.problems.append(f"columns differ: upstream {sorted(up_rows[0])}, downstream {sorted(names)}")
         return result
     whole_row = list(keys) == list(names)     # a keyless table: equal rows may repeat, as many times each side
-    compare_rows(result, keys, names, up_rows, rows, _DownstreamValues(json_columns), max_examples, whole_row)
+    compare_rows(result, keys, names, up_rows, rows, _DownstreamValues(json_columns), max_examples, whole_row,
+                 expired)
     return result
 
 
 def verify_downstream(conn: Any, upstream_snapshot: dict[str, list[dict[str, Any]]], ts: int,
-                      table_filter: TableFilter | None = None) -> VerifyReport:
+                      table_filter: TableFilter | None = None,
+                      expired: Mapping[str, Expired] | None = None) -> VerifyReport:
     """Every table of ``upstream_snapshot`` the filter allows, compared with the downstream."""
-    return compare_tables(upstream_snapshot, ts, lambda name, rows: verify_table(conn, name, rows, ts),
+    return compare_tables(upstream_snapshot, ts,
+                          lambda name, rows: verify_table(conn, name, rows, ts, expired=(expired or {}).get(name)),
                           (table_filter or TableFilter()).allows)

@@ -4,12 +4,12 @@ concurrent writes, on every build that has it (``tests/realtidb/versions.py``).
 A DDL is either replicated exactly into Iceberg, Parquet and MariaDB (``binlake verify`` against TiDB
 at the drained ts; ``binlake restore`` into MariaDB at the ts just before and just after each DDL,
 verified against TiDB at that ts), or the run stops with an error that names the job and says what
-the user can do. The lake (Iceberg, Parquet) refuses DDL that changes rows without writing them to
-the binlog (DROP/TRUNCATE PARTITION) and the two that give a table a new id (PARTITION BY, REMOVE
-PARTITIONING); the MySQL sink replays those exactly (a partition drop before the first transaction
-written during it). Every sink refuses EXCHANGE PARTITION (a transaction begun before it and
-committed after it writes into the other table, and its binlog does not say so) and RECOVER/FLASHBACK
-TABLE, whose rows come back without binlogs (a TiDB downstream takes those)."""
+the user can do. PARTITION BY and REMOVE PARTITIONING keep one lake table across the table's new id;
+DROP, TRUNCATE and EXCHANGE PARTITION move rows without binlogs, which the lake makes row changes of
+the job from what it held (drained once before the DDL and once after, so its state is read from the
+mirror and the Parquet files), while the MySQL sink replays them and refuses a transaction written
+across them. FLASHBACK DATABASE is refused by every sink but a TiDB downstream (RECOVER and
+FLASHBACK TABLE: ``test_real_tidb_recover.py``)."""
 from __future__ import annotations
 
 import io
