@@ -434,6 +434,7 @@ class Run:
         the load is set up and stopped on the way out."""
         with cluster_with_pumps(self.root, registry=registry) as (cluster, pumps, registry):
             options = DrainerConfig(registry=registry, pd_urls=cluster.tso_url, data_dir=str(self.root / "drainer"),
+                                    initial_commit_ts=0,
                                     upstream=UpstreamSection(status_url=cluster.status_url, dsn=cluster.mysql_dsn),
                                     iceberg=IcebergSettings(warehouse=str(self.root / "warehouse")),
                                     spark=SparkSection(master="local[2]"))

@@ -96,7 +96,7 @@ def _upstream_args(env: Env) -> list[str]:
 
 
 def _sink_args(dsn: str, args: argparse.Namespace) -> list[str]:
-    return ["--sink", "mysql", "--to-dsn", dsn, "--worker-count", str(args.worker_count),
+    return ["--sink", "mysql", "--to-dsn", dsn, "--initial-commit-ts", "0", "--worker-count", str(args.worker_count),
             "--txn-batch", str(args.txn_batch), "--spark-master", "local[2]", *(["--merge"] if args.merge else [])]
 
 

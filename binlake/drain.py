@@ -83,12 +83,14 @@ def upstream_status_url(options: DrainerConfig, why: str) -> str:
 
 
 def initial_ts(options: DrainerConfig, cluster_id: int, keep: bool = True) -> int:
-    """Where a sink never written starts: ``initial-commit-ts``; for -1 (TiDB Binlog's "from now"),
+    """Where a sink never written starts: ``initial-commit-ts`` (unset: the sink's default,
+    ``DrainerConfig.first_ts``); for -1 (TiDB Binlog's "from now"),
     PD's TSO when first asked, kept (unless not ``keep``: a dry run) in ``DATA_DIR/initial-commit-ts``
     so that every run until the sink's first checkpoint starts at that same ts (nothing committed
     after it is skipped)."""
-    if options.initial_commit_ts >= 0:
-        return options.initial_commit_ts
+    first = options.first_ts()
+    if first >= 0:
+        return first
     path = Path(options.data_dir) / INITIAL_TS_FILE
     try:
         text = path.read_text().strip()

@@ -165,7 +165,9 @@ class DrainerBase(TomlModel):
     pd_urls: UrlList = Field(default="", alias="pd-urls")
     cluster_id: Int = Field(default=0, alias="cluster-id", ge=0)
     data_dir: Str = Field(default="data.drainer", alias="data-dir")
-    initial_commit_ts: Int = Field(default=0, alias="initial-commit-ts", ge=-1)   # -1: PD's ts at the first run
+    # where a sink never written starts: a ts, or -1 for PD's ts at the first run; unset, the sink's own
+    # default (``Capabilities.starts_now``: -1 for MySQL and TiDB, as TiDB Binlog; 0 for the lake)
+    initial_commit_ts: Int | None = Field(default=None, alias="initial-commit-ts", ge=-1)
     compressor: Annotated[str, BeforeValidator(_compressor)] = ""   # PullBinlogs streams: "" or "gzip" (TiDB's key)
     log_level: Str = Field(default="info", alias="log-level")
     log_file: Str = Field(default="", alias="log-file")
@@ -231,6 +233,12 @@ class DrainerBase(TomlModel):
         rules = {name: (r.ignore_event, r.ignore_sql) for name, r in s.binlog_filter_rule.items()}
         attached = [(m.source.schema_, m.source.table, m.binlog_filter_rule) for m in s.table_migrate_rule]
         return EventFilter.from_config(rules, attached, s.case_sensitive)
+
+    def first_ts(self) -> int:
+        """``initial-commit-ts``, or the sink's default when it is not set (see the field)."""
+        if self.initial_commit_ts is not None:
+            return self.initial_commit_ts
+        return -1 if self.sink_spec().capabilities.starts_now else 0
 
     def sink_spec(self) -> SinkSpec[Any]:
         """The spec of the sink ``[syncer] db-type`` names."""

@@ -45,6 +45,8 @@ class Capabilities:
     replays_ddl: bool = False           # runs each DDL statement downstream (else it rebuilds tables from rows)
     skips_commit_ts: bool = False       # leaves out [syncer] ignore-txn-commit-ts itself, DDL too (else the drain
                                         # leaves out those transactions and refuses a DDL among them)
+    starts_now: bool = False            # never written, it starts at PD's ts of its first run unless
+                                        # initial-commit-ts says otherwise (TiDB Binlog's default); else at 0
 
 
 @dataclass(frozen=True)

@@ -172,6 +172,7 @@ def _mysql_leg(directory: Path, options: DrainerConfig, upstream_dsn: str) -> bo
     with MariaDBProcess(directory / "mariadb") as maria:
         mysql = options.model_copy(deep=True)
         mysql.syncer.db_type = "mysql"
+        mysql.initial_commit_ts = 0   # the whole range, as the lake took it (a MySQL sink's default: PD's ts now)
         settings = MYSQL.settings(mysql)
         settings.to.dsn = maria.dsn
         mysql.data_dir = str(directory / "drainer-mysql")

@@ -101,7 +101,7 @@ class MySQLSpec(SinkSpec[MySQLSettings]):
     section = "syncer"
     config = MySQLSettings
     capabilities = Capabilities(per_transaction=True, table_subsets=False, verify=True, skips_commit_ts=True,
-                                recovery_without_upstream=True, replays_ddl=True)
+                                recovery_without_upstream=True, replays_ddl=True, starts_now=True)
     against_schemes = ("mysql",)
     restore_schemes = ("mysql", "tidb")
     flags = (

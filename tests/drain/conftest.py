@@ -129,6 +129,7 @@ def make_env(root: Path, pull_only: tuple[str, ...] = (), pump_args: tuple[str, 
     ``cluster_with_pumps``); a drainer into root/warehouse that verifies against the emulator's MySQL port."""
     with cluster_with_pumps(root, pull_only=pull_only, pump_args=pump_args) as (cluster, pumps, registry):
         options = DrainerConfig(registry=registry, pd_urls=cluster.tso_url, data_dir=str(root / "drainer"),
+                                initial_commit_ts=0,   # every sink from the cluster's start (MySQL's default: now)
                                 upstream=UpstreamSection(status_url=cluster.status_url, dsn=cluster.mysql_dsn),
                                 iceberg=IcebergSettings(warehouse=str(root / "warehouse")),
                                 # Spark even for these small ranges (test_local_engine.py: in process)

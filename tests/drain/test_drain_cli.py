@@ -24,7 +24,7 @@ pytestmark = pytest.mark.integration
 
 def cli_args(o: DrainerConfig) -> list[str]:
     return ["--registry", o.registry, "--pd-urls", o.pd_urls, "--upstream-status-url", o.upstream.status_url,
-            "--upstream-dsn", o.upstream.dsn, "--warehouse", o.iceberg.warehouse]
+            "--upstream-dsn", o.upstream.dsn, "--warehouse", o.iceberg.warehouse, "--initial-commit-ts", "0"]
 
 
 def binlake(*args: str, failpoints: tuple[str, ...] = (), cwd: Path | None = None) -> subprocess.CompletedProcess:

@@ -77,7 +77,8 @@ def test_follow_mode_is_an_online_drainer_pumps_wait_for_and_notify(env: Env, ma
     first = env.settle()
     addr, status = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     conf = env.root / "drainer.toml"
-    conf.write_text(f'[syncer]\ndb-type = "mysql"\nworker-count = 2\n[syncer.to]\ndsn = "{maria.dsn}"\n')
+    conf.write_text(f'initial-commit-ts = 0\n[syncer]\ndb-type = "mysql"\nworker-count = 2\n'
+                    f'[syncer.to]\ndsn = "{maria.dsn}"\n')
     log = open(env.root / "follow.log", "w")
     proc = subprocess.Popen([sys.executable, "-m", "binlake.cli", "drain", "--follow", "--interval", "0.3",
                              "--config", str(conf), *cli_args(env.options), "--spark-master", "local[2]",

@@ -296,7 +296,8 @@ def test_relay_log_recovery_when_the_upstream_is_gone(env: Env, maria: MariaDBSe
         env.sql(f"delete from r where id = {i * 20 + 7}")
     env.settle()
     conf = env.root / "drainer.toml"
-    conf.write_text(f'cluster-id = {env.cluster.cluster_id}\n[syncer]\ndb-type = "mysql"\nworker-count = 2\n'
+    conf.write_text(f'cluster-id = {env.cluster.cluster_id}\ninitial-commit-ts = 0\n'
+                    f'[syncer]\ndb-type = "mysql"\nworker-count = 2\n'
                     f'txn-batch = 5\n[syncer.to]\ndsn = "{maria.dsn}"\n'
                     f'[syncer.relay]\nlog-dir = "{relay_dir}"\nmax-file-size = 4096\n')
     args = ["--config", str(conf), *cli_args(env.options), "--spark-master", "local[2]"]

@@ -119,7 +119,8 @@ def test_follow_mode_over_pull_only_pumps(pulled: Env, maria: MariaDBServer) -> 
     first = pulled.settle()
     status = f"127.0.0.1:{free_port()}"
     conf = pulled.root / "drainer.toml"
-    conf.write_text(f'[syncer]\ndb-type = "mysql"\nworker-count = 2\n[syncer.to]\ndsn = "{maria.dsn}"\n')
+    conf.write_text(f'initial-commit-ts = 0\n[syncer]\ndb-type = "mysql"\nworker-count = 2\n'
+                    f'[syncer.to]\ndsn = "{maria.dsn}"\n')
     log_path = pulled.root / "follow.log"
     with open(log_path, "w") as log:
         proc = subprocess.Popen([sys.executable, "-m", "binlake.cli", "drain", "--follow", "--interval", "0.3",

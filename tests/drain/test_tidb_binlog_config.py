@@ -321,3 +321,21 @@ def test_checkpoint_database_keys_without_a_type_are_reported_unused() -> None:
     target = checkpoint_target_of(o.syncer)
     assert target is not None and (target.host, target.port, target.user) == ("127.0.0.1", 4000, "root")
     assert o.warnings() == []
+
+
+def test_without_initial_commit_ts_mysql_and_tidb_start_at_pds_ts_and_the_lake_at_0(tmp_path: Path) -> None:
+    """TiDB Binlog's default (-1) for the sinks that replay statements (a fresh downstream does not replay
+    every DDL since TiDB's bootstrap); the lake wants the history."""
+    tso = LocalTSO()
+    try:
+        for db_type, starts_now in (("mysql", True), ("tidb", True), ("iceberg", False), ("parquet", False),
+                                    ("kafka", False), ("file", False)):
+            o = load_config(DrainerConfig, None, {"syncer.db-type": db_type, "pd-urls": tso.url,
+                                                  "data-dir": str(tmp_path / db_type)})
+            assert o.initial_commit_ts is None and o.first_ts() == (-1 if starts_now else 0), db_type
+            first = initial_ts(o, tso.cluster_id, keep=False)
+            assert (first > 0) == starts_now, (db_type, first)
+        given = load_config(DrainerConfig, None, {"syncer.db-type": "mysql", "initial-commit-ts": 0})
+        assert initial_ts(given, tso.cluster_id) == 0
+    finally:
+        tso.stop()

@@ -70,6 +70,7 @@ class RealCluster:
                                 spark=SparkSection(master="local[2]"))
         options.syncer.db_type = sink
         options.syncer.replicate_do_db = list(databases)
+        options.initial_commit_ts = 0   # every sink from the cluster's start (MySQL's default: PD's ts now)
         return options
 
     def drain(self, options: DrainerConfig) -> dict[str, Any]:
