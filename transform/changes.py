@@ -81,6 +81,17 @@ def relabelled(frame: DataFrame | LocalFrame, ids: Mapping[int, int]) -> DataFra
     return frame.withColumn("table_id", expr.cast("long"))
 
 
+def key_columns(table: TableInfo) -> list[str]:
+    """The columns a table's rows are keyed by (a mirror's identifier fields): the primary key, else
+    the hidden ``_tidb_rowid``."""
+    if table.pk_is_handle and table.pk_handle_column is not None:
+        return [table.pk_handle_column.name]
+    pk = table.primary_index
+    if pk is not None:
+        return [c.name for c in pk.columns]
+    return [ROWID]
+
+
 def read_segment(data: bytes) -> pa.Table:
     """The rows of one ``RunBatch.frame`` record (an Arrow IPC stream)."""
     return pa.ipc.open_stream(pa.py_buffer(data)).read_all()

@@ -107,16 +107,6 @@ def removal_of(table_id: int, commit_ts: int, job: Job, before: TableInfo, befor
 # ---------------------------------------------------------------------------------------------
 # rows as the removal sees them
 
-def key_columns(table: TableInfo) -> list[str]:
-    """The columns a table's rows are keyed by: the primary key, else the hidden ``_tidb_rowid``."""
-    if table.pk_is_handle and table.pk_handle_column is not None:
-        return [table.pk_handle_column.name]
-    pk = table.primary_index
-    if pk is not None:
-        return [c.name for c in pk.columns]
-    return [ch.ROWID]
-
-
 def in_layout(rows: pa.Table, src: TableInfo, dst: TableInfo) -> pa.Table:
     """A segment's rows (written as ``src``) as ``dst`` names and types its columns, by column id:
     a column ``src`` lacks at its origin default, one ``dst`` lacks left out; the row metadata kept
@@ -184,7 +174,7 @@ class RemovalJob:
     keys: tuple[str, ...] = field(default=())
 
     def key(self) -> list[str]:
-        return list(self.keys) or key_columns(self.removal.before)
+        return list(self.keys) or ch.key_columns(self.removal.before)
 
 
 def _placed_in_gone(job: RemovalJob, rows: pa.Table, versions: np.ndarray) -> np.ndarray:

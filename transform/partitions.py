@@ -32,6 +32,7 @@ import pyarrow as pa
 
 from transform.codec import mysqltypes as mt
 from transform.codec.model import ColumnInfo, TableInfo
+from transform.codec.values import naive_utc
 from transform.errors import TransformError
 
 RANGE, HASH, LIST, KEY = 1, 2, 3, 4
@@ -554,16 +555,10 @@ def _binary(op: str, left: Fn, right: Fn) -> Fn:
 
 
 def _as_datetime(v: Any) -> dt.datetime:
-    if isinstance(v, dt.datetime):
-        return v.astimezone(dt.UTC).replace(tzinfo=None) if v.tzinfo else v
-    if isinstance(v, dt.date):
-        return dt.datetime(v.year, v.month, v.day)
-    if isinstance(v, str):
-        try:
-            return _datetime(v)
-        except ValueError:
-            pass
-    raise PartitionError(f"a date function got {v!r}")
+    at = naive_utc(v)
+    if at is None:
+        raise PartitionError(f"a date function got {v!r}")
+    return at
 
 
 def _seconds_of(v: Any) -> float:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from transform.codec.model import TableInfo
+from transform.codec.values import naive_utc
 
 # TiDB's ``ast.TimeUnitType`` codes a TTL interval may use (``ttl_info.interval_time_unit``)
 _MICROSECOND, _SECOND, _MINUTE, _HOUR, _DAY, _WEEK, _MONTH, _QUARTER, _YEAR = 1, 2, 3, 4, 5, 6, 7, 8, 9
@@ -45,23 +46,9 @@ def expired_at(table: TableInfo, ts: int) -> Callable[[Mapping[str, Any]], bool]
     now = dt.datetime.fromtimestamp((ts >> 18) / 1000, dt.UTC).replace(tzinfo=None)
 
     def expired(row: Mapping[str, Any]) -> bool:
-        at = _instant(row.get(name))
+        at = naive_utc(row.get(name))
         return at is not None and _plus(at, amount, unit) < now
     return expired
-
-
-def _instant(v: Any) -> dt.datetime | None:
-    """A TTL column's value as a naive UTC datetime (None: NULL or not a time)."""
-    if isinstance(v, dt.datetime):
-        return v.astimezone(dt.UTC).replace(tzinfo=None) if v.tzinfo else v
-    if isinstance(v, dt.date):
-        return dt.datetime(v.year, v.month, v.day)
-    if isinstance(v, str):
-        try:
-            return dt.datetime.fromisoformat(v.strip().replace(" ", "T", 1))
-        except ValueError:
-            return None
-    return None
 
 
 def _plus(at: dt.datetime, amount: int, unit: int) -> dt.datetime:

@@ -44,6 +44,7 @@ from pyiceberg.types import (
 from sink import changelog as fmt
 from sink.errors import IncompatibleSchemaChange, SinkError
 from transform import changes as ch
+from transform.changes import key_columns as key_columns
 from transform.codec import convert
 from transform.codec.batch import arrow_value
 from transform.codec.model import ColumnInfo, TableInfo, arrow_type
@@ -79,16 +80,6 @@ def iceberg_type(t: pa.DataType) -> IcebergType:
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
         return BinaryType()
     raise SinkError(f"no Iceberg type for Arrow type {t}")
-
-
-def key_columns(table: TableInfo) -> list[str]:
-    """The mirror's identifier columns: the primary key, else the hidden ``_tidb_rowid``."""
-    if table.pk_is_handle and table.pk_handle_column is not None:
-        return [table.pk_handle_column.name]
-    pk = table.primary_index
-    if pk is not None:
-        return [c.name for c in pk.columns]
-    return [ch.ROWID]
 
 
 def has_rowid(table: TableInfo) -> bool:

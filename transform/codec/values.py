@@ -590,3 +590,18 @@ def json_value(v: Any) -> Any:
     if isinstance(v, (bytes, bytearray, memoryview)):
         return base64.b64encode(bytes(v)).decode("ascii")
     return str(v)
+
+
+def naive_utc(v: Any) -> dt.datetime | None:
+    """A date, a datetime (an aware one in UTC) or ISO text (``YYYY-MM-DD[ HH:MM:SS[.f]]``) as a naive
+    UTC datetime; None for anything else."""
+    if isinstance(v, dt.datetime):
+        return v.astimezone(dt.UTC).replace(tzinfo=None) if v.tzinfo else v
+    if isinstance(v, dt.date):
+        return dt.datetime(v.year, v.month, v.day)
+    if isinstance(v, str):
+        try:
+            return dt.datetime.fromisoformat(v.strip().replace(" ", "T", 1))
+        except ValueError:
+            return None
+    return None
