@@ -472,6 +472,7 @@ class Run:
         o = options
         lines = [f"registry = {q(o.registry)}", f"pd-urls = {q(o.pd_urls)}",
                  f"data-dir = {q(str(self.root / (name + '-drainer')))}",
+                 *((f"initial-commit-ts = {o.initial_commit_ts}",) if o.initial_commit_ts is not None else ()),
                  "[upstream]", f"status-url = {q(o.upstream.status_url)}", f"dsn = {q(o.upstream.dsn)}",
                  "[syncer]", f"db-type = {q(o.syncer.db_type)}", f"replicate-do-db = {q(o.syncer.replicate_do_db)}",
                  f"worker-count = {o.syncer.worker_count}", f"txn-batch = {o.syncer.txn_batch}",
