@@ -36,3 +36,10 @@ class FilterRuleError(TransformError, ValueError):
 
 class GoRegexError(TransformError, ValueError):
     """A regular expression of the configuration that Go's ``regexp.Compile`` refuses (RE2's reason)."""
+
+
+class PartitionError(TransformError):
+    """A row's partition cannot be known as TiDB knows it: an expression or value binlake does not
+    evaluate as TiDB does, or no partition takes the value (terminal: the same rows meet it again)."""
+
+    transient = False
