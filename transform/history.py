@@ -133,7 +133,8 @@ def replaced_columns(before: TableInfo | None, job: Job, after: TableInfo | None
 class ColumnPast:
     """What a table's rows written earlier hold for the columns it has at a ts, by column name then:
     ``born``, the columns a DDL added after the table id began → that job's ``FinishedTS`` (a row
-    last written before it holds the column's origin default); ``carried``, the columns a MODIFY
+    last written before it holds the column's origin default; for a column rewritten since, the
+    origin default of the column it was added as, converted by each rewrite); ``carried``, the columns a MODIFY
     rewrote under a new id (:func:`replaced_columns`) → the rewrites leading to them, oldest first (a
     row last written before a rewrite holds the old column's value, which TiDB's backfill converted)."""
 
@@ -436,6 +437,9 @@ class SchemaHistory:
                     born[c.id] = self.placed_ts(v.job)
                 seen.add(c.id)
         final = done[-1].table.columns
+        # a rewritten column was born with the column its rewrites began from (an ADD, then a MODIFY)
+        born.update({c.id: born[came_from[c.id][0][0].id] for c in final
+                     if c.id in came_from and came_from[c.id][0][0].id in born})
         return ColumnPast({c.name: born[c.id] for c in final if c.id in born},
                           {c.name: came_from[c.id] for c in final if c.id in came_from})
 

@@ -42,7 +42,7 @@ from sink.iceberg.pit import ANY_BUCKET, Source, TableAt, carried_name
 from sink.restore import RowWriter
 from transform import changes as ch
 from transform.codec import convert
-from transform.codec.model import TableInfo, arrow_type
+from transform.codec.model import ColumnInfo, TableInfo, arrow_type
 from transform.history import ColumnPast
 from transform.reduce import net_change
 
@@ -104,11 +104,23 @@ def shaped(rows: pa.Table, info: TableInfo, meta: Sequence[str], past: ColumnPas
             if at is not None:
                 older = pc.fill_null(pc.less(committed, at), False)
                 if pc.any(older).as_py():
-                    value = ks.default_value(col)
+                    value = _origin(col, past.carried.get(col.name, ()))
                     i = rows.schema.get_field_index(col.name)
                     rows = rows.set_column(i, rows.schema.field(i),
                                            pc.if_else(older, value.cast(fields[i].type), rows.column(i)))
     return rows
+
+
+def _origin(col: ColumnInfo, rewrites: Sequence[tuple[ColumnInfo, ColumnInfo]]) -> pa.Scalar:
+    """What a row written before ``col`` was added holds: its origin default; for a column rewritten
+    since (``rewrites``, oldest first), the origin default of the column it was added as, converted as
+    TiDB's backfill converted it."""
+    if not rewrites:
+        return ks.default_value(col)
+    values = pa.array([ks.default_value(rewrites[0][0]).as_py()], arrow_type(rewrites[0][0]))
+    for before, after in rewrites:
+        values = convert.convert_array(values, before, after)
+    return values[0]
 
 
 @dataclass(frozen=True)
