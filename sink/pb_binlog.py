@@ -5,7 +5,10 @@ A DML transaction is one ``Event`` per row change: its schema, table, type and a
 ``column`` messages (name, MySQL type byte, MySQL type name, value; an update's old value in ``value``
 and new value in ``changed_value``). A value is TiDB's datum encoding of the value as TiDB Binlog's
 ``formatData`` leaves it: DATE/DATETIME/TIMESTAMP/TIME/DECIMAL/JSON as text, ENUM/SET/BIT as unsigned
-integers, other values as they are (the same renderings as :mod:`sink.secondary`, BIT aside). A DDL is
+integers, other values as they are (the same renderings as :mod:`sink.secondary`, BIT aside; TIMESTAMP in
+the drainer's zone). The columns are TiDB Binlog's: an insert carries every column (a virtual generated
+one as TiDB Binlog fills it), an update its non-generated ones, a delete those a row holds (virtual
+generated columns left out). A DDL is
 ``use `db`; <query>;`` (a CREATE DATABASE: ``<query>;``). :func:`decode_events` reads them back with
 reparo's conversions.
 """
@@ -55,17 +58,20 @@ def encode_dml(commit_ts: int, pieces: Sequence[tuple[Table, list[Row]]]) -> pbb
         heads = [(name, bytes((info.tp,)), mt.type_to_str(info.tp, info.type.charset))
                  for name, info in zip(target.columns, target.infos)]
         bits = target.bit_columns
+        virtual = frozenset(i for i in target.generated if target.infos[i].virtual_generated)
+        left_out = {"I": frozenset[int](), "U": target.generated, "D": virtual}
         for op, new, old in rows:
             event = out.dml_data.events.add(schema_name=target.db, table_name=target.name, tp=_EVENT[op])
+            skip = left_out[op]
             if op == "U" and old is not None:
                 values = zip(heads, old, new, specs)
                 event.row.extend(pbb.column(name=n, tp=tp, mysql_type=mtype, value=_datum(o, s, i in bits),
                                             changed_value=_datum(v, s, i in bits)).SerializeToString()
-                                 for i, ((n, tp, mtype), o, v, s) in enumerate(values))
+                                 for i, ((n, tp, mtype), o, v, s) in enumerate(values) if i not in skip)
             else:
                 event.row.extend(pbb.column(name=n, tp=tp, mysql_type=mtype, value=_datum(v, s, i in bits))
                                  .SerializeToString()
-                                 for i, ((n, tp, mtype), v, s) in enumerate(zip(heads, new, specs)))
+                                 for i, ((n, tp, mtype), v, s) in enumerate(zip(heads, new, specs)) if i not in skip)
     return out
 
 

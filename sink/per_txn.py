@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from sink.base import TableReport
 from sink.errors import SinkError
-from sink.secondary import Row, Table, python_rows
+from sink.secondary import Row, Table, drainer_zone, python_rows
 from transform import changes as ch
 from transform.event_filter import EventFilter, ddl_event
 from transform.filters import TableFilter
@@ -62,9 +62,11 @@ class Txn:
 
 def transactions(run: ch.RunBatch, floor: int, filters: DDLFilters,
                  reports: dict[str, TableReport]) -> Iterator[Txn]:
-    """The transactions of ``run`` committed after ``floor``, in commit order, counted in ``reports``
-    (row changes per table and op, DDL queries)."""
-    targets = {(tid, s.schema_version): Table.of(s.db or tc.db, s.table)
+    """The transactions of ``run`` committed after ``floor``, in commit order, each table as TiDB
+    Binlog's outputs carry it (:meth:`Table.as_tidb_binlog`, TIMESTAMP in this process's zone), counted
+    in ``reports`` (row changes per table and op, DDL queries)."""
+    zone = drainer_zone()
+    targets = {(tid, s.schema_version): Table.as_tidb_binlog(s.db or tc.db, s.table, zone)
                for tid, tc in run.tables.items() for s in tc.segments}
     rows_of = PerBundle(lambda tid, v, rows: python_rows(targets[(tid, v)], rows))
 

@@ -5,15 +5,25 @@ of an update in ``change_row``; a DDL as its query.
 
 Values follow TiDB Binlog's ``DatumToColumn``: integers as int64 (uint64 when UNSIGNED), FLOAT/DOUBLE
 as double, DECIMAL and every temporal type as text (DATETIME/TIMESTAMP with the column's fractional
-digits, TIMESTAMP in UTC), ENUM and SET as their index/bitmask (uint64), BIT, binary strings and JSON as
-bytes, other strings as text. A table's columns are the public, non-generated ones binlake decodes.
+digits), ENUM and SET as their index/bitmask (uint64), BIT, binary strings and JSON as bytes, other
+strings as text.
+
+Two views of a table: :meth:`Table.of`, the public non-generated columns a MySQL downstream is written
+(the relay log, UTC); :meth:`Table.as_tidb_binlog`, what TiDB Binlog's Kafka and file outputs carry:
+every public column, generated and hidden ones included, TIMESTAMP in the drainer's local zone (Go's
+``time.Local``: :func:`drainer_zone`). A column the decoded rows lack (a virtual generated column, which
+TiDB never writes to a row) gets the value TiDB Binlog's ``getDefaultOrZeroValue`` gives it
+(:func:`transform.codec.values.missing_value`); an update's generated columns are NULL on both sides,
+as TiDB Binlog's update decoder leaves them.
 
 A transaction is serialized by hand (:func:`dml_bytes`: no message object per value), into the bytes
 protobuf writes for the same message (``tests/sink/test_secondary_units.py`` holds it to that).
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import os
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,18 +38,48 @@ from schemas import secondary_binlog_pb2 as sb
 from transform import changes as ch
 from transform.codec import mysqltypes as mt
 from transform.codec.model import ColumnInfo, TableInfo
-from transform.codec.values import json_value
+from transform.codec.values import json_value, missing_value
 from transform.codec.varint import encode_uvarint as _varint  # a protobuf varint
 
 OPS = {"I": sb.Insert, "U": sb.Update, "D": sb.Delete}
 LETTERS = {v: k for k, v in OPS.items()}
 
 
+_UTC_NAMES = frozenset(("", "UTC", "Etc/UTC", "UCT", "Etc/UCT", "Universal", "Etc/Universal", "Zulu", "Etc/Zulu"))
+
+
+def drainer_zone() -> dt.tzinfo | None:
+    """The zone TiDB Binlog's drainer renders TIMESTAMP in, Go's ``time.Local`` of this process: ``$TZ``
+    when set (empty: UTC; a leading ``:`` dropped; a path read as a zone file), else ``/etc/localtime``;
+    UTC when it cannot be loaded, as Go falls back. None stands for UTC."""
+    import zoneinfo
+
+    tz = os.environ.get("TZ")
+    try:
+        if tz is None:
+            with open("/etc/localtime", "rb") as f:
+                zone: dt.tzinfo = zoneinfo.ZoneInfo.from_file(f, key="Local")
+        else:
+            tz = tz[1:] if tz.startswith(":") else tz
+            if tz in _UTC_NAMES:
+                return None
+            if tz.startswith("/"):
+                with open(tz, "rb") as f:
+                    zone = zoneinfo.ZoneInfo.from_file(f, key=tz)
+            else:
+                zone = zoneinfo.ZoneInfo(tz)
+    except (OSError, ValueError, zoneinfo.ZoneInfoNotFoundError):
+        return None
+    probes = [dt.datetime(y, m, 1, tzinfo=dt.UTC) for y in (1970, 2000, dt.date.today().year) for m in (1, 7)]
+    return None if all(p.astimezone(zone).utcoffset() == dt.timedelta(0) for p in probes) else zone
+
+
 @dataclass(frozen=True)
 class Table:
-    """A table at one schema version as a downstream has it: its written columns (``of`` a TableInfo: the
-    public, non-generated ones), unique keys (column positions, the primary key first), BIT columns and
-    the columns' upstream definitions (empty when unknown)."""
+    """A table at one schema version as a downstream has it: its columns, unique keys (column
+    positions, the primary key first), BIT columns, the columns' upstream definitions (empty when
+    unknown), the positions of its generated columns and the zone TIMESTAMP is rendered in (None:
+    UTC)."""
 
     db: str
     name: str
@@ -47,12 +87,27 @@ class Table:
     keys: tuple[tuple[str, tuple[int, ...]], ...]
     bit_columns: frozenset[int] = field(default=frozenset())
     infos: tuple[ColumnInfo, ...] = ()
+    generated: frozenset[int] = field(default=frozenset())
+    zone: dt.tzinfo | None = None
 
     @classmethod
     def of(cls, db: str, table: TableInfo) -> Self:
-        """``table`` in ``db`` as a downstream has it."""
-        cols = tuple(c for c in table.columns
-                     if c.state == mt.STATE_PUBLIC and not c.generated_expr_string and not c.hidden)
+        """``table`` in ``db`` as a MySQL downstream is written: its public, non-generated columns."""
+        return cls._of(db, table, tuple(c for c in table.columns if c.state == mt.STATE_PUBLIC
+                                        and not c.generated_expr_string and not c.hidden))
+
+    @classmethod
+    def as_tidb_binlog(cls, db: str, table: TableInfo, zone: dt.tzinfo | None) -> Self:
+        """``table`` in ``db`` as TiDB Binlog's Kafka and file outputs carry it: every public column,
+        generated and hidden ones included, TIMESTAMP in ``zone``."""
+        table = table.as_defined()
+        cols = tuple(c for c in table.columns if c.state == mt.STATE_PUBLIC)
+        made = cls._of(db, table, cols)
+        generated = frozenset(i for i, c in enumerate(cols) if c.generated_expr_string)
+        return dataclasses.replace(made, generated=generated, zone=zone)
+
+    @classmethod
+    def _of(cls, db: str, table: TableInfo, cols: tuple[ColumnInfo, ...]) -> Self:
         pos = {c.name.lower(): i for i, c in enumerate(cols)}
         keys: list[tuple[str, tuple[int, ...]]] = []
         handle = table.pk_handle_column
@@ -152,10 +207,40 @@ def _int32(v: int) -> int:
 _BIT_WRAP = 1 << 64
 
 
-def _python_values(column: pa.Array | pa.ChunkedArray, bit: bool, fsp: int) -> list[Any]:
+def _timestamp_text(values: list[Any], fsp: int, zone: dt.tzinfo) -> list[Any]:
+    """UTC instants as TiDB Binlog prints a TIMESTAMP in ``zone``: ``YYYY-MM-DD HH:MM:SS`` and ``fsp``
+    fractional digits."""
+    out: list[Any] = []
+    for v in values:
+        if v is None:
+            out.append(None)
+            continue
+        local = v.astimezone(zone)
+        text = f"{local:%Y-%m-%d %H:%M:%S}"
+        out.append(f"{text}.{local.microsecond:06d}"[:20 + fsp] if fsp else text)
+    return out
+
+
+def utc_text(text: str, zone: dt.tzinfo) -> str:
+    """A TIMESTAMP TiDB Binlog printed in ``zone`` as the same instant in UTC (the text a UTC session
+    takes); a zero or unreadable value unchanged."""
+    try:
+        local = dt.datetime.fromisoformat(text)
+    except ValueError:
+        return text
+    utc = local.replace(tzinfo=zone).astimezone(dt.UTC)
+    out = f"{utc:%Y-%m-%d %H:%M:%S}"
+    digits = len(text) - text.index(".") - 1 if "." in text else 0
+    return f"{out}.{utc.microsecond:06d}"[:20 + digits] if digits else out
+
+
+def _python_values(column: pa.Array | pa.ChunkedArray, bit: bool, fsp: int,
+                   zone: dt.tzinfo | None = None) -> list[Any]:
     """One decoded column's values as ``_column`` takes them: DATETIME/TIMESTAMP/DATE as their MySQL
-    text (``fsp`` fractional digits, as TiDB prints them; TIMESTAMP in UTC), BIT(64) values the decoder
-    wrapped into a signed long unwrapped, the rest as Arrow gives them."""
+    text (``fsp`` fractional digits, as TiDB prints them; TIMESTAMP in ``zone``, UTC when None), BIT(64)
+    values the decoder wrapped into a signed long unwrapped, the rest as Arrow gives them."""
+    if pa.types.is_timestamp(column.type) and zone is not None and column.type.tz is not None:
+        return _timestamp_text(column.cast(pa.timestamp("us", tz="UTC")).to_pylist(), fsp, zone)
     if pa.types.is_timestamp(column.type):
         text = column.cast(pa.timestamp("us")).cast(pa.string())     # YYYY-MM-DD HH:MM:SS.ffffff
         column = pc.utf8_slice_codeunits(text, 0, 20 + fsp if fsp else 19)
@@ -167,25 +252,45 @@ def _python_values(column: pa.Array | pa.ChunkedArray, bit: bool, fsp: int) -> l
     return values
 
 
+def _missing(info: ColumnInfo, zone: dt.tzinfo | None) -> Any:
+    """What TiDB Binlog's drainer fills in for a column a row lacks (``getDefaultOrZeroValue``), a
+    TIMESTAMP origin default in ``zone`` (``transTimestampToLocal``: no fractional digits)."""
+    value = missing_value(info)
+    if isinstance(value, dt.datetime) and info.tp == mt.TYPE_TIMESTAMP and zone is not None:
+        return _timestamp_text([value.replace(tzinfo=dt.UTC)], 0, zone)[0]
+    return value
+
+
 Row = tuple[str, tuple[Any, ...], tuple[Any, ...] | None]   # op, new values, old values of an update
 
 
-def _values(target: Table, source: Any) -> list[tuple[Any, ...]]:
+def _values(target: Table, source: Any, names: Sequence[str], count: int) -> list[tuple[Any, ...]]:
+    """Each row's values of ``target``'s columns from ``source(name)``; a generated column not among
+    ``names`` (a virtual one: never written to a row) filled as TiDB Binlog fills it."""
     fsps = [info.fsp for info in target.infos] or [6] * len(target.columns)
-    return list(zip(*(_python_values(source(n), i in target.bit_columns, fsps[i])
+    absent = {i for i in target.generated if target.columns[i] not in set(names)}
+    return list(zip(*(_python_values(source(n), i in target.bit_columns, fsps[i], target.zone) if i not in absent
+                      else [_missing(target.infos[i], target.zone)] * count
                       for i, n in enumerate(target.columns))))
 
 
 def python_rows(target: Table, rows: pa.Table) -> list[Row]:
-    """A decoded piece's row changes as the Python values :func:`encode_dml` takes, in order."""
+    """A decoded piece's row changes as the Python values :func:`encode_dml` takes, in order (an
+    update's generated columns NULL on both sides)."""
     ops = rows.column(ch.OP).to_pylist()
-    news = _values(target, rows.column)
+    news = _values(target, rows.column, rows.column_names, rows.num_rows)
     olds: list[tuple[Any, ...]] = []
     if "U" in ops and ch.BEFORE in rows.column_names:
         chunks = rows.column(ch.BEFORE).chunks
         before = pa.concat_arrays(chunks) if chunks else pa.array([], rows.schema.field(ch.BEFORE).type)
-        olds = _values(target, before.field)
-    return [(op, new, olds[r] if op == "U" and olds else None) for r, (op, new) in enumerate(zip(ops, news))]
+        olds = _values(target, before.field, [f.name for f in before.type], len(before))
+    out: list[Row] = [(op, new, olds[r] if op == "U" and olds else None) for r, (op, new) in enumerate(zip(ops, news))]
+    if target.generated and "U" in ops:
+        gen = target.generated
+        out = [(op, tuple(None if i in gen else v for i, v in enumerate(new)),
+                None if old is None else tuple(None if i in gen else v for i, v in enumerate(old)))
+               if op == "U" else (op, new, old) for op, new, old in out]
+    return out
 
 
 # how :func:`_row` writes a column's values: ints as int64 and text as text (the rest by column_bytes),

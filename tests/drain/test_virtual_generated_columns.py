@@ -179,6 +179,45 @@ def test_the_decoded_run_and_its_ddl_events_hold_no_virtual_column(spark: Any) -
     assert all(set(r["_tidb_before"] or {}) <= set(LAKE + ["b"]) for r in images)
 
 
+def test_kafka_and_files_carry_the_generated_columns_as_tidb_binlog_does(spark: Any) -> None:
+    """TiDB Binlog's Kafka rows have one column per column of the table, generated and hidden ones
+    included: a virtual one as its drainer fills it (NULL: nullable, no default), a stored one its
+    value, both NULL in an update; its files carry every column in an insert, the non-generated ones
+    in an update, and leave the virtual ones out of a delete (binlake has not their values)."""
+    from sink.pb_binlog import decode_events
+    from sink.pb_binlog import encode_dml as pb_dml
+    from sink.secondary import Table, encode_dml, python_rows
+
+    run = _run(spark, 0, 400)
+    assert run.frame is not None
+    tables = {s.schema_version: Table.as_tidb_binlog("test", s.table, None) for s in run.tables[TID].segments}
+    txns = sorted((rec["commit_ts"], [(tables[rec["schema_version"]],
+                                       python_rows(tables[rec["schema_version"]], ch.read_segment(rec["data"])))])
+                  for rec in run.frame.collect())
+    assert len(txns) == 3
+    kafka = [encode_dml(ts, pieces).dml_data.tables[0] for ts, pieces in txns]
+    assert [[c.name for c in t.column_info] for t in kafka] == [
+        ["id", "a", "v", "s", "_V$_ie_0"], ["id", "a", "v", "s", "_V$_ie_0", "w"],
+        ["id", "a", "v", "s", "_V$_ie_0", "w", "b"]]
+    assert [k.name for k in kafka[0].unique_keys] == ["PRIMARY", "uv"]
+
+    def values(row: Any) -> list[Any]:
+        return [None if c.is_null else c.int64_value for c in row.columns]
+
+    first, second, third = kafka
+    assert [values(m.row) for m in first.mutations] == [[1, 11, None, 12, None], [2, 20, None, 21, None]]
+    update, delete = second.mutations
+    assert (values(update.row), values(update.change_row)) == ([1, 12, None, None, None, None],
+                                                               [1, 11, None, None, None, None])
+    assert values(delete.row) == [2, 20, None, 21, None, None]
+    assert values(third.mutations[0].row) == [3, 30, None, 31, None, None, 9]
+
+    files = [list(decode_events(pb_dml(ts, pieces))) for ts, pieces in txns]
+    assert [[c.name for c in e.columns] for e in files[0]] == [["id", "a", "v", "s", "_V$_ie_0"]] * 2
+    assert [(e.op, [(c.name, c.value, c.changed) for c in e.columns]) for e in files[1]] == [
+        ("U", [("id", 1, 1), ("a", 11, 12)]), ("D", [("id", 2, None), ("a", 20, None), ("s", 21, None)])]
+
+
 @pytest.mark.integration
 def test_iceberg_and_parquet_leave_virtual_columns_out_and_adding_one_changes_no_schema(
         spark: Any, tmp_path: Path) -> None:

@@ -354,3 +354,55 @@ def test_restore_from_the_lake_of_a_real_tidb_at_two_points(real: RealCluster, m
     run_restore_command(options, t1, maria.dsn, out=io.StringIO())
     assert maria.query("SELECT id, v, n, w FROM rt_restore.a ORDER BY id") == [
         (2, "bb", 2, 7), (4, "d", 4, 40), (30, "c", 3, 7)]
+
+
+def test_files_carry_generated_columns_and_timestamps_in_the_drainers_zone_and_reparo_replays_them(
+        real: RealCluster, maria: MariaDBServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """db-type ``file`` from a drainer in America/New_York: TIMESTAMP text as TiDB shows it in that zone
+    (both sides of a DST change), generated columns where TiDB Binlog's files have them (an insert: all,
+    the virtual one NULL; an update: none; a delete: the stored one); ``binlake reparo`` in the same zone
+    replays the files into MariaDB equal to TiDB."""
+    from binlake.reparo import ReparoConfig, read_binlogs, run_reparo
+    from sink.pb_binlog import decode_events
+
+    zone = "America/New_York"
+    real.tidb.execute("CREATE DATABASE rt_files")
+    real.tidb.execute(
+        "SET time_zone = '+00:00'",
+        "CREATE TABLE g (id INT PRIMARY KEY, a INT, v INT AS (a * 2) VIRTUAL, s INT AS (a + 1) STORED, "
+        "ts TIMESTAMP(3) NULL, dt DATETIME)",
+        "INSERT INTO g (id, a, ts, dt) VALUES (1, 10, '2024-01-15 12:00:00.125', '2024-01-15 12:00:00'), "
+        "(2, 20, '2024-07-15 12:00:00', '2024-07-15 12:00:00'), (3, 30, NULL, NULL)",
+        "UPDATE g SET a = 11, ts = '2024-03-10 07:30:00' WHERE id = 1",     # 03:30 EDT, just past the change
+        "DELETE FROM g WHERE id = 3", database="rt_files")
+    monkeypatch.setenv("TZ", zone)
+    options = real.options("files", ["rt_files"], sink="file")
+    options.syncer.to.dir = str(real.root / "files-pb")
+    to_ts = int(real.drain(options)["to_ts"])
+
+    events = [e for b in read_binlogs(real.root / "files-pb", 0, 0) for e in decode_events(b) if e.table == "g"]
+    rows = [(e.op, {c.name: (c.value, c.changed) for c in e.columns}) for e in events]
+    conn = real.tidb.connect("rt_files")
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SET time_zone = '{zone}'")
+            cur.execute("SELECT id, CAST(ts AS CHAR), CAST(s AS CHAR) FROM g ORDER BY id")
+            shown = {int(i): (t, s) for i, t, s in cur.fetchall()}
+    finally:
+        conn.close()
+    assert [(op, list(cols)) for op, cols in rows] == [
+        ("I", ["id", "a", "v", "s", "ts", "dt"])] * 3 + [
+        ("U", ["id", "a", "ts", "dt"]), ("D", ["id", "a", "s", "ts", "dt"])]
+    assert [cols["v"] for op, cols in rows if op == "I"] == [(None, None)] * 3
+    assert rows[0][1]["ts"][0] == "2024-01-15 07:00:00.125" and rows[0][1]["dt"][0] == "2024-01-15 12:00:00"
+    assert rows[1][1]["ts"][0] == shown[2][0] == "2024-07-15 08:00:00.000"
+    assert rows[3][1]["ts"] == ("2024-01-15 07:00:00.125", shown[1][0]) and shown[1][0] == "2024-03-10 03:30:00.000"
+    assert rows[1][1]["s"][0] == int(shown[2][1]) and rows[4][1]["s"] == (31, None)
+
+    maria.reset("rt_files")
+    config = ReparoConfig.model_validate({
+        "data-dir": str(real.root / "files-pb"), "dest-type": "mysql", "worker-count": 2,
+        "dest-db": {"host": "127.0.0.1", "port": maria.port, "user": maria.USER, "password": maria.PASSWORD}})
+    assert run_reparo(config) > 0
+    real.verify(options, to_ts, against=maria.dsn)
+    assert maria.query("SELECT id, a, v, s FROM rt_files.g ORDER BY id") == [(1, 11, 22, 12), (2, 20, 40, 21)]

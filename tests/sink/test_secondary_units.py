@@ -80,3 +80,69 @@ def test_dml_bytes_are_the_bytes_protobuf_writes(commit_ts: int, rows: list[Any]
     pieces = [(TARGET, full), (BARE, [(op, ("x", None), (None, 2) if op == "U" else None) for op, _ in bare])]
     assert dml_bytes(commit_ts, pieces) == _reference(commit_ts, pieces)
     assert dml_bytes(commit_ts, []) == _reference(commit_ts, [])
+
+
+# ---------------------------------------------------------------------------------------------
+# the drainer's zone: Go's time.Local, TIMESTAMP text in it and back
+
+def test_the_drainers_zone_is_gos_time_local(monkeypatch: Any, tmp_path: Any) -> None:
+    import zoneinfo
+
+    from sink.secondary import drainer_zone
+
+    for utc in ("", "UTC", ":UTC", "Etc/UTC", "No/Such_Zone", "/nonexistent/zone"):
+        monkeypatch.setenv("TZ", utc)
+        assert drainer_zone() is None, utc
+    for named in ("Asia/Shanghai", ":Asia/Shanghai"):
+        monkeypatch.setenv("TZ", named)
+        assert drainer_zone() == zoneinfo.ZoneInfo("Asia/Shanghai")
+    path = next(p for p in map(lambda d: f"{d}/America/New_York", zoneinfo.TZPATH) if __import__("os").path.exists(p))
+    monkeypatch.setenv("TZ", path)
+    zone = drainer_zone()
+    assert zone is not None and dt.datetime(2024, 7, 1, tzinfo=zone).utcoffset() == dt.timedelta(hours=-4)
+
+
+def test_timestamps_are_rendered_in_the_zone_and_read_back_to_utc() -> None:
+    import zoneinfo
+
+    import pyarrow as pa
+
+    from sink.secondary import python_rows, utc_text
+
+    ny = zoneinfo.ZoneInfo("America/New_York")
+    info = table(9, "z", [col(1, "id", mt.TYPE_LONG, flag=PK), col(2, "ts", mt.TYPE_TIMESTAMP, decimal=3),
+                          col(3, "dt", mt.TYPE_DATETIME)], pk_is_handle=True)
+    utc = [dt.datetime(2024, 1, 15, 12, 0, 0, 125000), dt.datetime(2024, 3, 10, 7, 30), None]
+    rows = pa.table({"_tidb_op": ["I", "I", "I"], "id": [1, 2, 3],
+                     "ts": pa.array(utc, pa.timestamp("us", tz="UTC")), "dt": pa.array(utc, pa.timestamp("us"))})
+    local = [new[1] for _, new, _ in python_rows(Table.as_tidb_binlog("d", info, ny), rows)]
+    assert local == ["2024-01-15 07:00:00.125", "2024-03-10 03:30:00.000", None]
+    assert [new[1:] for _, new, _ in python_rows(Table.as_tidb_binlog("d", info, None), rows)] == [
+        ("2024-01-15 12:00:00.125", "2024-01-15 12:00:00"), ("2024-03-10 07:30:00.000", "2024-03-10 07:30:00"),
+        (None, None)]
+    assert [new[2] for _, new, _ in python_rows(Table.as_tidb_binlog("d", info, ny), rows)][:2] == [
+        "2024-01-15 12:00:00", "2024-03-10 07:30:00"]                    # DATETIME has no zone
+    assert [utc_text(t, ny) for t in local[:2]] == ["2024-01-15 12:00:00.125", "2024-03-10 07:30:00.000"]
+    assert utc_text("0000-00-00 00:00:00", ny) == "0000-00-00 00:00:00"
+
+
+def test_tidb_binlogs_view_of_a_table_holds_its_generated_columns_and_the_mysql_view_does_not() -> None:
+    import pyarrow as pa
+
+    from sink.secondary import python_rows
+
+    cols = [col(1, "id", mt.TYPE_LONG, flag=PK), col(2, "a", mt.TYPE_LONG),
+            col(3, "v", mt.TYPE_LONG, generated="`a` * 2"),
+            col(4, "n", mt.TYPE_LONG, generated="`a` * 3", flag=mt.NOT_NULL_FLAG),
+            col(5, "s", mt.TYPE_LONG, generated="`a` + 1", stored=True)]
+    full = table(9, "g", cols, pk_is_handle=True)
+    lake = full.without_virtual_columns()
+    assert [c.name for c in lake.columns] == ["id", "a", "s"] and lake.as_defined() is full
+    assert Table.of("d", lake).columns == ("id", "a")
+    view = Table.as_tidb_binlog("d", lake, None)
+    assert view.columns == ("id", "a", "v", "n", "s") and view.generated == frozenset({2, 3, 4})
+    before = pa.array([None, {"id": 1, "a": 1, "s": 2}], pa.struct([("id", pa.int32()), ("a", pa.int32()),
+                                                                   ("s", pa.int32())]))
+    rows = pa.table({"_tidb_op": ["I", "U"], "id": [1, 1], "a": [1, 5], "s": [2, 6], "_tidb_before": before})
+    assert python_rows(view, rows) == [("I", (1, 1, None, 0, 2), None),
+                                       ("U", (1, 5, None, None, None), (1, 1, None, None, None))]

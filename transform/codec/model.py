@@ -324,6 +324,8 @@ class TableInfo:
     version: int = 5
     extra: JSONDict = field(default_factory=dict, compare=False)
     source_keys: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
+    # the table with its virtual generated columns, when this is it without them (without_virtual_columns)
+    with_virtual: TableInfo | None = field(default=None, compare=False, repr=False)
 
     def __getstate__(self) -> dict[str, Any]:
         """The fields only: caches a codec keeps on the object (functions) are not pickled."""
@@ -397,7 +399,15 @@ class TableInfo:
         indices = tuple(
             replace(ix, columns=tuple(replace(ic, offset=offset[ic.name.lower()]) for ic in ix.columns))
             for ix in self.indices if not any(ic.name.lower() in virtual for ic in ix.columns))
-        return replace(self, columns=tuple(cols), indices=indices)
+        return replace(self, columns=tuple(cols), indices=indices, with_virtual=self)
+
+    def as_defined(self) -> TableInfo:
+        """The table with every column it was defined with: the one :meth:`without_virtual_columns`
+        left out of (when its other columns are still these), else ``self``."""
+        full = self.with_virtual
+        if full is None or [c.id for c in full.columns if not c.virtual_generated] != [c.id for c in self.columns]:
+            return self
+        return full
 
     # -- lookups ---------------------------------------------------------------------------
 
