@@ -430,11 +430,12 @@ def run_verify_command(options: DrainerConfig, ts: int | None, out: TextIO = sys
                 return False
             return True
 
-        snapshot = _upstream_snapshot(options, ts, allows)
+        history = _upstream_history(options)
+        snapshot = _upstream_snapshot(options, ts, allows, history)
         for name in left_out:
             print(f"note: {name} not compared: [syncer.binlog-filter-rule] leaves out some of its row changes",
                   file=out)
-        expired = _ttl_expiry(options, ts)   # asked of a verifier only when a table has TTL (older ones lack it)
+        expired = _ttl_expiry(history, ts)   # asked of a verifier only when a table has TTL (older ones lack it)
         report = verifier.compare(snapshot, ts, [f"{d}.{t}" for d, t in options.tables] or None,
                                   **({"expired": expired} if expired else {}))
     finally:
@@ -443,16 +444,19 @@ def run_verify_command(options: DrainerConfig, ts: int | None, out: TextIO = sys
     return 0 if report.ok else 1
 
 
-def _ttl_expiry(options: DrainerConfig, ts: int) -> dict[str, Any]:
+def _upstream_history(options: DrainerConfig) -> SchemaHistory:
+    """The upstream's DDL history, which proves a read of it is at the ts and gives the tables' TTL."""
+    from transform.history import SchemaHistory
+
+    return SchemaHistory.fetch(upstream_status_url(options, "verify checks its read of the upstream against the "
+                                                            "upstream's DDL history"))
+
+
+def _ttl_expiry(history: SchemaHistory, ts: int) -> dict[str, Any]:
     """Per table with TTL at ``ts`` (``db.table``), which rows TiDB's TTL had expired by then
-    (``transform.ttl``), from the upstream's DDL history; none when the history cannot be read."""
-    from transform.history import HistoryError, SchemaHistory
+    (``transform.ttl``), from the upstream's DDL history."""
     from transform.ttl import expired_at
 
-    try:
-        history = SchemaHistory.fetch(upstream_status_url(options, "verify reads the tables' TTL"))
-    except (ConfigError, HistoryError):
-        return {}
     out: dict[str, Any] = {}
     for version, _ in history.tables_at(ts):
         expired = expired_at(version.table, ts) if version.table is not None else None
@@ -467,11 +471,14 @@ def _verifiable() -> list[str]:
     return [s.names[0] for s in specs() if s.capabilities.verify]
 
 
-def _upstream_snapshot(options: DrainerConfig, ts: int,
-                       allows: Callable[[str, str], bool]) -> dict[str, list[dict[str, Any]]]:
-    """The upstream's tables at ``ts``, read over its MySQL port (``[upstream] dsn``)."""
+def _upstream_snapshot(options: DrainerConfig, ts: int, allows: Callable[[str, str], bool],
+                       history: SchemaHistory) -> dict[str, list[dict[str, Any]]]:
+    """The upstream's tables at ``ts``, read over its MySQL port (``[upstream] dsn``), refused unless
+    they are the tables ``history`` has at ``ts`` (:mod:`transform.snapshot_proof`)."""
     from sink.mysql.target import MySQLTarget, TLSFiles
     from sink.mysql.upstream_reader import read_snapshot
+    from transform.snapshot_proof import differences
 
     tls = TLSFiles.of(options.upstream.security, "[upstream.security]")
-    return read_snapshot(MySQLTarget.from_dsn(options.upstream.dsn, tls=tls), ts, allows)
+    return read_snapshot(MySQLTarget.from_dsn(options.upstream.dsn, tls=tls), ts, allows,
+                         prove=lambda read: differences(history, ts, read, allows))

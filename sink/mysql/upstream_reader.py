@@ -7,9 +7,11 @@ has not reached yet reads its current state, and commits still to come may fall 
 before it reads, the reader proves the upstream's clock is past ``TS`` (a new transaction's start ts,
 ``@@tidb_current_ts``, is above it), waiting up to :data:`CLOCK_WAIT` seconds, and fails with
 :class:`UpstreamSnapshotError` when it cannot; after reading it proves the session still reads at
-``TS`` (``@@tidb_snapshot`` unchanged on the same connection). Virtual generated columns (``information_schema.columns``
-``EXTRA`` says ``VIRTUAL GENERATED``) are left out: TiDB computes them on read and never writes them
-to a row or a binlog, so the lake does not hold them.
+``TS`` (``@@tidb_snapshot`` unchanged on the same connection) and, given a ``prove`` function, that the
+tables it read are the ones the upstream's DDL history has at ``TS`` (:mod:`transform.snapshot_proof`:
+TiDB takes a snapshot's schema from its schema cache, not from the rows). Virtual generated columns
+(``information_schema.columns`` ``EXTRA`` says ``VIRTUAL GENERATED``) are left out: TiDB computes them
+on read and never writes them to a row or a binlog, so the lake does not hold them.
 
 Values come back in the rendering ``verify`` compares (``transform.codec.values.json_value``, the
 same as the decoder's): TIME keeps the server's text, BIT becomes its number, binary strings
@@ -27,6 +29,7 @@ from sink.errors import SinkError
 from sink.mysql.statements import quote
 from sink.mysql.target import MySQLTarget
 from transform.codec.values import json_value
+from transform.snapshot_proof import ReadTable
 
 ROWID = "_tidb_rowid"
 SYSTEM_SCHEMAS = frozenset({"mysql", "information_schema", "performance_schema", "metrics_schema", "sys"})
@@ -34,6 +37,7 @@ _BIT, _TIME = 16, 11
 CLOCK_WAIT = 10.0   # seconds the reader waits for the upstream's clock to pass the ts
 _BAD_FIELD = 1054
 _UNKNOWN_VARIABLE = 1193
+TABLES = "SELECT table_schema, table_name{id} FROM information_schema.tables WHERE table_type = 'BASE TABLE'"
 VIRTUAL_COLUMNS = ("SELECT table_schema, table_name, column_name FROM information_schema.columns "
                    "WHERE extra LIKE '%VIRTUAL GENERATED%'")
 
@@ -125,22 +129,40 @@ def wait_past(cur: Any, ts: int, describe: str, wait: float = CLOCK_WAIT) -> int
         time.sleep(0.05)
 
 
-def read_snapshot(target: MySQLTarget, ts: int,
-                  allows: Callable[[str, str], bool] | None = None) -> dict[str, list[dict[str, Any]]]:
+def _tables(cur: Any) -> dict[tuple[str, str], int | None]:
+    """The base tables the session sees (system schemas left out), with TiDB's table id
+    (``TIDB_TABLE_ID``; None where the server has no such column: MySQL, the emulator)."""
+    import pymysql
+
+    try:
+        cur.execute(TABLES.format(id=", tidb_table_id"))
+    except pymysql.err.MySQLError:   # MySQL's 1054 (unknown column); the emulator's own error
+        cur.execute(TABLES.format(id=""))
+    return {(str(row[0]), str(row[1])): (int(row[2]) if len(row) > 2 and row[2] is not None else None)
+            for row in cur.fetchall() if str(row[0]).lower() not in SYSTEM_SCHEMAS}
+
+
+Prove = Callable[[dict[tuple[str, str], ReadTable]], list[str]]
+
+
+def read_snapshot(target: MySQLTarget, ts: int, allows: Callable[[str, str], bool] | None = None,
+                  prove: Prove | None = None) -> dict[str, list[dict[str, Any]]]:
     """Every base table's rows at ``ts`` (``{"db.table": [{column: value}]}``, virtual generated
-    columns left out) that ``allows(db, table)`` lets through; system schemas are never read."""
+    columns left out) that ``allows(db, table)`` lets through; system schemas are never read.
+    ``prove(tables read)`` lists how they differ from the tables at ``ts``: any difference refuses
+    the read (:class:`UpstreamSnapshotError`)."""
     import pymysql
 
     conn = target.connect()
     conn.decoders = _conversions()
     out: dict[str, list[dict[str, Any]]] = {}
+    shapes: dict[tuple[str, str], ReadTable] = {}
     try:
         with conn.cursor() as cur:
             wait_past(cur, ts, target.describe(), CLOCK_WAIT)
             cur.execute("SET @@tidb_snapshot = %s", (str(ts),))
-            cur.execute("SELECT table_schema, table_name FROM information_schema.tables "
-                        "WHERE table_type = 'BASE TABLE'")
-            names = sorted((str(d), str(t)) for d, t in cur.fetchall() if str(d).lower() not in SYSTEM_SCHEMAS)
+            ids = _tables(cur)
+            names = sorted(ids)
             cur.execute(VIRTUAL_COLUMNS)
             virtual: dict[tuple[str, str], set[str]] = {}
             for d, t, c in cur.fetchall():
@@ -153,11 +175,18 @@ def read_snapshot(target: MySQLTarget, ts: int,
                 kept = [(i, c, code) for i, (c, code) in enumerate(zip(columns, codes)) if c.lower() not in skip]
                 out[f"{db}.{table}"] = [{c: mysql_value(row[i], code) for i, c, code in kept}
                                         for row in cur.fetchall()]
+                shapes[(db, table)] = ReadTable(ids[(db, table)], tuple(c for _, c, _ in kept if c != ROWID))
             cur.execute("SELECT @@tidb_snapshot")
             (held,) = cur.fetchall()
             if str(held[0]) != str(ts):
                 raise UpstreamSnapshotError(f"reading the upstream {target.describe()} at ts {ts}: the session "
                                             f"reads at {held[0]!r} instead, so nothing is compared")
+            found = prove(shapes) if prove is not None else []
+            if found:
+                raise UpstreamSnapshotError(
+                    f"reading the upstream {target.describe()} at ts {ts}: the tables it showed are not those of "
+                    f"its DDL history at that ts, so the read is not at ts {ts} and nothing is compared: "
+                    + "; ".join(found[:5]) + (f"; and {len(found) - 5} more" if len(found) > 5 else ""))
     except pymysql.Error as e:
         raise UpstreamSnapshotError(f"reading the upstream {target.describe()} at ts {ts}: {e}") from None
     finally:

@@ -406,3 +406,49 @@ def test_files_carry_generated_columns_and_timestamps_in_the_drainers_zone_and_r
     assert run_reparo(config) > 0
     real.verify(options, to_ts, against=maria.dsn)
     assert maria.query("SELECT id, a, v, s FROM rt_files.g ORDER BY id") == [(1, 11, 22, 12), (2, 20, 40, 21)]
+
+
+@pytest.mark.every_tidb
+def test_a_read_at_a_ts_is_proven_by_the_ddl_history_and_refused_when_its_tables_are_anothers(
+        real: RealCluster) -> None:
+    """verify's read of TiDB at a ts must show the tables TiDB's DDL history has there: reads before,
+    after and at each DDL's FinishedTS (±1) of a RENAME, a DROP COLUMN and a TRUNCATE are proven; the
+    read after them held against the history before them is refused, naming each table."""
+    import requests
+
+    from sink.mysql.target import MySQLTarget
+    from sink.mysql.upstream_reader import UpstreamSnapshotError, read_snapshot
+    from transform.snapshot_proof import differences
+
+    run(real, "rt_proof", [
+        "CREATE TABLE comp (id INT PRIMARY KEY, v INT)", "CREATE TABLE cvar (id INT PRIMARY KEY, note VARCHAR(9))",
+        "CREATE TABLE nopk (a INT, b INT)", "INSERT INTO comp VALUES (1, 1), (2, 2)",
+        "INSERT INTO cvar VALUES (1, 'x')", "INSERT INTO nopk VALUES (1, 1), (1, 1)"])
+    before = real.settle()
+    real.tidb.execute("RENAME TABLE comp TO comp2", "ALTER TABLE cvar DROP COLUMN note", "TRUNCATE TABLE nopk",
+                      "INSERT INTO nopk VALUES (3, 3)", database="rt_proof")
+    after = real.settle()
+    history = SchemaHistory.fetch(real.tidb.status_url)
+    target = MySQLTarget.from_dsn(real.tidb.dsn)
+
+    def ours(db: str, table: str) -> bool:
+        return db == "rt_proof"
+
+    def read(ts: int, proven_at: int) -> dict[str, Any]:
+        return read_snapshot(target, ts, ours, prove=lambda r: differences(history, proven_at, r, ours))
+
+    assert sorted(read(before, before)) == ["rt_proof.comp", "rt_proof.cvar", "rt_proof.nopk"]
+    assert read(after, after)["rt_proof.nopk"] == [{"a": 3, "b": 3, "_tidb_rowid": 1}]
+    jobs = [j for j in requests.get(real.tidb.status_url + "/ddl/history").json()
+            if j.get("schema_name") == "rt_proof" and j["query"].split()[0] in ("RENAME", "ALTER", "TRUNCATE")]
+    assert len(jobs) == 3
+    for job in jobs:
+        finished = int(job["binlog"]["FinishedTS"])
+        for ts in (finished - 1, finished, finished + 1):
+            assert read(ts, ts), (job["query"], ts)
+    with pytest.raises(UpstreamSnapshotError) as refused:
+        read(after, before)
+    text = str(refused.value)
+    assert "nothing is compared" in text and "rt_proof.comp2 is in the read" in text, text
+    assert "rt_proof.cvar has columns (id) in the read, (id, note)" in text, text
+    assert "rt_proof.nopk is table id" in text, text
