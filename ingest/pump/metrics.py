@@ -42,6 +42,8 @@ class PumpMetrics:
                                        "corrupt regions skipped while scanning the value log", registry=r)
         self.scans = Counter("binlake_pump_scan_total", "range scans, by where their index entries came from "
                              "(memory: the recent-entries cache; leveldb)", ["source"], registry=r)
+        self.late_commits = Counter("binlog_pump_late_commits", "commit binlogs that arrived at or below the "
+                                    "published watermark (TiDB's and the pump's clocks disagree)", registry=r)
         self.resolved = Counter("binlog_pump_storage_resolved_prewrites_total",
                                 "prewrites resolved through the upstream", ["result"], registry=r)
         NodeCollector(r)

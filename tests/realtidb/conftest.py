@@ -74,12 +74,26 @@ class RealCluster:
         return options
 
     def drain(self, options: DrainerConfig) -> dict[str, Any]:
-        """Settle, then one drain run in process; returns its report."""
+        """Settle, then one drain run in process; returns its report. A run that read past TiDB's clock
+        fails the test: TiDB stamps from unistore's clock, the pumps' watermark from PD's (pdetcd keeps
+        it behind), and a watermark ahead of TiDB lets later commits fall below a finished run."""
         self.settle()
         out = io.StringIO()
         report = run_drain_command(options, out=out).model_dump()
         report["output"] = out.getvalue()
+        try:
+            clock = self.tidb.current_ts()
+        except pymysql.err.MySQLError:   # TiDB stopped by the test
+            return report
+        assert int(report["to_ts"]) < clock, (
+            f"the drain ran to ts {report['to_ts']}, past TiDB's clock {clock}: PD's clock is ahead of TiDB's")
         return report
+
+    def late_commits(self) -> list[str]:
+        """The pumps' log lines of commits that arrived below their watermark (two clocks disagreeing)."""
+        return [line for p in self.pumps if p.log_path is not None and p.log_path.exists()
+                for line in p.log_path.read_text(errors="replace").splitlines()
+                if "arrived after the watermark passed it" in line]
 
     @contextmanager
     def writing(self, database: str, transaction: Callable[[Any, int, int], None], writers: int = 4
@@ -162,19 +176,23 @@ def real(tidb_build: TiDBBuild) -> Iterator[RealCluster]:
 
 @contextmanager
 def real_cluster(root: Path, build: TiDBBuild, write_timeout: str = "15s", persistent: bool = False,
-                 pump_args: tuple[str, ...] = ()) -> Iterator[RealCluster]:
+                 pump_args: tuple[str, ...] = (), pd_offset_ms: int = -1) -> Iterator[RealCluster]:
     """pdetcd, two pumps and a tidb-server of ``build`` under ``root`` (left in place), stopped on exit;
     ``write_timeout`` is TiDB's pump client write timeout (``[binlog] write-timeout``); ``persistent``
     keeps unistore's data in ``root/tidb-store``, so a killed tidb-server restarts on it; ``pump_args``
-    go to every pump."""
+    go to every pump; ``pd_offset_ms`` puts PD's TSO that far from the wall clock (above zero: ahead of
+    TiDB's, as a restarted PD can be; the pumps' late commits are then not a failure)."""
     pumps: list[PumpProcess] = []
-    with PDEtcd(root / "pd") as pd:
+    with PDEtcd(root / "pd", offset_ms=pd_offset_ms) as pd:
         tidb = TiDBServer(root / "tidb", pd.url, build=build, write_timeout=write_timeout,
                           store_dir=root / "tidb-store" if persistent else None)
         try:
             pumps = start_pumps(root, pd, tidb, extra_args=pump_args)
             with tidb:
-                yield RealCluster(root, pd, pumps, tidb)
+                cluster = RealCluster(root, pd, pumps, tidb)
+                yield cluster
+                late = cluster.late_commits()
+                assert not late or pd_offset_ms > 0, f"a pump saw commits below its watermark: {late[:3]}"
         finally:
             for p in pumps:
                 p.kill()

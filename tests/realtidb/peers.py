@@ -42,9 +42,10 @@ def _tail(path: Path, lines: int = 40) -> str:
 class PDEtcd:
     """``pdetcd``: etcd's KV/Watch API and PD's GetMembers/Tso on one loopback address."""
 
-    def __init__(self, root: Path, cluster_id: int = 6_900_000_000_000_000_001) -> None:
+    def __init__(self, root: Path, cluster_id: int = 6_900_000_000_000_000_001, offset_ms: int = -1) -> None:
         self.root = root
         self.cluster_id = cluster_id
+        self.offset_ms = offset_ms   # its TSO's distance from the wall clock (tidb-server on unistore stamps by it)
         self.addr = f"127.0.0.1:{free_port()}"
         self.peer_addr = f"127.0.0.1:{free_port()}"   # kept, so a stopped pdetcd restarts on its data dir
         self.log = root / "pdetcd.log"
@@ -60,7 +61,8 @@ class PDEtcd:
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
                 [str(peer("pdetcd")), "-addr", self.addr, "-peer-addr", self.peer_addr,
-                 "-data-dir", str(self.root / "pdetcd.data"), "-cluster-id", str(self.cluster_id)],
+                 "-data-dir", str(self.root / "pdetcd.data"), "-cluster-id", str(self.cluster_id),
+                 "-offset-ms", str(self.offset_ms)],
                 stdout=subprocess.PIPE, stderr=log, start_new_session=True)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline().decode()

@@ -2,7 +2,9 @@
 
 TiDB Binlog's rule (``pump/storage/sorter.go``): items are taken in arrival order; a commit passes
 only when every earlier prewrite on this pump is resolved (its commit or rollback arrived, or the
-resolver decided it). So no commit with a ts at or below the watermark can appear later here.
+resolver decided it). So no commit with a ts at or below the watermark can appear later here, as
+long as TiDB and the pump take their timestamps from one clock (PD's): a commit that does ("late")
+is reported to ``on_late``, since a drain that already read past the watermark misses it.
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from ingest.pump.storage.index import PREWRITE, Entry
+from ingest.pump.storage.index import COMMIT, PREWRITE, Entry
 
 log = logging.getLogger(__name__)
 
@@ -32,9 +34,10 @@ class Sorter:
     """
 
     def __init__(self, emit: Callable[[Entry], None], resolve: Callable[[Entry], bool],
-                 last_emitted: int = 0) -> None:
+                 last_emitted: int = 0, on_late: Callable[[Entry, int], None] | None = None) -> None:
         self._emit = emit
         self._resolve = resolve
+        self._on_late = on_late
         self._items: deque[Entry] = deque()
         self._waiting: dict[int, int] = {}  # start_ts → prewrites still unresolved
         self._cond = threading.Condition()
@@ -49,16 +52,21 @@ class Sorter:
 
     def push(self, entries: list[Entry]) -> None:
         """Append entries in arrival order and pass what has become safe."""
+        late: list[tuple[Entry, int]] = []
         with self._round:
             with self._cond:
-                waiting, items = self._waiting, self._items
+                waiting, items, last = self._waiting, self._items, self.last_emitted
                 for e in entries:
                     if e.tp == PREWRITE:
                         waiting[e.start_ts] = waiting.get(e.start_ts, 0) + 1
                     else:
-                        waiting.pop(e.start_ts, None)
+                        if waiting.pop(e.start_ts, None) is not None and e.tp == COMMIT and e.commit_ts <= last:
+                            late.append((e, last))
                     items.append(e)
             self._pass()
+        if late and self._on_late is not None:
+            for e, watermark in late:
+                self._on_late(e, watermark)
 
     def _pass(self) -> None:
         """One round (the caller holds ``_round``): pass everything up to the first unresolved

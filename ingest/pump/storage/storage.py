@@ -262,7 +262,8 @@ class Storage:
         self._loop_writers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopWriter] = \
             weakref.WeakKeyDictionary()
         self._index_q = _IndexQueue(self.options.index_queue_size)
-        self.sorter = Sorter(self._on_emit, self._resolver, last_emitted=self._max_commit_ts)
+        self.sorter = Sorter(self._on_emit, self._resolver, last_emitted=self._max_commit_ts, on_late=self._on_late)
+        self._late_logged = 0.0
         self._batch_duration = self.metrics.write_duration.labels("batch")
         self._batch_size = self.metrics.write_size.labels("batch")
         self._single_duration = self.metrics.write_duration.labels("single")   # a caller's write, as TiDB's
@@ -501,6 +502,17 @@ class Storage:
         self.metrics.corrupt_bytes.inc(skipped)
 
     # ---- watermark --------------------------------------------------------------------------
+
+    def _on_late(self, entry: Entry, watermark: int) -> None:
+        """A commit at or below the published watermark: counted, and logged at most once a minute."""
+        self.metrics.late_commits.inc()
+        now = time.monotonic()
+        if now - self._late_logged >= 60:
+            self._late_logged = now
+            log.error("a commit binlog at ts %d (start ts %d) arrived after the watermark passed it (%d): a drain "
+                      "that read past the watermark misses it. TiDB and the pumps must take their timestamps from "
+                      "one PD (TiDB's -path and the pumps' pd-urls); binlog_pump_late_commits_total counts them",
+                      entry.commit_ts, entry.start_ts, watermark)
 
     def _on_emit(self, entry: Entry) -> None:
         self._emitted = entry

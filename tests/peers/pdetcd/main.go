@@ -28,9 +28,17 @@ import (
 
 const physicalShiftBits = 18
 
-// oracle hands out strictly increasing (physical ms, logical) pairs, as PD's TSO allocator does.
+// oracle hands out strictly increasing (physical ms, logical) pairs, as PD's TSO allocator does,
+// offset from the wall clock by -offset-ms (default one millisecond behind). A tidb-server on unistore stamps its transactions from its own
+// wall clock, not from PD: pumps stamp their fake binlogs (their watermark) from this one, and a
+// watermark must never be above a ts TiDB gives a later commit. One millisecond behind, a fake
+// binlog's ts is below every ts TiDB allocates after it (within one millisecond the two logical
+// counters are unordered). A real PD, whose saved window can put it seconds ahead of the wall clock
+// after a restart, breaks that in the same topology: the pumps log the late commits (-offset-ms above
+// zero plays that PD).
 type oracle struct {
 	mu       sync.Mutex
+	offset   int64
 	physical int64
 	logical  int64
 }
@@ -39,7 +47,7 @@ type oracle struct {
 func (o *oracle) allocate(count int64) (int64, int64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	now := time.Now().UnixMilli()
+	now := time.Now().UnixMilli() + o.offset
 	if now > o.physical {
 		o.physical, o.logical = now, 0
 	}
@@ -123,10 +131,11 @@ func main() {
 	peerAddr := flag.String("peer-addr", "127.0.0.1:2380", "etcd's peer address (a single member)")
 	dataDir := flag.String("data-dir", "pdetcd.data", "etcd's data directory")
 	clusterID := flag.Uint64("cluster-id", 6800000000000000001, "the cluster id PD answers with")
+	offset := flag.Int64("offset-ms", -1, "the TSO's distance from the wall clock, in ms")
 	flag.Parse()
 
 	client, peer := mustURL(*addr), mustURL(*peerAddr)
-	service := &pdService{clusterID: *clusterID, clientURL: client.String()}
+	service := &pdService{clusterID: *clusterID, clientURL: client.String(), ts: oracle{offset: *offset}}
 
 	cfg := embed.NewConfig()
 	cfg.Name = "pdetcd"
