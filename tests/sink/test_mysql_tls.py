@@ -19,6 +19,7 @@ from sink.mysql.restore import MySQLRestore
 from sink.mysql.target import MySQLTLSError
 from tests.certs import Authority, tls_world
 from tests.servers import MariaDBServer
+from transform.history import SchemaHistory
 
 pytestmark = pytest.mark.integration
 
@@ -92,11 +93,11 @@ def test_restore_targets_and_the_upstream_port_take_their_sections(tls: TLSMaria
         MySQLRestore.from_uri(dsn, bad.syncer).target.connect()   # type: ignore[arg-type]
     upstream = load_config(DrainerConfig, None, {"upstream.dsn": dsn, "upstream.security.ssl-ca": str(tls.ca.pem)})
     with pytest.raises(Exception, match="tidb_snapshot"):    # connected over TLS; MariaDB is not TiDB
-        _upstream_snapshot(upstream, 1, lambda db, t: False)
+        _upstream_snapshot(upstream, 1, lambda db, t: False, SchemaHistory([]))
     upstream = load_config(DrainerConfig, None, {"upstream.dsn": dsn,
                                                  "upstream.security.ssl-ca": str(tls.other_ca.pem)})
     with pytest.raises(MySQLTLSError, match=r"\(\[upstream.security\]\).*certificate verify failed"):
-        _upstream_snapshot(upstream, 0, lambda db, t: False)
+        _upstream_snapshot(upstream, 0, lambda db, t: False, SchemaHistory([]))
     with pytest.raises(ConfigError, match=r"\[syncer.to.security\] ssl-ca: cannot read the file"):
         target_of(tls.options("localhost", **{"ssl-ca": "/nonexistent/ca.pem"}).syncer).connect()
     assert SPEC.settings(good).to.security.ssl_ca == str(tls.ca.pem)
