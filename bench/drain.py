@@ -49,7 +49,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -331,6 +333,27 @@ class Env:
         for p in self.pumps:
             p.terminate(timeout=20)
         self.cluster.close()
+
+
+@contextmanager
+def cluster(prefix: str, keep: bool) -> Iterator[tuple[Path, Env]]:
+    """A work dir holding the emulated cluster and its two pumps (:class:`Env`); both go afterwards,
+    the directory too unless ``keep``."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    env = None
+    try:
+        t0 = time.perf_counter()
+        env = Env(root)
+        print(f"  emulator + 2 pumps + 4 tables (schema version {env.schema_version}) in "
+              f"{time.perf_counter() - t0:.1f} s; work dir {root}", flush=True)
+        yield root, env
+    finally:
+        if env is not None:
+            env.close()
+        if keep:
+            print(f"  kept {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def generate(env: Env, phases: list[int], seed: int) -> list[dict[str, Any]]:
@@ -739,15 +762,9 @@ def main(argv: list[str] | None = None) -> int:
     phases = [b - a for a, b in zip([0, *sizes], sizes)]
 
     print(f"drain  {dt.datetime.now(UTC):%Y-%m-%d %H:%M UTC}  {machine_line()}  load average {_load_avg()}")
-    root = Path(tempfile.mkdtemp(prefix="binlake-bench-drain-"))
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
-    env = None
-    try:
-        t0 = time.perf_counter()
-        env = Env(root)
-        print(f"  emulator + 2 pumps + 4 tables (schema version {env.schema_version}) in "
-              f"{time.perf_counter() - t0:.1f} s; work dir {root}", flush=True)
+    with cluster("binlake-bench-drain-", args.keep) as (root, env):
         loads = generate(env, phases, args.seed)
         if args.small:
             return small_runs(env, root, loads, args.driver_memory)
@@ -763,13 +780,6 @@ def main(argv: list[str] | None = None) -> int:
             print("SUMMARY drain --pull-binlogs:\n" + "\n".join(side_by_side))
         print("SUMMARY drain (spark.driver.memory=" + args.driver_memory + "):\n" + _summary(results))
         return 0
-    finally:
-        if env is not None:
-            env.close()
-        if args.keep:
-            print(f"  kept {root}")
-        else:
-            shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

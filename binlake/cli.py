@@ -284,7 +284,9 @@ def _maintain_parser(sub: Any, sinks: bool = True) -> None:
                                    "tables' mirrors and changelogs): remove tidb-ts-* tags older than "
                                    "--tag-retention and expire snapshots older than --retention (never the "
                                    "current one or a tagged one), rewrite each partition's small data files "
-                                   "as target-size files on Spark (one commit per table), and delete files "
+                                   "as target-size files on Spark, folding in the position deletes of a "
+                                   "mirror's data files they remove 20% or more of (one commit per table; "
+                                   "a partition's other delete files become one), and delete files "
                                    "under the table's location that nothing references and that are older "
                                    "than --orphan-age. Report: DATA_DIR/reports/maintain-<utc time>.json.")
     _drainer_flags(p, sinks)

@@ -72,7 +72,7 @@ def test_the_decisions_per_kind() -> None:
     commands keep CPython's collector."""
     env = {d.name: d for d in ENV_DEFAULTS}
     assert env["GRPC_ENABLE_FORK_SUPPORT"].kinds == set(COMMANDS)
-    assert "PYICEBERG_MAX_WORKERS" not in env   # the Iceberg sink runs its racing commits on one worker itself
+    assert "PYICEBERG_MAX_WORKERS" not in env   # the Iceberg sink's commits use no pyiceberg overwrite planning
     assert LOCAL_SPARK.kinds == {HARNESS}
     assert GC_POLICIES["drain"].thresholds == DRIVER_GC_THRESHOLDS
     assert GC_POLICIES["pump"].freeze == "startup" and GC_POLICIES["pump"].thresholds is None

@@ -1,16 +1,15 @@
 """A table's commit: its staged transaction (``sink.iceberg.execute``) completed with what the Spark
 pass wrote, in one Iceberg commit.
 
-- A changelog appends its new files; a mirror deletes the files its merge replaced (every file after
-  a TRUNCATE) and adds the new ones, in one overwrite (an append when nothing is replaced).
+- A changelog appends its new files; a mirror removes the files its merge replaced (every file after
+  a TRUNCATE) with the position delete files that name them, and adds the new data and delete files,
+  in one overwrite (``pyiceberg_adapter.commit_files``; an append when it only adds data files).
 - Every snapshot carries the run markers, and the table records ``binlake.to-ts`` in the same
   transaction (a re-run skips it).
 - The transaction was staged before the pass against the table as it was then, and binlake's
   tables turn pyiceberg's commit retries off: when another run (or a compaction) committed to the
   table meanwhile, the catalog refuses the commit and this raises :class:`ConcurrentRunError`; none
   of this run's files are committed to that table and the next run takes what is left.
-- pyiceberg plans the overwrite's deletes on one thread (``pyiceberg_adapter.one_worker``: several
-  race in its manifest evaluator), whatever ``PYICEBERG_MAX_WORKERS`` says.
 """
 from __future__ import annotations
 
@@ -18,11 +17,13 @@ from typing import TYPE_CHECKING
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.manifest import DataFile
 
 from sink import changelog as fmt
 from sink.errors import SinkError
+from sink.iceberg import position_deletes as deletes
 from sink.iceberg import schema as ks
-from sink.iceberg.pyiceberg_adapter import one_worker
+from sink.iceberg.pyiceberg_adapter import commit_files
 from transform import changes as ch
 from transform import failpoints
 
@@ -43,33 +44,41 @@ def commit(staged: Staged, written: Written, run: ch.RunBatch) -> None:
         raise staged.error
     tx = staged.tx
     try:
-        with one_worker():
-            new = written.files
-            if staged.reset:
-                gone = staged.files
-            else:
-                replaced = set(written.removed)
-                gone = [f for f in staged.files if f.file_path in replaced]
-            snapshot = tx.update_snapshot(snapshot_properties=run.markers())
-            if gone:
-                with snapshot.overwrite() as overwrite:
-                    for f in gone:
-                        overwrite.delete_data_file(f)
-                    for f in new:
-                        overwrite.append_data_file(f)
-            elif new:
-                with snapshot.fast_append() as append:
-                    for f in new:
-                        append.append_data_file(f)
-            props = ks.table_properties(staged.info, staged.version)
-            props[fmt.TO_TS_KEY] = str(run.to_ts)
-            tx.set_properties(props)
-            failpoints.inject("sink-before-commit", staged.name)
-            tx.commit_transaction()
+        new = written.files
+        if staged.reset:
+            gone = list(staged.files)
+        else:
+            replaced = set(written.removed)
+            gone = [f for f in staged.files if f.file_path in replaced]
+        gone += _deletes_of(staged, gone)
+        if gone or any(deletes.is_delete(f) for f in new):
+            commit_files(tx, run.markers(), new, gone)
+        elif new:
+            with tx.update_snapshot(snapshot_properties=run.markers()).fast_append() as append:
+                for f in new:
+                    append.append_data_file(f)
+        props = ks.table_properties(staged.info, staged.version)
+        props[fmt.TO_TS_KEY] = str(run.to_ts)
+        tx.set_properties(props)
+        failpoints.inject("sink-before-commit", staged.name)
+        tx.commit_transaction()
     except CommitFailedException as e:
         raise ConcurrentRunError(f"table {staged.name}: another run committed to it while this run wrote "
                                  f"({run.from_ts}, {run.to_ts}]: concurrent run; nothing of this run was "
                                  f"committed to it, a re-run takes what is left ({e})") from e
+
+
+def _deletes_of(staged: Staged, gone: list[DataFile]) -> list[DataFile]:
+    """The delete files that go with the data files ``gone``: those that applied to none but them
+    (every one after a reset)."""
+    paths = {f.file_path for f in gone}
+    applies: dict[str, set[str]] = {}
+    files: dict[str, DataFile] = {}
+    for data_path, ds in staged.deletes.items():
+        for d in ds:
+            applies.setdefault(d.file_path, set()).add(data_path)
+            files[d.file_path] = d
+    return [files[p] for p, targets in applies.items() if staged.reset or targets <= paths]
 
 
 def tag(catalog: Catalog, ident: tuple[str, ...], to_ts: int) -> None:

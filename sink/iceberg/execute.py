@@ -59,6 +59,7 @@ class Staged:
     sources: frozenset[int] = frozenset()               # a changelog: the table ids whose rows it takes
     files: list[DataFile] = field(default_factory=list)  # a mirror: its files the merge read
     reset: bool = False                                 # a mirror: every file goes (a TRUNCATE in the range)
+    deletes: dict[str, list[DataFile]] = field(default_factory=dict)   # a mirror: data file path → its deletes
     error: Exception | None = None                      # the staging was refused: raised at the commit
 
     @property
@@ -107,7 +108,8 @@ def _stage_changelog(tables: Tables, planned: ChangelogWrite, info: TableInfo, v
 def _stage_mirror(tables: Tables, planned: MirrorWrite, info: TableInfo, version: int) -> Staged:
     mirror = tables.open(planned.ident, planned.expect, info, version, changelog=False)
     staged = Staged(mirror, mirror.transaction(), info, version, files=list(planned.files),
-                    reset=planned.reset is not None)
+                    reset=planned.reset is not None,
+                    deletes={p: list(ds) for p, ds in planned.deletes.items()})
     if planned.refused is not None:
         staged.error = planned.refused
         return staged
@@ -118,7 +120,9 @@ def _stage_mirror(tables: Tables, planned: MirrorWrite, info: TableInfo, version
         buckets=planned.buckets, bucket_type=planned.bucket_type, epochs=planned.epochs, backfill=planned.backfill,
         existing={b: tasks.pack_files(fs) for b, fs in planned.existing.items()}, old_metadata=mirror.metadata,
         old_map=dict(planned.old_map), writer=tasks.FileWriter(staged.tx.table_metadata, dict(mirror.io.properties)),
-        epoch_keys=dict(planned.epoch_keys), table=staged.name)
+        epoch_keys=dict(planned.epoch_keys), table=staged.name,
+        deletes={path: tasks.pack_files(ds) for path, ds in planned.deletes.items()},
+        merge_on_read=planned.merge_on_read)
     return staged
 
 

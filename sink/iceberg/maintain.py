@@ -5,14 +5,18 @@
    snapshot older than the retention goes, except the current one and those a remaining ref (a kept
    tag, a branch) points at. One transaction per table, refused when a drain committed meanwhile.
 2. **Compact small files** of the current snapshot on Spark executors. Per partition of the table's
-   current spec, data files below 3/4 of the target size (the table's ``write.target-file-size-bytes``,
-   else :data:`DEFAULT_TARGET_FILE_BYTES`) are packed in snapshot order into groups of at most the
-   target size; every group of two files or more is read and rewritten as one file by one Spark task
-   (changelog rows sorted by ``(_tidb_commit_ts, _tidb_seq)``). The driver commits one overwrite per
-   table whose snapshot carries the replaced snapshot's ``binlake.*`` markers (so ``verify`` and time
-   travel by upstream ts find it as the state at the same ``to-ts``) plus ``binlake.maintenance =
-   compact``; the table's properties are not touched. A drain that committed to the table since it
-   was read wins: the table is reported skipped and the files written for it are deleted.
+   current spec, data files below 3/4 of the target size (the table's ``write.target-file-size-
+   bytes``, else :data:`DEFAULT_TARGET_FILE_BYTES`) are packed in snapshot order into groups of at
+   most the target size; every group of two files or more is read and rewritten as one file by one
+   Spark task (changelog rows sorted by ``(_tidb_commit_ts, _tidb_seq)``). A data file whose
+   position deletes (a merge-on-read mirror's) remove :data:`DELETED_FRACTION` of its rows or more
+   joins the groups whatever its size and spec, and is read through its deletes; a delete file that
+   applied only to rewritten files (or to no live file) goes, and a partition's remaining delete
+   files become one. The driver commits one overwrite per table whose snapshot carries the replaced
+   snapshot's ``binlake.*`` markers (so ``verify`` and time travel by upstream ts find it as the
+   state at the same ``to-ts``) plus ``binlake.maintenance = compact``; the table's properties are
+   not touched. A drain that committed to the table since it was read wins: the table is reported
+   skipped and the files written for it are deleted.
 3. **Remove orphan files**: files under the table's location older than the orphan age that no
    snapshot, manifest list, manifest, metadata file of the log or statistics file of any table whose
    location overlaps it references (a changelog kept as ``…__changelog_dropped_<ts>`` shares its
@@ -40,7 +44,7 @@ from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.io import load_file_io
 from pyiceberg.io.pyarrow import ArrowScan, PyArrowFileIO
-from pyiceberg.manifest import DataFile, ManifestContent, ManifestEntry
+from pyiceberg.manifest import DataFile, DataFileContent, ManifestContent, ManifestEntry
 from pyiceberg.table import FileScanTask, Table, TableProperties, Transaction
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
@@ -58,18 +62,19 @@ from pyspark.sql import SparkSession
 
 from sink.changelog import CHANGELOG_SUFFIX, DROPPED_INFIX, TAG_PREFIX
 from sink.errors import SinkError
+from sink.iceberg import position_deletes, tasks
 from sink.iceberg import schema as ks
-from sink.iceberg import tasks
 from sink.iceberg.catalog import table_or_none
 from sink.iceberg.ddl_history import TABLE as DDL_HISTORY
 from sink.iceberg.lineage import META_NAMESPACE, MIRROR_DROPPED_INFIX
-from sink.iceberg.pyiceberg_adapter import one_worker
+from sink.iceberg.pyiceberg_adapter import commit_files
 from sink.lake import MaintainOptions
 from transform import changes as ch
 from transform import failpoints
 
 DEFAULT_TARGET_FILE_BYTES = 128 << 20    # compaction target when the table sets no write.target-file-size-bytes
 SMALL_FRACTION = 0.75                    # a data file below this share of the target is small
+DELETED_FRACTION = 0.2                   # a data file whose deletes remove this share of its rows is rewritten
 MAINTENANCE = "binlake.maintenance"      # snapshot summary key of a compaction snapshot
 MARKER_PREFIX = "binlake."
 TSO_PHYSICAL_SHIFT = 18
@@ -94,6 +99,8 @@ class TableMaintenance:
     bytes_rewritten: int = 0
     bytes_written: int = 0
     groups: int = 0                # partition groups rewritten (one Spark task each)
+    delete_files_folded: int = 0   # position delete files gone with the data files rewritten through them
+    delete_files_merged: int = 0   # position delete files merged into one per data file
     orphans_removed: int = 0
     orphan_bytes: int = 0
     orphans_young: int = 0         # unreferenced files kept: younger than the orphan age
@@ -113,7 +120,8 @@ class TableMaintenance:
                 "compact": {"files_before": self.files_before, "files_after": self.files_after,
                             "files_rewritten": self.files_rewritten, "files_written": self.files_written,
                             "bytes_rewritten": self.bytes_rewritten, "bytes_written": self.bytes_written,
-                            "groups": self.groups},
+                            "groups": self.groups, "delete_files_folded": self.delete_files_folded,
+                            "delete_files_merged": self.delete_files_merged},
                 "orphans": {"removed": self.orphans_removed, "bytes": self.orphan_bytes,
                             "kept_young": self.orphans_young, "paths": list(self.orphan_paths)}}
 
@@ -123,7 +131,8 @@ class TableMaintenance:
         tags = f", {verb}remove {len(self.tags_removed)} tag(s)" if self.tags_removed else ""
         line = (f"  {self.table}: {verb}expire {self.snapshots_expired} of {self.snapshots_before} snapshot(s)"
                 f"{tags}; data files {self.files_before} -> {self.files_after} ({self.files_rewritten} in "
-                f"{self.groups} group(s), {self.bytes_rewritten} bytes rewritten); {verb}remove "
+                f"{self.groups} group(s), {self.bytes_rewritten} bytes rewritten, {self.delete_files_folded} "
+                f"delete file(s) folded, {self.delete_files_merged} merged); {verb}remove "
                 f"{self.orphans_removed} orphan file(s) ({self.orphan_bytes} bytes, {self.orphans_young} younger "
                 f"kept)")
         extra = [f"    skipped: {self.skipped}"] if self.skipped else []
@@ -242,38 +251,73 @@ def target_file_bytes(tbl: Table) -> int:
     return value if value > 0 else DEFAULT_TARGET_FILE_BYTES
 
 
-def _live_entries(tbl: Table, snapshot: Snapshot) -> tuple[list[ManifestEntry], bool]:
-    """(live data file entries of ``snapshot``, whether it has delete files)."""
+@dataclass(frozen=True)
+class Live:
+    """A snapshot's live files: data file entries, delete files, and which delete files apply to which
+    data file (as readers match them)."""
+
+    entries: list[ManifestEntry]
+    deletes: list[DataFile]
+    applied: dict[str, list[DataFile]]   # data file path → its delete files
+
+    def applies_to(self) -> dict[str, set[str]]:
+        """Delete file path → the data file paths it applies to (none: it deletes nothing live)."""
+        out: dict[str, set[str]] = {d.file_path: set() for d in self.deletes}
+        for path, ds in self.applied.items():
+            for d in ds:
+                out.setdefault(d.file_path, set()).add(path)
+        return out
+
+
+def _live(tbl: Table, snapshot: Snapshot) -> Live:
+    """The live files of ``snapshot``."""
     entries: list[ManifestEntry] = []
-    deletes = False
+    deletes: list[DataFile] = []
     for manifest in snapshot.manifests(tbl.io):
         live = manifest.fetch_manifest_entry(tbl.io, discard_deleted=True)
-        if manifest.content == ManifestContent.DELETES:
-            deletes = deletes or bool(live)
-            continue
-        entries.extend(live)
-    return entries, deletes
+        if manifest.content == ManifestContent.DATA:
+            entries.extend(live)
+        else:
+            deletes.extend(e.data_file for e in live)
+    applied = {t.file.file_path: list(t.delete_files)
+               for t in tbl.scan(snapshot_id=snapshot.snapshot_id).plan_files() if t.delete_files} if deletes else {}
+    return Live(entries, deletes, applied)
 
 
 @dataclass(frozen=True)
 class CompactionPlan:
-    """The groups of small files of one table's current snapshot to rewrite, one file per group."""
+    """One table's compaction: the groups of its current snapshot's data files to rewrite, one file
+    per group (small files, and files whose position deletes passed the threshold, read through
+    them); the delete files that go (they applied to rewritten files only, or to none); and per
+    partition the delete files that remain, to be merged into one where there are several."""
 
     snapshot: Snapshot | None
     files: int                                   # data files of the snapshot
     groups: list[tuple[str, list[DataFile]]]     # (partition path, the group's files)
+    live: Live | None = None
+    gone_deletes: list[DataFile] = field(default_factory=list)
+    merges: list[list[DataFile]] = field(default_factory=list)   # per partition: delete files that become one
     note: str = ""
+
+    def deletes_of(self, files: Iterable[DataFile]) -> list[DataFile]:
+        """The distinct delete files that apply to ``files``."""
+        applied = self.live.applied if self.live is not None else {}
+        out = {d.file_path: d for f in files for d in applied.get(f.file_path, ())}
+        return list(out.values())
 
 
 def plan_compaction(tbl: Table) -> CompactionPlan:
-    """The compaction of ``tbl`` (step 2 of the module doc), without writing anything."""
+    """The compaction of ``tbl`` (step 2 of the module doc), without writing anything but reading the
+    position delete files."""
     snapshot = tbl.current_snapshot()
     if snapshot is None:
         return CompactionPlan(None, 0, [])
-    entries, deletes = _live_entries(tbl, snapshot)
-    if deletes:
-        return CompactionPlan(snapshot, len(entries), [], "not compacted: the table has delete files "
-                                                         "(binlake writes none; compaction does not apply them)")
+    live = _live(tbl, snapshot)
+    entries = live.entries
+    if any(d.content != DataFileContent.POSITION_DELETES for d in live.deletes):
+        return CompactionPlan(snapshot, len(entries), [], note="not compacted: the table has equality deletes "
+                                                               "(binlake writes none; compaction does not apply them)")
+    deleted = {p: len(pos) for p, pos in position_deletes.read(tbl.io, live.deletes).items()}
     target = target_file_bytes(tbl)
     small = int(target * SMALL_FRACTION)
     spec = tbl.spec()
@@ -281,14 +325,15 @@ def plan_compaction(tbl: Table) -> CompactionPlan:
     older_spec = 0
     for e in entries:
         f = e.data_file
-        if f.spec_id != spec.spec_id:
+        folded = deleted.get(f.file_path, 0) >= max(1, f.record_count * DELETED_FRACTION)
+        if f.spec_id != spec.spec_id and not folded:
             older_spec += 1
-        elif f.file_size_in_bytes < small:
-            by_partition.setdefault(f.partition, []).append(e)
+        elif f.file_size_in_bytes < small or folded:
+            by_partition.setdefault((f.spec_id, f.partition), []).append(e)
     groups: list[tuple[str, list[DataFile]]] = []
-    for partition, members in by_partition.items():
+    for (spec_id, partition), members in by_partition.items():
         members.sort(key=lambda e: (e.sequence_number or 0, e.data_file.file_path))   # the order runs wrote them
-        where = spec.partition_to_path(partition, tbl.schema()) if spec.fields else ""
+        where = spec.partition_to_path(partition, tbl.schema()) if spec.fields and spec_id == spec.spec_id else ""
         current: list[DataFile] = []
         size = 0
         for e in members:
@@ -299,9 +344,18 @@ def plan_compaction(tbl: Table) -> CompactionPlan:
             current.append(f)
             size += f.file_size_in_bytes
         groups.append((where, current))
-    groups = [(w, g) for w, g in groups if len(g) >= 2]
+    groups = [(w, g) for w, g in groups if len(g) >= 2 or any(f.file_path in deleted for f in g)]
+    rewritten = {f.file_path for _, g in groups for f in g}
+    applies = live.applies_to()
+    by_path = {d.file_path: d for d in live.deletes}
+    gone = [by_path[p] for p, targets in applies.items() if targets <= rewritten]
+    kept: dict[tuple[int, Any], list[DataFile]] = {}
+    for p, targets in applies.items():
+        if not targets <= rewritten:
+            d = by_path[p]
+            kept.setdefault((d.spec_id, d.partition), []).append(d)
     note = f"{older_spec} file(s) of an older partition spec left as they are" if older_spec else ""
-    return CompactionPlan(snapshot, len(entries), groups, note)
+    return CompactionPlan(snapshot, len(entries), groups, live, gone, [g for g in kept.values() if len(g) > 1], note)
 
 
 @dataclass(frozen=True)
@@ -321,15 +375,18 @@ class CompactJob:
 
 
 def compact_groups(job: CompactJob, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: each group (``bucket`` = its number, ``data`` = its packed files) read and
-    written again as one file (``FILES_SCHEMA`` out: the new files, the replaced paths, the row count)."""
+    """``mapInArrow`` body: each group (``bucket`` = its number, ``data`` = its packed data and delete
+    files) read through its deletes and written again as one file (``FILES_SCHEMA`` out: the new
+    files, the replaced paths, the row count)."""
     io = load_file_io(job.io_properties, job.metadata.location)
     schema = job.metadata.schema()
     scan = ArrowScan(job.metadata, io, schema, AlwaysTrue())
     for rb in batches:
         for data in rb.column("data").to_pylist():
-            files = tasks.unpack_files(data)
-            rows = ks.conform(scan.to_table([FileScanTask(f) for f in files]), schema)
+            packed = tasks.unpack_files(data)
+            files = [f for f in packed if not position_deletes.is_delete(f)]
+            gone = {d for d in packed if position_deletes.is_delete(d)}
+            rows = ks.conform(scan.to_table([FileScanTask(f, delete_files=gone) for f in files]), schema)
             if job.order:
                 rows = rows.sort_by(list(job.order))
             new = job.one_file_writer(rows).write(rows)
@@ -366,16 +423,53 @@ def compact(tbl: Table, spark: Callable[[], SparkSession], options: MaintainOpti
     result.files_before = result.files_after = plan.files
     if plan.note:
         result.notes.append(plan.note)
-    if plan.snapshot is None or not plan.groups:
+    if plan.snapshot is None or not (plan.groups or plan.gone_deletes or plan.merges):
         return tbl
     old = [f for _, g in plan.groups for f in g]
     result.groups, result.files_rewritten = len(plan.groups), len(old)
     result.bytes_rewritten = sum(f.file_size_in_bytes for f in old)
+    result.delete_files_folded = len(plan.gone_deletes)
+    result.delete_files_merged = sum(len(g) for g in plan.merges)
     if options.dry_run:
         result.files_after = plan.files - len(old) + len(plan.groups)
         return tbl
+    new: list[DataFile] = []
+    try:
+        if plan.groups:
+            new.extend(_rewrite_groups(tbl, spark, plan, old))
+        rewritten = {f.file_path for f in old}
+        for group in plan.merges:
+            kept = {p: pos for p, pos in position_deletes.read(tbl.io, group).items() if p not in rewritten}
+            if kept:
+                new.append(position_deletes.write(tbl.io, kept, group[0]))
+        removed = old + plan.gone_deletes + [d for g in plan.merges for d in g]
+        with tbl.transaction() as tx:
+            commit_files(tx, _markers(plan.snapshot), new, removed)
+            failpoints.inject("maintain-before-commit", ".".join(tbl.name()))
+    except CommitFailedException as e:
+        _delete_quietly(tbl, new)
+        result.groups = result.files_rewritten = result.bytes_rewritten = 0
+        result.delete_files_folded = result.delete_files_merged = 0
+        result.skip(f"compaction: a drain committed to the table while it was rewritten; nothing of the "
+                    f"compaction was committed, run maintain again ({e})")
+        return tbl.refresh()
+    except Exception:
+        _delete_quietly(tbl, new)   # not committed: its files go now rather than as orphans later
+        raise
+    written = [f for f in new if not position_deletes.is_delete(f)]
+    result.files_written, result.bytes_written = len(written), sum(f.file_size_in_bytes for f in written)
+    tbl = tbl.refresh()
+    snapshot = tbl.current_snapshot()
+    result.files_after = len(_live(tbl, snapshot).entries) if snapshot is not None else 0
+    return tbl
+
+
+def _rewrite_groups(tbl: Table, spark: Callable[[], SparkSession], plan: CompactionPlan, old: list[DataFile]
+                    ) -> list[DataFile]:
+    """The plan's groups rewritten on Spark executors, one file each; MaintainError (its files
+    deleted) when the rewrite did not give every row the group's files hold through their deletes."""
     session = spark()
-    rows = [(i, tasks.pack_files(g)) for i, (_, g) in enumerate(plan.groups)]
+    rows = [(i, tasks.pack_files(g + plan.deletes_of(g))) for i, (_, g) in enumerate(plan.groups)]
     job = CompactJob(tbl.metadata, dict(tbl.io.properties), _sort_order(tbl))
     frame = session.createDataFrame(session.sparkContext.parallelize(rows, len(rows)), tasks.ROUTED_DDL)
     new: list[DataFile] = []
@@ -385,34 +479,14 @@ def compact(tbl: Table, spark: Callable[[], SparkSession], options: MaintainOpti
         new.extend(tasks.unpack_files(r["files"]))
         removed.update(tasks.unpack_paths(r["removed"]))
         rewritten_rows += r["rows"]
-    expected = sum(f.record_count for f in old)
-    if removed != {f.file_path for f in old} or sum(f.record_count for f in new) != expected \
+    gone = position_deletes.read(tbl.io, plan.deletes_of(old))
+    expected = sum(f.record_count - len(gone.get(f.file_path, ())) for f in old)
+    if removed != {f.file_path for f in old} or sum(f.record_count for f in new) != rewritten_rows \
             or rewritten_rows != expected:
         _delete_quietly(tbl, new)
         raise MaintainError(f"table {'.'.join(tbl.name())}: the compaction rewrote {rewritten_rows} of {expected} "
                             f"rows; nothing was committed")
-    try:
-        with one_worker(), tbl.transaction() as tx:   # the overwrite's delete planning races on many workers
-            with tx.update_snapshot(snapshot_properties=_markers(plan.snapshot)).overwrite() as overwrite:
-                for f in old:
-                    overwrite.delete_data_file(f)
-                for f in new:
-                    overwrite.append_data_file(f)
-            failpoints.inject("maintain-before-commit", ".".join(tbl.name()))
-    except CommitFailedException as e:
-        _delete_quietly(tbl, new)
-        result.groups = result.files_rewritten = result.bytes_rewritten = 0
-        result.skip(f"compaction: a drain committed to the table while it was rewritten; nothing of the "
-                    f"compaction was committed, run maintain again ({e})")
-        return tbl.refresh()
-    except Exception:
-        _delete_quietly(tbl, new)   # not committed: its files go now rather than as orphans later
-        raise
-    result.files_written, result.bytes_written = len(new), sum(f.file_size_in_bytes for f in new)
-    tbl = tbl.refresh()
-    snapshot = tbl.current_snapshot()
-    result.files_after = len(_live_entries(tbl, snapshot)[0]) if snapshot is not None else 0
-    return tbl
+    return new
 
 
 # ---------------------------------------------------------------------------------------------

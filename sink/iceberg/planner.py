@@ -25,6 +25,7 @@ from sink import changelog as fmt
 from sink.errors import IncompatibleSchemaChange
 from sink.iceberg import lineage, tasks
 from sink.iceberg import plan as pl
+from sink.iceberg import position_deletes as deletes_mod
 from sink.iceberg import schema as ks
 from sink.iceberg.steps import Planned, SpecUpdate
 from sink.iceberg.tables import Layout
@@ -217,10 +218,12 @@ def _mirror(mirror: Table, expect: str | None, plan: pl.TablePlan, live: ch.Tabl
     files as its transaction leaves the table (a bucket spec moved to the new first key column when
     the key moved). A rewritten column binlake cannot convert at all is refused here."""
     has_rows = mirror.current_snapshot() is not None
-    files = tuple(t.file for t in mirror.scan().plan_files()) if has_rows else ()
+    scan = tuple(mirror.scan().plan_files()) if has_rows else ()
+    files = tuple(t.file for t in scan)
+    deletes = {t.file.file_path: tuple(t.delete_files) for t in scan if t.delete_files}
     reset = pl.reset_ts(plan, mirror.properties, has_rows, since, run)
     respec = pl.moving_bucket(mirror.spec(), mirror.schema(), mirror.properties, final)
-    base = MirrorWrite(plan.mirror, expect, since, live.table_id, reset, respec, files=files)
+    base = MirrorWrite(plan.mirror, expect, since, live.table_id, reset, respec, files=files, deletes=deletes)
     planned = Planned(mirror.transaction())
     try:
         if respec:   # the bucket field goes before the evolution (which may drop its column)
@@ -230,7 +233,8 @@ def _mirror(mirror: Table, expect: str | None, plan: pl.TablePlan, live: ch.Tabl
         _evolve(planned, mirror, final, ks.MIRROR, plan.events)
         return _merge(mirror, planned, plan, base, final)
     except REFUSED as e:
-        return MirrorWrite(plan.mirror, expect, since, live.table_id, reset, respec, files=files, refused=e)
+        return MirrorWrite(plan.mirror, expect, since, live.table_id, reset, respec, files=files, deletes=deletes,
+                           refused=e)
 
 
 def _merge(mirror: Table, planned: Planned, plan: pl.TablePlan, base: MirrorWrite, final: TableInfo) -> MirrorWrite:
@@ -264,7 +268,9 @@ def _merge(mirror: Table, planned: Planned, plan: pl.TablePlan, base: MirrorWrit
         base.ident, base.expect, base.since, base.live_id, base.reset, base.respec, keys=tuple(keys),
         segments=segments, buckets=buckets, bucket_type=bucket_type, epochs=epochs, epoch_keys=epoch_keys,
         backfill=bool(existing) and pl.needs_backfill(mirror.properties, final, retyped), files=base.files,
-        existing={b: tuple(fs) for b, fs in existing.items()},
+        existing={b: tuple(fs) for b, fs in existing.items()}, deletes=base.deletes,
+        merge_on_read=not (epochs or base.respec) and deletes_mod.merge_on_read(mirror.properties,
+                                                                                tx.table_metadata.format_version),
         old_map=ks.stored_columns(mirror.properties) if same_table else {}, updates=tuple(planned.updates))
 
 

@@ -5,32 +5,33 @@ fails when the installed pyiceberg is another one, so a bump re-checks both poin
 - :func:`data_files`: Arrow rows as data files of a table as a transaction will commit it, written
   where the rows are (a Spark executor). pyiceberg does this with ``_dataframe_to_data_files``, a
   private function (its public writes also commit).
-- :func:`one_worker`: pyiceberg's shared thread pool with a single worker while a block runs. An
-  overwrite that deletes data files by hand (the mirror merge's commit) evaluates the parent
-  snapshot's manifests on that pool with ONE manifest evaluator, whose ``eval()`` stores the
-  manifest's partition summaries on the evaluator itself (``_ManifestEvalVisitor.partition_fields``);
-  two threads evaluating at once can prune the manifest holding a file to delete, and the commit
-  fails ("Missing required files to delete"; before 0.12 it committed without the file's DELETED
-  entry). The pool is created once per process with ``PYICEBERG_MAX_WORKERS`` workers
-  (``ExecutorFactory``), so the environment only helps when it is set before pyiceberg's first
-  parallel call: this swaps the pool itself, whatever the environment says. The race is still in
-  pyiceberg 0.12.0, the newest release.
+- :func:`commit_files`: one snapshot that adds and removes data files AND position delete files.
+  pyiceberg writes data manifests only (its overwrite would even rewrite a delete manifest it
+  touches as a data manifest), so this is a snapshot producer of binlake's own on pyiceberg's
+  ``_SnapshotProducer`` (manifest list, summary, sequence numbers and refs stay pyiceberg's).
 """
 from __future__ import annotations
 
-import os
-import threading
 import uuid
-from collections.abc import Iterator
-from concurrent.futures import Executor, ThreadPoolExecutor
-from contextlib import contextmanager
 
 import pyarrow as pa
 from pyiceberg.io import FileIO
 from pyiceberg.io.pyarrow import _dataframe_to_data_files
-from pyiceberg.manifest import DataFile
+from pyiceberg.manifest import (
+    DataFile,
+    DataFileContent,
+    ManifestContent,
+    ManifestEntry,
+    ManifestEntryStatus,
+    ManifestFile,
+    ManifestWriter,
+    ManifestWriterV2,
+)
+from pyiceberg.partitioning import PartitionSpec
+from pyiceberg.table import Transaction
 from pyiceberg.table.metadata import TableMetadata
-from pyiceberg.utils.concurrent import ExecutorFactory
+from pyiceberg.table.snapshots import Operation
+from pyiceberg.table.update.snapshot import _SnapshotProducer
 
 CHECKED_VERSION = "0.12.0"
 
@@ -47,54 +48,78 @@ def data_files(metadata: TableMetadata, rows: pa.Table, io: FileIO) -> list[Data
     return files
 
 
-class _OneWorker:
-    """Swaps pyiceberg's process-wide executor for a one-thread pool while any block holds it (blocks
-    nest and may run on several threads: the first in swaps, the last out restores)."""
+class _DeleteManifestWriter(ManifestWriterV2):
+    """A v2 manifest of delete files."""
 
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.depth = 0
-        self.saved: tuple[Executor | None, int | None] = (None, None)
-        self.pool: ThreadPoolExecutor | None = None
-        self.pool_pid: int | None = None
+    def content(self) -> ManifestContent:
+        return ManifestContent.DELETES
 
-    def _pool(self) -> ThreadPoolExecutor:
-        if self.pool is None or self.pool_pid != os.getpid():   # a thread pool does not survive a fork
-            self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pyiceberg-one")
-            self.pool_pid = os.getpid()
-        return self.pool
-
-    def enter(self) -> None:
-        with self.lock:
-            if self.depth == 0:
-                self.saved = (ExecutorFactory._instance, ExecutorFactory._instance_pid)
-                ExecutorFactory._instance, ExecutorFactory._instance_pid = self._pool(), os.getpid()
-            self.depth += 1
-
-    def exit(self) -> None:
-        with self.lock:
-            self.depth -= 1
-            if self.depth == 0:
-                ExecutorFactory._instance, ExecutorFactory._instance_pid = self.saved
-                self.saved = (None, None)
+    @property
+    def _meta(self) -> dict[str, str]:
+        return {**super()._meta, "content": "deletes"}
 
 
-_ONE_WORKER = _OneWorker()
+class _FileChanges(_SnapshotProducer["_FileChanges"]):
+    """An OVERWRITE snapshot adding ``add`` (data and delete files) and removing ``remove`` (data and
+    delete files, every one of which must be live in the parent snapshot)."""
+
+    def __init__(self, tx: Transaction, properties: dict[str, str], add: list[DataFile], remove: list[DataFile]
+                 ) -> None:
+        super().__init__(Operation.OVERWRITE, tx, tx._table.io, snapshot_properties=properties)
+        self._added_data_files = list(add)          # both kinds: the summary counts each by its content
+        self._deleted_data_files = set(remove)
+        self._removed_paths = {f.file_path for f in remove}
+
+    def _writer(self, spec: PartitionSpec, content: ManifestContent) -> ManifestWriter:
+        cls = _DeleteManifestWriter if content == ManifestContent.DELETES else ManifestWriterV2
+        return cls(spec, self.schema(), self.new_manifest_output(), self._snapshot_id, self._compression)
+
+    def _added(self) -> list[ManifestFile]:
+        groups: dict[tuple[ManifestContent, int], list[DataFile]] = {}
+        for f in self._added_data_files:
+            content = ManifestContent.DATA if f.content == DataFileContent.DATA else ManifestContent.DELETES
+            groups.setdefault((content, f.spec_id), []).append(f)
+        out = []
+        for (content, spec_id), files in sorted(groups.items()):
+            with self._writer(self.spec(spec_id), content) as writer:
+                for f in files:
+                    writer.add(ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=self._snapshot_id,
+                                                       sequence_number=None, file_sequence_number=None, data_file=f))
+            out.append(writer.to_manifest_file())
+        return out
+
+    def _existing_manifests(self) -> list[ManifestFile]:
+        snapshot = self._transaction.table_metadata.snapshot_by_id(self._parent_snapshot_id) \
+            if self._parent_snapshot_id is not None else None
+        out: list[ManifestFile] = []
+        found: set[str] = set()
+        for manifest in snapshot.manifests(self._io) if snapshot is not None else []:
+            entries = manifest.fetch_manifest_entry(self._io, discard_deleted=True)
+            if not any(e.data_file.file_path in self._removed_paths for e in entries):
+                out.append(manifest)
+                continue
+            with self._writer(self.spec(manifest.partition_spec_id), manifest.content) as writer:
+                for e in entries:
+                    if e.data_file.file_path in self._removed_paths:
+                        found.add(e.data_file.file_path)
+                        writer.delete(e)
+                    else:
+                        writer.existing(e)
+            out.append(writer.to_manifest_file())
+        missing = self._removed_paths - found
+        if missing:
+            raise ValueError(f"Missing required files to delete: {', '.join(sorted(missing))}")
+        return out
+
+    def _deleted_entries(self) -> list[ManifestEntry]:
+        return []   # written in the rewritten manifests, as Java Iceberg writes them
+
+    def _manifests(self) -> list[ManifestFile]:
+        return self._added() + self._existing_manifests()
 
 
-@contextmanager
-def one_worker() -> Iterator[None]:
-    """pyiceberg's parallel work (manifest reads and evaluations, manifest writes) on one thread while
-    the block runs; in this process, whichever thread calls pyiceberg meanwhile."""
-    _ONE_WORKER.enter()
-    try:
-        yield
-    finally:
-        _ONE_WORKER.exit()
-
-
-def executor_workers() -> int:
-    """How many threads pyiceberg's executor has now (for tests and diagnostics)."""
-    executor = ExecutorFactory.get_or_create()
-    assert isinstance(executor, ThreadPoolExecutor)
-    return executor._max_workers
+def commit_files(tx: Transaction, properties: dict[str, str], add: list[DataFile], remove: list[DataFile]) -> None:
+    """Stage in ``tx`` one OVERWRITE snapshot (summary ``properties``) that adds ``add`` and removes
+    ``remove``, each a data file or a position delete file; ValueError when a file to remove is not
+    live in the table's current snapshot."""
+    _FileChanges(tx, properties, add, remove).commit()

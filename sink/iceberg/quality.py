@@ -31,7 +31,7 @@ import json
 import logging
 import re
 import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,7 +47,7 @@ from great_expectations.data_context.types.base import ProgressBarsConfig
 from great_expectations.expectations.row_conditions import Column as RowColumn
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchNamespaceError
-from pyiceberg.manifest import ManifestContent, ManifestEntryStatus
+from pyiceberg.manifest import DataFileContent, ManifestContent, ManifestEntryStatus
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot
@@ -67,6 +67,7 @@ from pyiceberg.types import (
     TimestamptzType,
 )
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as sf
 from pyspark.sql import types as st
 
 from sink.changelog import BATCH_ID_MARKER, DROPPED_INFIX, changelog_name
@@ -214,15 +215,18 @@ def added_files(tbl: Table, snap: Snapshot) -> list[str]:
     return paths
 
 
-def _snapshot_files(tbl: Table, snap: Snapshot) -> list[str]:
-    """Paths of every data file of the table at ``snap``; refuses delete files."""
-    paths = []
+def _snapshot_files(tbl: Table, snap: Snapshot) -> tuple[list[str], list[str]]:
+    """Paths of every data file of the table at ``snap``, and of its position delete files; refuses
+    equality deletes, which binlake does not write."""
+    paths, deletes = [], {}
     for task in tbl.scan(snapshot_id=snap.snapshot_id).plan_files():
-        if task.delete_files:
-            raise QualityError(f"table {'.'.join(tbl.name())}: snapshot {snap.snapshot_id} has delete files, "
-                               f"which binlake does not write and this check cannot apply")
+        for d in task.delete_files:
+            if d.content != DataFileContent.POSITION_DELETES:
+                raise QualityError(f"table {'.'.join(tbl.name())}: snapshot {snap.snapshot_id} has equality "
+                                   f"deletes, which binlake does not write and this check cannot apply")
+            deletes[d.file_path] = d
         paths.append(task.file.file_path)
-    return paths
+    return paths, sorted(deletes)
 
 
 def _schema_at(tbl: Table, snap: Snapshot | None, ts: int) -> Schema:
@@ -238,13 +242,17 @@ def _schema_at(tbl: Table, snap: Snapshot | None, ts: int) -> Schema:
 
 
 def _total_records(snap: Snapshot | None) -> int | None:
+    """The live rows of ``snap`` by its summary: its data files' records less its position deletes
+    (binlake's never delete a row twice); None when the summary does not say."""
     if snap is None:
         return 0
-    raw = snap.summary["total-records"] if snap.summary is not None else None
+    summary = snap.summary
     try:
-        return int(raw) if raw is not None else None
-    except (TypeError, ValueError):
+        records = int(summary["total-records"]) if summary is not None else None   # type: ignore[arg-type]
+        deleted = int(summary["total-position-deletes"] or 0) if summary is not None else 0
+    except (KeyError, TypeError, ValueError):
         return None
+    return records - deleted if records is not None else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -281,9 +289,10 @@ def _spark_path(path: str) -> str:
     return "s3a://" + path[len("s3://"):] if path.startswith("s3://") else path
 
 
-def frame(spark: SparkSession, paths: list[str], fields: list[NestedField]) -> DataFrame:
+def frame(spark: SparkSession, paths: list[str], fields: list[NestedField], deletes: Sequence[str] = ()) -> DataFrame:
     """The ``fields`` of the data files ``paths`` as a DataFrame, columns matched by Parquet field id
-    (needs ``spark.sql.parquet.fieldId.read.enabled``, see :func:`field_id_reads`)."""
+    (needs ``spark.sql.parquet.fieldId.read.enabled``, see :func:`field_id_reads`), without the rows
+    the position delete files ``deletes`` delete (matched by file name, unique in a table, and row index)."""
     struct = st.StructType()
     for f in fields:
         typ = _spark_type(f.field_type)
@@ -292,7 +301,14 @@ def frame(spark: SparkSession, paths: list[str], fields: list[NestedField]) -> D
         struct.add(st.StructField(f.name, typ, True, {"parquet.field.id": f.field_id}))
     if not paths:
         return spark.createDataFrame([], struct)
-    return spark.read.schema(struct).parquet(*[_spark_path(p) for p in paths])
+    data = spark.read.schema(struct).parquet(*[_spark_path(p) for p in paths])
+    if not deletes:
+        return data
+    name, pos = "_binlake_file", "_binlake_pos"
+    data = data.select("*", sf.col("_metadata.file_name").alias(name), sf.col("_metadata.row_index").alias(pos))
+    gone = spark.read.parquet(*[_spark_path(d) for d in deletes]).select(
+        sf.regexp_extract("file_path", r"[^/]+$", 0).alias(name), sf.col("pos").alias(pos))
+    return data.join(gone, [name, pos], "left_anti").drop(name, pos)
 
 
 @contextmanager
@@ -572,8 +588,8 @@ class Checker:
             check.failures.append(Failure(check.table, check.table, "mirror key",
                                           "the mirror has identifier fields (its key)", "none"))
             return
-        paths = _snapshot_files(mirror, end.snapshot) if end.snapshot is not None else []
-        data = frame(self.spark, paths, _fields(schema, keys + plain))
+        paths, deletes = _snapshot_files(mirror, end.snapshot) if end.snapshot is not None else ([], [])
+        data = frame(self.spark, paths, _fields(schema, keys + plain), deletes)
         snap = f"snapshot {end.snapshot.snapshot_id}" if end.snapshot is not None else "empty"
         target = f"{check.table} (mirror at {run.to_ts}, {snap})"
         expectations: list[gxe.Expectation] = [_not_null(k, "key column") for k in keys]

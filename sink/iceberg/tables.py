@@ -25,6 +25,7 @@ from pyiceberg.table import Table
 from pyiceberg.transforms import BucketTransform, DayTransform
 
 from sink.errors import SinkError
+from sink.iceberg import position_deletes as deletes
 from sink.iceberg import schema as ks
 from sink.iceberg.checkpoint import MetaNamespace, ensure_namespace
 from sink.iceberg.plan import Ident
@@ -69,7 +70,7 @@ class Tables:
 
     def new_table(self, ident: Ident, info: TableInfo, version: int, changelog: bool) -> NewTable:
         """A changelog partitioned by day of ``_tidb_commit_time``, or a mirror by a bucket of its
-        first key column."""
+        first key column whose merges write position deletes (``write.merge.mode=merge-on-read``)."""
         props = ks.table_properties(info, version)
         props["format-version"] = "2"
         if changelog:
@@ -78,6 +79,7 @@ class Tables:
             return NewTable(schema, PartitionSpec(PartitionField(day, 1000, DayTransform(), "commit_day")), props)
         schema = ks.mirror_schema(info)
         buckets = self.table_buckets.get(".".join(ident), self.mirror_buckets)
+        props[deletes.MODE_KEY] = deletes.MERGE_ON_READ
         return NewTable(schema, bucket_spec(schema, ks.key_columns(info)[0], buckets), props)
 
     def open(self, ident: Ident, expect: str | None, info: TableInfo, version: int, changelog: bool) -> Table:

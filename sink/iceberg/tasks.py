@@ -13,8 +13,13 @@ driver is metadata: packed ``DataFile``s, paths of files it replaced, row counts
 - :func:`route_mirrors` then :func:`merge_mirrors`: the mirror merge, of one table or of several in
   one pass. Rows are routed to the (mirror, Iceberg bucket of their key) (an update that changes the
   key goes to the buckets of both keys), so every change of a key meets in one task; that task
-  reduces them to the net change per key (``transform.reduce.net_change``), rewrites the bucket's
-  existing files that hold touched keys without them, and writes the surviving images.
+  reduces them to the net change per key (``transform.reduce.net_change``) and writes the surviving
+  images. The rows they replace go one of two ways: merge-on-read (binlake's mirrors unless the
+  table says ``write.merge.mode=copy-on-write``) reads only the key columns of the bucket's files
+  whose key bounds hold a touched key and writes a position delete file per data file that holds
+  one (``sink.iceberg.position_deletes``), so a run writes about what changed; copy-on-write (and
+  every whole rewrite: a backfill, a change of key) rewrites each such file without them, reading
+  it through its deletes.
 """
 from __future__ import annotations
 
@@ -26,6 +31,7 @@ from typing import ClassVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyiceberg.conversions import from_bytes
 from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.io import FileIO, load_file_io
 from pyiceberg.io.pyarrow import ArrowScan
@@ -33,7 +39,7 @@ from pyiceberg.manifest import DataFile
 from pyiceberg.table import FileScanTask
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.transforms import BucketTransform
-from pyiceberg.types import IcebergType
+from pyiceberg.types import IcebergType, IntegerType, LongType, StringType
 
 from sink import changelog as fmt
 from sink.files import FILES_DDL as FILES_DDL
@@ -41,6 +47,7 @@ from sink.files import FILES_SCHEMA as FILES_SCHEMA
 from sink.files import TABLE_FILES_DDL as TABLE_FILES_DDL
 from sink.files import ChangelogFiles, files_record, records, unpack
 from sink.files import write_changelogs as write_changelogs
+from sink.iceberg import position_deletes as deletes
 from sink.iceberg import schema as ks
 from sink.iceberg.pyiceberg_adapter import data_files
 from sink.iceberg.s3_credentials import check_s3_credentials
@@ -179,6 +186,12 @@ class MirrorJob:
     writer: FileWriter
     epoch_keys: dict[tuple[int, int], str] = field(default_factory=dict)   # (table id, version) → key names
     table: str = ""                     # the mirror's name (a job of several mirrors tells them apart by it)
+    deletes: dict[str, bytes] = field(default_factory=dict)   # data file path → its packed delete files
+    merge_on_read: bool = False         # replaced rows go as position deletes (module doc)
+
+    def deletes_of(self, f: DataFile) -> list[DataFile]:
+        """The delete files that apply to data file ``f``."""
+        return unpack_files(self.deletes.get(f.file_path))
 
     def bucket_of(self, values: pa.Array | pa.ChunkedArray) -> pa.Array:
         """The Iceberg bucket of each key value (all 0 with one bucket)."""
@@ -241,7 +254,7 @@ def _read_existing(job: MirrorJob, files: list[DataFile]) -> Iterator[tuple[Data
     schema = job.writer.metadata.schema()
     scan = ArrowScan(job.old_metadata, job.writer.io(), job.old_metadata.schema(), AlwaysTrue())
     for f in files:
-        rows = scan.to_table([FileScanTask(f)])
+        rows = scan.to_table([FileScanTask(f, delete_files=set(job.deletes_of(f)))])
         renamed = ks.rename_columns(rows, job.old_map, final, job.segments.retypes)
         yield f, ks.conform(ks.fill_missing(renamed, final), schema)
 
@@ -279,6 +292,10 @@ def _merge_bucket(job: MirrorJob, bucket: int, rows: pa.Table | None, files: lis
             upserts = upserts.filter(pc.equal(job.bucket_of(upserts.column(job.keys[0])), bucket))
     new: list[DataFile] = []
     removed: list[str] = []
+    if job.merge_on_read and not job.backfill:
+        if touched is not None and touched.num_rows:
+            new.extend(_delete_touched(job, touched, files))
+        files = []
     for f, existing in _read_existing(job, files):
         kept = existing
         if touched is not None and touched.num_rows and existing.num_rows:
@@ -290,6 +307,47 @@ def _merge_bucket(job: MirrorJob, bucket: int, rows: pa.Table | None, files: lis
     if upserts is not None and upserts.num_rows:
         new.extend(job.writer.write(ks.conform(upserts, schema)))
     return new, removed
+
+
+def _delete_touched(job: MirrorJob, touched: pa.Table, files: list[DataFile]) -> list[DataFile]:
+    """Position delete files of the rows of ``files`` whose key ``touched`` holds: one per partition
+    of the files that hold one (one per bucket). A file whose key bounds hold no touched key is not
+    read, the others only in their key columns; rows already deleted are not deleted again."""
+    io = job.writer.io()
+    names = list(job.keys)
+    stored = [_stored_name(job, n) for n in names]
+    schema = job.old_metadata.schema()
+    scan = ArrowScan(job.old_metadata, io, schema.select(*stored), AlwaysTrue())
+    touched = touched.select(names)
+    first_id = schema.find_field(stored[0]).field_id
+    candidates = [f for f in files if _may_hold(f, first_id, schema.find_type(stored[0]), touched.column(0))]
+    gone = deletes.read(io, {d.file_path: d for f in candidates for d in job.deletes_of(f)}.values())
+    groups: dict[tuple[int, object], tuple[DataFile, dict[str, pa.Array]]] = {}
+    for f in candidates:
+        rows = scan.to_table([FileScanTask(f)]).select(stored).rename_columns(names).cast(touched.schema)
+        rows = rows.append_column("_binlake_pos", pa.array(range(rows.num_rows), pa.int64()))
+        hit = rows.join(touched, names, join_type="inner").column("_binlake_pos").combine_chunks()
+        if f.file_path in gone:
+            hit = hit.filter(pc.invert(pc.is_in(hit, value_set=gone[f.file_path])))
+        if len(hit):
+            groups.setdefault((f.spec_id, f.partition), (f, {}))[1][f.file_path] = hit
+    return [deletes.write(io, hits, like) for like, hits in groups.values()]
+
+
+def _stored_name(job: MirrorJob, name: str) -> str:
+    """The name the mirror's files store final column ``name`` under (before this run's renames)."""
+    col = next((c for c in job.segments.final.columns if c.name == name), None)
+    return job.old_map.get(str(col.id), name) if col is not None else name
+
+
+def _may_hold(f: DataFile, field_id: int, kind: IcebergType, keys: pa.ChunkedArray) -> bool:
+    """Whether data file ``f`` may hold one of ``keys`` by its bounds of the key's first column (an
+    integer or string column with both bounds; any other: it may)."""
+    low, high = (f.lower_bounds or {}).get(field_id), (f.upper_bounds or {}).get(field_id)
+    if low is None or high is None or not isinstance(kind, (IntegerType, LongType, StringType)):
+        return True
+    inside = pc.and_(pc.greater_equal(keys, from_bytes(kind, low)), pc.less_equal(keys, from_bytes(kind, high)))
+    return bool(pc.any(inside).as_py())
 
 
 def _merge_epochs(job: MirrorJob, rows: pa.Table | None, files: list[DataFile]) -> tuple[list[DataFile], list[str]]:

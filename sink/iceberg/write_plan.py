@@ -146,6 +146,8 @@ class MirrorWrite:
     backfill: bool = False              # every file rewritten (a default to fill, a rewritten column)
     files: tuple[DataFile, ...] = ()    # every file of the mirror as planned (all go after a reset)
     existing: Mapping[int, tuple[DataFile, ...]] = field(default_factory=dict)   # bucket → files the merge reads
+    deletes: Mapping[str, tuple[DataFile, ...]] = field(default_factory=dict)   # data file path → its delete files
+    merge_on_read: bool = False         # replaced rows go as position deletes (``sink.iceberg.tasks``)
     old_map: Mapping[str, str] = field(default_factory=dict)   # TiDB column id → name before the run
     updates: tuple[Update, ...] = ()
     refused: Exception | None = None
@@ -173,6 +175,10 @@ class MirrorWrite:
             how.append(f"{len(self.files)} file(s) in {len(self.existing)} bucket(s)")
         if self.backfill:
             how.append("backfill: every file rewritten")
+        elif self.files and self.reset is None:
+            how.append("merge-on-read" if self.merge_on_read else "copy-on-write")
+        if self.deletes:
+            how.append(f"{len({d.file_path for ds in self.deletes.values() for d in ds})} delete file(s)")
         if self.updates:
             how.append(f"evolve: {_updates(self.updates)}")
         return what + ", ".join(how)

@@ -1,12 +1,13 @@
-"""Java Iceberg reads what binlake writes: a Spark with Apache Iceberg's Java runtime (``make iceberg-spark``:
-Spark 4.1 with iceberg-spark-runtime-4.1_2.13 1.12.0 in a virtualenv of its own, since Maven Central has no
-runtime for binlake's Spark 4.3 yet) reads, through ``java_iceberg_reader.py``, every table, ref and
-snapshot that two tagged drains with DDL (ADD, DROP and RENAME COLUMN, RENAME TABLE, DROP PRIMARY KEY:
-a mirror's partition spec moves), key changes, partitioned tables (the mirrors' buckets, the
-changelogs' days) and deletes wrote, over the SQLite catalog (Iceberg's ``JdbcCatalog`` as
-the catalog ``binlake``, docs/readers.md) and over Apache Iceberg's REST catalog server; its reading
-equals pyiceberg's (the rows of the current snapshot, of every ref and of every snapshot, the schemas
-with their field ids, the partition specs, the refs, the snapshots' summaries, the properties).
+"""Java Iceberg reads what binlake writes: a Spark with Apache Iceberg's Java runtime (``make
+iceberg-spark``: Spark 4.1 with iceberg-spark-runtime-4.1_2.13 1.12.0 in a virtualenv of its own,
+since Maven Central has no runtime for binlake's Spark 4.3 yet) reads, through
+``java_iceberg_reader.py``, every table, ref and snapshot that two tagged drains with DDL (ADD, DROP
+and RENAME COLUMN, RENAME TABLE, DROP PRIMARY KEY: a mirror's partition spec moves), key changes,
+partitioned tables (the mirrors' buckets, the changelogs' days), deletes and a mirror's position
+deletes (merge-on-read) wrote, over the SQLite catalog (Iceberg's ``JdbcCatalog`` as the catalog
+``binlake``, docs/readers.md) and over Apache Iceberg's REST catalog server; its reading equals
+pyiceberg's (the rows of the current snapshot, of every ref and of every snapshot, the schemas with
+their field ids, the partition specs, the refs, the snapshots' summaries, the properties).
 One Spark session reads both catalogs."""
 from __future__ import annotations
 
@@ -60,7 +61,11 @@ def _workload(env: Env, run: int) -> None:
         env.sql("update t set id = 100 where id = 3; delete from t where id in (5, 6)")   # a key change, deletes
         env.sql("update t set n = 99.99, at = null where id in (2, 7)", server=1)
         env.sql("update p set v = 'moved', id = id + 50 where id < 4; delete from p where id = 9", server=1)
+        env.sql("create table m (id int primary key, v varchar(10))")
+        env.sql("insert into m values " + ", ".join(f"({i}, 'm{i}')" for i in range(40)), server=1)
     else:
+        env.sql("update m set v = 'upd' where id in (3, 17); delete from m where id in (5, 30)")   # position deletes
+        env.sql("update m set id = 140 where id = 8", server=1)
         env.sql("alter table t add column w int default 7")
         env.sql("alter table t drop column gone", server=1)
         env.sql("alter table t rename column v to vv")
@@ -194,6 +199,11 @@ def _assert_covers(reading: dict[str, Any], runs: list[int]) -> None:
     assert {1010, 1011, 7000, 50} <= {r["id"] for r in p2["rows"]}
     ops = {r["_tidb_op"] for r in reading["test.t__changelog"]["rows"]}
     assert ops == {"I", "U", "D"}
+    m = reading["test.m"]   # merged on read: run 2's updates and deletes are position deletes
+    assert m["snapshots"][-1]["summary"].get("added-position-delete-files", "0") != "0"
+    assert m["snapshots"][-1]["summary"].get("deleted-data-files", "0") == "0"
+    mids = {r["id"]: r["v"] for r in m["rows"]}
+    assert mids[3] == mids[17] == "upd" and 140 in mids and not {5, 30, 8} & set(mids) and len(mids) == 38
 
 
 def test_java_iceberg_reads_the_sqlite_catalog_as_pyiceberg_does(drained: Drained) -> None:

@@ -1,32 +1,28 @@
 """``sink.iceberg.pyiceberg_adapter``: the pyiceberg internals the sink uses, pinned to the version in
 constraints.txt. A pyiceberg bump fails the first test: re-check the adapter (the private
-``_dataframe_to_data_files`` it wraps, ``ExecutorFactory``'s pool) and whether the manifest evaluator
-race is still there (the last test), then move ``CHECKED_VERSION``."""
+``_dataframe_to_data_files`` it wraps, the ``_SnapshotProducer`` its ``commit_files`` extends), then
+move ``CHECKED_VERSION``."""
 from __future__ import annotations
 
-import os
 import re
-import threading
-import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyiceberg
 import pytest
-from pyiceberg.exceptions import ValidationException
-from pyiceberg.expressions import visitors
-from pyiceberg.manifest import ManifestFile
+from pyiceberg.expressions import AlwaysTrue
+from pyiceberg.io.pyarrow import ArrowScan
+from pyiceberg.manifest import DataFile
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
-from pyiceberg.table import Table
-from pyiceberg.transforms import BucketTransform, IdentityTransform
+from pyiceberg.table import FileScanTask, Table
+from pyiceberg.transforms import BucketTransform
 from pyiceberg.types import LongType, NestedField, StringType
-from pyiceberg.utils.concurrent import ExecutorFactory
 
+from sink.iceberg import position_deletes
 from sink.iceberg.catalog import open_catalog
-from sink.iceberg.pyiceberg_adapter import CHECKED_VERSION, data_files, executor_workers, one_worker
+from sink.iceberg.duck import connect_iceberg
+from sink.iceberg.pyiceberg_adapter import CHECKED_VERSION, commit_files, data_files
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = Schema(NestedField(1, "id", LongType(), required=False), NestedField(2, "v", StringType(), required=False))
@@ -58,61 +54,53 @@ def test_data_files_written_by_the_adapter_are_committed_and_read_back(tmp_path:
     assert tbl.scan().to_arrow().sort_by("id").equals(rows)
 
 
-def test_one_worker_swaps_pyicebergs_pool_while_held_nested_and_from_other_threads() -> None:
-    before = ExecutorFactory.get_or_create()
-    seen: list[int] = []
-    with one_worker():
-        seen.append(executor_workers())
-        with one_worker():
-            seen.append(executor_workers())
-        seen.append(executor_workers())
-        other = threading.Thread(target=lambda: seen.append(executor_workers()))
-        other.start()
-        other.join()
-    assert seen == [1, 1, 1, 1]
-    assert ExecutorFactory.get_or_create() is before
-
-
-def _racy_table(tmp_path: Path, parts: int) -> Table:
-    """A table with one manifest per partition."""
-    tbl = _table(tmp_path, PartitionSpec(PartitionField(1, 1000, IdentityTransform(), "id")), "racy")
-    for p in range(parts):
-        tbl.append(pa.table({"id": [p], "v": ["x"]}, schema=SCHEMA.as_arrow()))
+def _keyed(tmp_path: Path, rows: int = 10) -> Table:
+    tbl = _table(tmp_path, PartitionSpec(PartitionField(1, 1000, BucketTransform(2), "id_bucket")), "keyed")
+    tbl.append(pa.table({"id": list(range(rows)), "v": [f"v{i}" for i in range(rows)]}, schema=SCHEMA.as_arrow()))
     return tbl
 
 
-def _replace(tbl: Table, p: int) -> None:
-    """Delete partition ``p``'s data file by hand and add its replacement, in one overwrite (the mirror
-    merge's commit)."""
-    old = [t.file for t in tbl.scan().plan_files() if t.file.partition[0] == p]
-    new = data_files(tbl.metadata, pa.table({"id": [p], "v": ["y"]}, schema=SCHEMA.as_arrow()), tbl.io)
-    with tbl.transaction() as tx, tx.update_snapshot().overwrite() as overwrite:
-        for f in old:
-            overwrite.delete_data_file(f)
-        for f in new:
-            overwrite.append_data_file(f)
+def _duck_ids(tbl: Table) -> list[int]:
+    con = connect_iceberg()
+    return sorted(r[0] for r in con.execute(f"SELECT id FROM iceberg_scan('{tbl.metadata_location}')").fetchall())
 
 
-def test_the_manifest_evaluator_race_is_still_there_and_one_worker_avoids_it(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With several workers, pyiceberg's overwrite evaluates the parent's manifests on its pool with one
-    ``_ManifestEvalVisitor`` whose ``eval`` keeps the manifest's summaries on itself; a 20 ms pause
-    between storing and reading them makes the race certain. When this fails because the overwrite
-    goes through, pyiceberg fixed it: ``one_worker`` and ``PYICEBERG_MAX_WORKERS=1`` can go."""
-    def widened(self: Any, manifest: ManifestFile) -> bool:
-        if partitions := manifest.partitions:
-            self.partition_fields = partitions
-            time.sleep(0.02)   # another thread's eval() on the same evaluator runs here
-            return bool(visitors.visit(self.partition_filter, self))
-        return True
+def _file_ids(tbl: Table, f: DataFile) -> list[int]:
+    """The ids of data file ``f`` in its row order (no deletes applied)."""
+    rows = ArrowScan(tbl.metadata, tbl.io, tbl.schema(), AlwaysTrue()).to_table([FileScanTask(f)])
+    return rows.column("id").to_pylist()
 
-    monkeypatch.setattr(visitors._ManifestEvalVisitor, "eval", widened)
-    monkeypatch.setattr(ExecutorFactory, "_instance", ThreadPoolExecutor(max_workers=8))
-    monkeypatch.setattr(ExecutorFactory, "_instance_pid", os.getpid())
-    parts = 8
-    tbl = _racy_table(tmp_path, parts)
-    with pytest.raises(ValidationException, match="Missing required files to delete"):
-        _replace(tbl, parts // 2)      # a manifest amid the others (the last one is evaluated alone)
-    with one_worker():
-        _replace(tbl, parts // 2)
-    assert sorted(tbl.refresh().scan().to_arrow().column("v").to_pylist()) == ["x"] * (parts - 1) + ["y"]
+
+def test_commit_files_adds_position_deletes_that_pyiceberg_and_duckdb_apply_and_removes_them_with_their_file(
+        tmp_path: Path) -> None:
+    tbl = _keyed(tmp_path)
+    target = max((t.file for t in tbl.scan().plan_files()), key=lambda f: f.record_count)
+    held = _file_ids(tbl, target)
+    assert len(held) >= 3
+    first = position_deletes.write(tbl.io, {target.file_path: pa.array([2, 0])}, target)
+    assert position_deletes.referenced(first) == target.file_path and first.record_count == 2
+    with tbl.transaction() as tx:
+        commit_files(tx, {"binlake.test": "1"}, [first], [])
+    tbl = tbl.refresh()
+    expect = sorted(set(range(10)) - {held[0], held[2]})
+    assert sorted(tbl.scan().to_arrow().column("id").to_pylist()) == expect == _duck_ids(tbl)
+    summary = tbl.current_snapshot().summary
+    assert summary is not None
+    assert summary["added-position-delete-files"] == "1" and summary["total-position-deletes"] == "2"
+    assert summary["binlake.test"] == "1"
+    assert position_deletes.deleted(tbl.io, [first], target.file_path).to_pylist() == [0, 2]
+    # the data file replaced by its live rows: its delete file goes with it, older snapshots read as they were
+    live = [i for n, i in enumerate(held) if n not in (0, 2)]
+    new = data_files(tbl.metadata, pa.table({"id": live, "v": [f"v{i}" for i in live]}, schema=SCHEMA.as_arrow()),
+                     tbl.io)
+    with tbl.transaction() as tx:
+        commit_files(tx, {}, new, [target, first])
+    tbl = tbl.refresh()
+    assert sorted(tbl.scan().to_arrow().column("id").to_pylist()) == expect == _duck_ids(tbl)
+    assert all(not t.delete_files for t in tbl.scan().plan_files())
+    summary = tbl.current_snapshot().summary
+    assert summary is not None
+    assert summary["total-delete-files"] == "0" and summary["removed-position-delete-files"] == "1"
+    assert [len(tbl.scan(snapshot_id=s.snapshot_id).to_arrow()) for s in tbl.metadata.snapshots] == [10, 8, 8]
+    with tbl.transaction() as tx, pytest.raises(ValueError, match="Missing required files to delete"):
+        commit_files(tx, {}, [], [target])
