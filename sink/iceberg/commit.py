@@ -2,7 +2,8 @@
 pass wrote, in one Iceberg commit.
 
 - A changelog appends its new files; a mirror removes the files its merge replaced (every file after
-  a TRUNCATE) with the position delete files that name them, and adds the new data and delete files,
+  a TRUNCATE) with the position delete files that applied to them alone, and adds the new data and
+  delete files,
   in one overwrite (``pyiceberg_adapter.commit_files``; an append when it only adds data files).
 - Every snapshot carries the run markers, and the table records ``binlake.to-ts`` in the same
   transaction (a re-run skips it).

@@ -16,8 +16,9 @@ driver is metadata: packed ``DataFile``s, paths of files it replaced, row counts
   reduces them to the net change per key (``transform.reduce.net_change``) and writes the surviving
   images. The rows they replace go one of two ways: merge-on-read (binlake's mirrors unless the
   table says ``write.merge.mode=copy-on-write``) reads only the key columns of the bucket's files
-  whose key bounds hold a touched key and writes a position delete file per data file that holds
-  one (``sink.iceberg.position_deletes``), so a run writes about what changed; copy-on-write (and
+  whose key bounds hold a touched key and writes one position delete file for the bucket naming the
+  rows of those that hold one (``sink.iceberg.position_deletes``), so a run writes about what
+  changed; copy-on-write (and
   every whole rewrite: a backfill, a change of key) rewrites each such file without them, reading
   it through its deletes.
 """
