@@ -3,8 +3,8 @@ pass wrote, in one Iceberg commit.
 
 - A changelog appends its new files; a mirror removes the files its merge replaced (every file after
   a TRUNCATE) with the position delete files that applied to them alone, and adds the new data and
-  delete files,
-  in one overwrite (``pyiceberg_adapter.commit_files``; an append when it only adds data files).
+  delete files, in one overwrite (``pyiceberg_adapter.commit_files``; an append when it only adds
+  data files).
 - Every snapshot carries the run markers, and the table records ``binlake.to-ts`` in the same
   transaction (a re-run skips it).
 - The transaction was staged before the pass against the table as it was then, and binlake's
