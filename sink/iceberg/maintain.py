@@ -297,6 +297,7 @@ class CompactionPlan:
     live: Live | None = None
     gone_deletes: list[DataFile] = field(default_factory=list)
     merges: list[list[DataFile]] = field(default_factory=list)   # per partition: delete files that become one
+    positions: dict[str, pa.Array] = field(default_factory=dict)  # data file path → its deleted positions
     note: str = ""
 
     def deletes_of(self, files: Iterable[DataFile]) -> list[DataFile]:
@@ -317,7 +318,7 @@ def plan_compaction(tbl: Table) -> CompactionPlan:
     if any(d.content != DataFileContent.POSITION_DELETES for d in live.deletes):
         return CompactionPlan(snapshot, len(entries), [], note="not compacted: the table has equality deletes "
                                                                "(binlake writes none; compaction does not apply them)")
-    deleted = {p: len(pos) for p, pos in position_deletes.read(tbl.io, live.deletes).items()}
+    positions = position_deletes.read(tbl.io, live.deletes)
     target = target_file_bytes(tbl)
     small = int(target * SMALL_FRACTION)
     spec = tbl.spec()
@@ -325,7 +326,7 @@ def plan_compaction(tbl: Table) -> CompactionPlan:
     older_spec = 0
     for e in entries:
         f = e.data_file
-        folded = deleted.get(f.file_path, 0) >= max(1, f.record_count * DELETED_FRACTION)
+        folded = len(positions.get(f.file_path, ())) >= max(1, f.record_count * DELETED_FRACTION)
         if f.spec_id != spec.spec_id and not folded:
             older_spec += 1
         elif f.file_size_in_bytes < small or folded:
@@ -344,7 +345,7 @@ def plan_compaction(tbl: Table) -> CompactionPlan:
             current.append(f)
             size += f.file_size_in_bytes
         groups.append((where, current))
-    groups = [(w, g) for w, g in groups if len(g) >= 2 or any(f.file_path in deleted for f in g)]
+    groups = [(w, g) for w, g in groups if len(g) >= 2 or any(f.file_path in positions for f in g)]
     rewritten = {f.file_path for _, g in groups for f in g}
     applies = live.applies_to()
     by_path = {d.file_path: d for d in live.deletes}
@@ -355,7 +356,8 @@ def plan_compaction(tbl: Table) -> CompactionPlan:
             d = by_path[p]
             kept.setdefault((d.spec_id, d.partition), []).append(d)
     note = f"{older_spec} file(s) of an older partition spec left as they are" if older_spec else ""
-    return CompactionPlan(snapshot, len(entries), groups, live, gone, [g for g in kept.values() if len(g) > 1], note)
+    return CompactionPlan(snapshot, len(entries), groups, live, gone, [g for g in kept.values() if len(g) > 1],
+                          positions, note)
 
 
 @dataclass(frozen=True)
@@ -438,8 +440,10 @@ def compact(tbl: Table, spark: Callable[[], SparkSession], options: MaintainOpti
         if plan.groups:
             new.extend(_rewrite_groups(tbl, spark, plan, old))
         rewritten = {f.file_path for f in old}
+        applies = plan.live.applies_to() if plan.live is not None else {}
         for group in plan.merges:
-            kept = {p: pos for p, pos in position_deletes.read(tbl.io, group).items() if p not in rewritten}
+            named = {p for d in group for p in applies.get(d.file_path, ())} - rewritten
+            kept = {p: plan.positions[p] for p in named if p in plan.positions}
             if kept:
                 new.append(position_deletes.write(tbl.io, kept, group[0]))
         removed = old + plan.gone_deletes + [d for g in plan.merges for d in g]
@@ -479,8 +483,7 @@ def _rewrite_groups(tbl: Table, spark: Callable[[], SparkSession], plan: Compact
         new.extend(tasks.unpack_files(r["files"]))
         removed.update(tasks.unpack_paths(r["removed"]))
         rewritten_rows += r["rows"]
-    gone = position_deletes.read(tbl.io, plan.deletes_of(old))
-    expected = sum(f.record_count - len(gone.get(f.file_path, ())) for f in old)
+    expected = sum(f.record_count - len(plan.positions.get(f.file_path, ())) for f in old)
     if removed != {f.file_path for f in old} or sum(f.record_count for f in new) != rewritten_rows \
             or rewritten_rows != expected:
         _delete_quietly(tbl, new)

@@ -44,13 +44,6 @@ def is_delete(f: DataFile) -> bool:
     return f.content != DataFileContent.DATA
 
 
-def referenced(delete_file: DataFile) -> str | None:
-    """The one data file a delete file names when its ``file_path`` bounds are equal, else None."""
-    lower = (delete_file.lower_bounds or {}).get(FILE_PATH_ID)
-    upper = (delete_file.upper_bounds or {}).get(FILE_PATH_ID)
-    return lower.decode() if lower is not None and lower == upper else None
-
-
 def write(io: FileIO, hits: Mapping[str, pa.Array], like: DataFile) -> DataFile:
     """A position delete file deleting, of each data file path in ``hits``, the rows at its positions;
     in the partition and spec of ``like`` (one of those files: they must share them), beside it."""
@@ -86,8 +79,3 @@ def read(io: FileIO, delete_files: Iterable[DataFile]) -> dict[str, pa.Array]:
         for chunk in rows.group_by("file_path").aggregate([("pos", "list")]).to_pylist():
             parts.setdefault(chunk["file_path"], []).append(pa.array(chunk["pos_list"], pa.int64()))
     return {p: pc.unique(pa.concat_arrays(a)).sort() for p, a in parts.items()}
-
-
-def deleted(io: FileIO, delete_files: Iterable[DataFile], data_path: str) -> pa.Array:
-    """The positions of ``data_path`` that ``delete_files`` delete (sorted, distinct)."""
-    return read(io, delete_files).get(data_path, pa.array([], pa.int64()))

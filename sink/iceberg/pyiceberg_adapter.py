@@ -91,9 +91,12 @@ class _FileChanges(_SnapshotProducer["_FileChanges"]):
     def _existing_manifests(self) -> list[ManifestFile]:
         snapshot = self._transaction.table_metadata.snapshot_by_id(self._parent_snapshot_id) \
             if self._parent_snapshot_id is not None else None
+        manifests = snapshot.manifests(self._io) if snapshot is not None else []
+        if not self._removed_paths:
+            return list(manifests)   # nothing removed: every manifest stays, unread
         out: list[ManifestFile] = []
         found: set[str] = set()
-        for manifest in snapshot.manifests(self._io) if snapshot is not None else []:
+        for manifest in manifests:
             entries = manifest.fetch_manifest_entry(self._io, discard_deleted=True)
             if not any(e.data_file.file_path in self._removed_paths for e in entries):
                 out.append(manifest)

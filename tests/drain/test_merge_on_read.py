@@ -148,3 +148,28 @@ def test_readers_tags_verify_check_restore_and_maintain_read_through_position_de
     assert _summary(tbl)["added-position-delete-files"] == "1"
     assert _pyiceberg(tbl) == _duckdb(tbl) == _upstream(env, ts)
     env.verify(ts)
+
+
+def test_maintain_merges_a_partitions_delete_files_into_one_and_the_rows_stay(env: Env, spark: Any) -> None:
+    env.sql("create table t (id int primary key, v varchar(20))")
+    env.sql("insert into t values " + ", ".join(f"({i}, 'v{i}')" for i in range(800)))
+    env.drain()
+    catalog = env.catalog()
+    tbl = catalog.load_table(("test", "t"))
+    # no file is small: only the delete files are maintain's business (each removes < 20 % of a file)
+    tbl.transaction().set_properties({"write.target-file-size-bytes": "1"}).commit_transaction()
+    holder = next(t.file.file_path for t in tbl.scan().plan_files() if 7 in _ids_of(tbl, t.file.file_path))
+    other = min(_ids_of(tbl, holder) - {7})   # a second key of the same data file
+    for n, key in ((1, 7), (2, other)):
+        env.sql(f"update t set v = 'run{n}' where id = {key}")
+        ts = env.drain()["to_ts"]
+    tbl = tbl.refresh()
+    assert _summary(tbl)["total-delete-files"] == "2"
+    report = maintain(catalog, lambda: spark, MaintainOptions(retention_ms=365 * DAY_MS), [("test", "t")])
+    done = next(t for t in report.tables if t.table == "test.t")
+    assert done.delete_files_merged == 2 and done.files_rewritten == 0, done.format()
+    tbl = tbl.refresh()
+    summary = _summary(tbl)
+    assert summary["total-delete-files"] == "1" and summary["total-position-deletes"] == "2"
+    assert _pyiceberg(tbl) == _duckdb(tbl) == _upstream(env, ts)
+    env.verify(ts)

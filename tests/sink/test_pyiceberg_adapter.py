@@ -78,7 +78,9 @@ def test_commit_files_adds_position_deletes_that_pyiceberg_and_duckdb_apply_and_
     held = _file_ids(tbl, target)
     assert len(held) >= 3
     first = position_deletes.write(tbl.io, {target.file_path: pa.array([2, 0])}, target)
-    assert position_deletes.referenced(first) == target.file_path and first.record_count == 2
+    path_id = position_deletes.FILE_PATH_ID   # its file_path bounds name the one file
+    assert first.lower_bounds[path_id] == first.upper_bounds[path_id] == target.file_path.encode()
+    assert first.record_count == 2
     with tbl.transaction() as tx:
         commit_files(tx, {"binlake.test": "1"}, [first], [])
     tbl = tbl.refresh()
@@ -88,7 +90,7 @@ def test_commit_files_adds_position_deletes_that_pyiceberg_and_duckdb_apply_and_
     assert summary is not None
     assert summary["added-position-delete-files"] == "1" and summary["total-position-deletes"] == "2"
     assert summary["binlake.test"] == "1"
-    assert position_deletes.deleted(tbl.io, [first], target.file_path).to_pylist() == [0, 2]
+    assert position_deletes.read(tbl.io, [first])[target.file_path].to_pylist() == [0, 2]
     # the data file replaced by its live rows: its delete file goes with it, older snapshots read as they were
     live = [i for n, i in enumerate(held) if n not in (0, 2)]
     new = data_files(tbl.metadata, pa.table({"id": live, "v": [f"v{i}" for i in live]}, schema=SCHEMA.as_arrow()),
