@@ -2,9 +2,9 @@
 pass wrote, in one Iceberg commit.
 
 - A changelog appends its new files; a mirror removes the files its merge replaced (every file after
-  a TRUNCATE) with the position delete files that applied to them alone, and adds the new data and
-  delete files, in one overwrite (``pyiceberg_adapter.commit_files``; an append when it only adds
-  data files).
+  a TRUNCATE), the delete files it folded into a new one, and the position delete files that applied
+  to removed files alone, and adds the new data and delete files, in one overwrite
+  (``pyiceberg_adapter.commit_files``; an append when it only adds data files).
 - Every snapshot carries the run markers, and the table records ``binlake.to-ts`` in the same
   transaction (a re-run skips it).
 - The transaction was staged before the pass against the table as it was then, and binlake's
@@ -50,8 +50,11 @@ def commit(staged: Staged, written: Written, run: ch.RunBatch) -> None:
             gone = list(staged.files)
         else:
             replaced = set(written.removed)
+            known = {d.file_path: d for ds in staged.deletes.values() for d in ds}
             gone = [f for f in staged.files if f.file_path in replaced]
-        gone += _deletes_of(staged, gone)
+            gone += [known[p] for p in sorted(replaced & set(known))]   # delete files a merge folded
+        listed = {g.file_path for g in gone}
+        gone += [d for d in _deletes_of(staged, gone) if d.file_path not in listed]
         if gone or any(deletes.is_delete(f) for f in new):
             commit_files(tx, run.markers(), new, gone)
         elif new:

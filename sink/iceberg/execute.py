@@ -122,7 +122,7 @@ def _stage_mirror(tables: Tables, planned: MirrorWrite, info: TableInfo, version
         old_map=dict(planned.old_map), writer=tasks.FileWriter(staged.tx.table_metadata, dict(mirror.io.properties)),
         epoch_keys=dict(planned.epoch_keys), table=staged.name,
         deletes={path: tasks.pack_files(ds) for path, ds in planned.deletes.items()},
-        merge_on_read=planned.merge_on_read)
+        merge_on_read=planned.merge_on_read, fold=planned.fold)
     return staged
 
 

@@ -264,13 +264,14 @@ def _merge(mirror: Table, planned: Planned, plan: pl.TablePlan, base: MirrorWrit
                 break
             existing.setdefault(b, []).append(f)
     same_table = mirror.properties.get(fmt.TABLE_ID_KEY) == str(final.id)
+    on_read = not (epochs or base.respec) and deletes_mod.merge_on_read(mirror.properties,
+                                                                        tx.table_metadata.format_version)
     return MirrorWrite(
         base.ident, base.expect, base.since, base.live_id, base.reset, base.respec, keys=tuple(keys),
         segments=segments, buckets=buckets, bucket_type=bucket_type, epochs=epochs, epoch_keys=epoch_keys,
         backfill=bool(existing) and pl.needs_backfill(mirror.properties, final, retyped), files=base.files,
         existing={b: tuple(fs) for b, fs in existing.items()}, deletes=base.deletes,
-        merge_on_read=not (epochs or base.respec) and deletes_mod.merge_on_read(mirror.properties,
-                                                                                tx.table_metadata.format_version),
+        merge_on_read=on_read, fold=on_read and deletes_mod.folds(mirror.properties),
         old_map=ks.stored_columns(mirror.properties) if same_table else {}, updates=tuple(planned.updates))
 
 

@@ -2,7 +2,8 @@
 
 A merge-on-read mirror merge (``sink.iceberg.tasks``) writes one per key bucket (per partition) it
 merged, naming the rows of the bucket's data files that held a touched key, instead of rewriting
-those files: a run adds at most one delete file per bucket however many files the bucket has. Its
+those files, and (unless the table says ``binlake.merge.fold=false``) the positions of the bucket's
+earlier delete files, which it replaces: a bucket has one delete file however many runs. Its
 ``file_path`` bounds are the first and last file it names, as readers expect, so a delete file of
 one data file is found by that file's path. pyiceberg, DuckDB's iceberg extension and Java Iceberg
 read through them; ``binlake maintain`` folds them into rewritten data files and merges them.
@@ -30,6 +31,7 @@ SCHEMA = pa.schema([
 MODE_KEY = "write.merge.mode"   # Iceberg's table property for MERGE: copy-on-write | merge-on-read
 MERGE_ON_READ = "merge-on-read"
 COPY_ON_WRITE = "copy-on-write"
+FOLD_KEY = "binlake.merge.fold"   # true (default) | false: a merge-on-read run folds its bucket's small files
 
 
 def merge_on_read(properties: Mapping[str, str], format_version: int) -> bool:
@@ -37,6 +39,12 @@ def merge_on_read(properties: Mapping[str, str], format_version: int) -> bool:
     mirrors do from creation; a mirror without the property merges on read too, an explicit
     ``copy-on-write`` rewrites files) and is a v2 table (v1 has no delete files, v3 wants deletion vectors)."""
     return properties.get(MODE_KEY, MERGE_ON_READ) == MERGE_ON_READ and format_version == 2
+
+
+def folds(properties: Mapping[str, str]) -> bool:
+    """Whether a merge-on-read run folds each bucket it merges to one delete file and a few data
+    files (``sink.iceberg.tasks``): yes unless the table says ``binlake.merge.fold=false``."""
+    return properties.get(FOLD_KEY, "true").lower() != "false"
 
 
 def is_delete(f: DataFile) -> bool:
@@ -71,11 +79,23 @@ def write(io: FileIO, hits: Mapping[str, pa.Array], like: DataFile) -> DataFile:
     return f
 
 
+def read_one(io: FileIO, delete_file: DataFile) -> dict[str, pa.Array]:
+    """Data file path → the positions one delete file deletes of it (sorted)."""
+    rows = pq.read_table(io.new_input(delete_file.file_path).open(), columns=["file_path", "pos"])
+    rows = rows.sort_by([("file_path", "ascending"), ("pos", "ascending")])
+    counts = pc.value_counts(rows.column("file_path"))   # in order of appearance: sorted
+    pos = rows.column("pos").combine_chunks()
+    out, start = {}, 0
+    for path, n in zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist()):
+        out[path] = pos.slice(start, n)
+        start += n
+    return out
+
+
 def read(io: FileIO, delete_files: Iterable[DataFile]) -> dict[str, pa.Array]:
     """Data file path → the positions ``delete_files`` delete of it (sorted, distinct)."""
     parts: dict[str, list[pa.Array]] = {}
     for d in delete_files:
-        rows = pq.read_table(io.new_input(d.file_path).open(), columns=["file_path", "pos"])
-        for chunk in rows.group_by("file_path").aggregate([("pos", "list")]).to_pylist():
-            parts.setdefault(chunk["file_path"], []).append(pa.array(chunk["pos_list"], pa.int64()))
+        for path, pos in read_one(io, d).items():
+            parts.setdefault(path, []).append(pos)
     return {p: pc.unique(pa.concat_arrays(a)).sort() for p, a in parts.items()}

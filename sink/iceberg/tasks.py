@@ -18,7 +18,8 @@ driver is metadata: packed ``DataFile``s, paths of files it replaced, row counts
   table says ``write.merge.mode=copy-on-write``) reads only the key columns of the bucket's files
   whose key bounds hold a touched key and writes one position delete file for the bucket naming the
   rows of those that hold one (``sink.iceberg.position_deletes``), so a run writes about what
-  changed; copy-on-write (and
+  changed; the bucket's earlier delete files fold into that one, and its small data files into the
+  run's new one (:func:`fold_set`), so the files to read stay few; copy-on-write (and
   every whole rewrite: a backfill, a change of key) rewrites each such file without them, reading
   it through its deletes.
 """
@@ -58,6 +59,7 @@ from transform.reduce import net_change
 
 KEY_EPOCH = "_binlake_key"   # internal column: the key a mirror row change was written under
 WRITE_BATCH_ROWS = 262_144   # rows a task gathers before it writes them as files
+FOLD_RATIO = 2               # a merge-on-read run folds a bucket's file of up to this many times its rows
 ROUTED_DDL = "bucket int, data binary"
 MIRROR_ROUTED_DDL = "table string, bucket int, data binary"
 _MIRROR_ROUTED = pa.schema([("table", pa.string()), ("bucket", pa.int32()), ("data", pa.binary())])
@@ -189,6 +191,7 @@ class MirrorJob:
     table: str = ""                     # the mirror's name (a job of several mirrors tells them apart by it)
     deletes: dict[str, bytes] = field(default_factory=dict)   # data file path → its packed delete files
     merge_on_read: bool = False         # replaced rows go as position deletes (module doc)
+    fold: bool = False                  # merge-on-read folds each bucket's small files and delete files
 
     def deletes_of(self, f: DataFile) -> list[DataFile]:
         """The delete files that apply to data file ``f``."""
@@ -293,46 +296,104 @@ def _merge_bucket(job: MirrorJob, bucket: int, rows: pa.Table | None, files: lis
             upserts = upserts.filter(pc.equal(job.bucket_of(upserts.column(job.keys[0])), bucket))
     new: list[DataFile] = []
     removed: list[str] = []
+    folding = False
     if job.merge_on_read and not job.backfill:
-        if touched is not None and touched.num_rows:
-            new.extend(_delete_touched(job, touched, files))
-        files = []
+        fold = fold_set(files, upserts.num_rows if upserts is not None else 0) if job.fold else []
+        folded = {f.file_path for f in fold}
+        written, replaced = _delete_touched(job, touched, [f for f in files if f.file_path not in folded], files)
+        new.extend(written)
+        removed.extend(replaced)
+        files, folding = fold, True
+    out: list[pa.Table] = []
     for f, existing in _read_existing(job, files):
         kept = existing
         if touched is not None and touched.num_rows and existing.num_rows:
             kept = existing.join(touched, job.keys, join_type="left anti")
+        if folding:   # a small file folded into the run's new one
+            removed.append(f.file_path)
+            out.append(ks.conform(kept, schema))
+            continue
         if kept.num_rows == existing.num_rows and not job.backfill:
             continue   # no key of this file changed: it stays
         removed.append(f.file_path)
         new.extend(job.writer.write(ks.conform(kept, schema)))
     if upserts is not None and upserts.num_rows:
-        new.extend(job.writer.write(ks.conform(upserts, schema)))
+        out.append(ks.conform(upserts, schema))
+    if out:
+        new.extend(job.writer.write(pa.concat_tables(out)))
     return new, removed
 
 
-def _delete_touched(job: MirrorJob, touched: pa.Table, files: list[DataFile]) -> list[DataFile]:
-    """Position delete files of the rows of ``files`` whose key ``touched`` holds: one per partition
-    of the files that hold one (one per bucket). A file whose key bounds hold no touched key is not
-    read, the others only in their key columns; rows already deleted are not deleted again."""
+def fold_set(files: list[DataFile], new_rows: int) -> list[DataFile]:
+    """The files of a bucket a merge-on-read run writing ``new_rows`` rewrites together with them
+    (size-tiered): the smallest first, while each holds at most ``FOLD_RATIO`` times the rows of the
+    new rows and the files taken so far. Each of the bucket's files then holds more than twice the
+    rows of the next smaller one, so a bucket keeps at most log2(its rows / its smallest file's) + 1
+    files; a row is rewritten about log2(runs) / 2 times between two ``binlake maintain``; a file
+    far larger than a run's rows (a compacted one) is not taken."""
+    taken, rows = [], new_rows
+    for f in sorted(files, key=lambda f: (f.record_count, f.file_path)):
+        if not rows or f.record_count > FOLD_RATIO * rows:
+            break
+        taken.append(f)
+        rows += f.record_count
+    return taken
+
+
+def _delete_touched(job: MirrorJob, touched: pa.Table | None, keep: list[DataFile], every: list[DataFile]
+                    ) -> tuple[list[DataFile], list[str]]:
+    """Position delete files of the rows of ``keep`` (the bucket's files that stay) whose key
+    ``touched`` holds, and the paths of the delete files they replace. A file whose key bounds hold
+    no touched key is not read, the others only in their key columns; rows already deleted are not
+    deleted again. With ``job.fold`` the bucket's delete files (those naming no other bucket's file)
+    are rewritten into one per partition with the new positions, whenever there are new ones or
+    some name a file of ``every`` the run folds; without, the new positions go to a new file per
+    partition beside them."""
     io = job.writer.io()
     names = list(job.keys)
     stored = [_stored_name(job, n) for n in names]
     schema = job.old_metadata.schema()
-    scan = ArrowScan(job.old_metadata, io, schema.select(*stored), AlwaysTrue())
-    touched = touched.select(names)
     first_id = schema.find_field(stored[0]).field_id
-    candidates = [f for f in files if _may_hold(f, first_id, schema.find_type(stored[0]), touched.column(0))]
-    gone = deletes.read(io, {d.file_path: d for f in candidates for d in job.deletes_of(f)}.values())
+    candidates: list[DataFile] = []
+    if touched is not None and touched.num_rows:
+        candidates = [f for f in keep if _may_hold(f, first_id, schema.find_type(stored[0]), touched.column(0))]
+    olds = {d.file_path: d for f in (every if job.fold else candidates) for d in job.deletes_of(f)}
+    positions = {p: deletes.read_one(io, d) for p, d in olds.items()}
+    gone: dict[str, list[pa.Array]] = {}
+    for named in positions.values():
+        for data_path, pos in named.items():
+            gone.setdefault(data_path, []).append(pos)
+    hits: dict[str, pa.Array] = {}
+    if candidates:
+        assert touched is not None
+        scan = ArrowScan(job.old_metadata, io, schema.select(*stored), AlwaysTrue())
+        touched = touched.select(names)
+        for f in candidates:
+            rows = scan.to_table([FileScanTask(f)]).select(stored).rename_columns(names).cast(touched.schema)
+            rows = rows.append_column("_binlake_pos", pa.array(range(rows.num_rows), pa.int64()))
+            hit = rows.join(touched, names, join_type="inner").column("_binlake_pos").combine_chunks()
+            if f.file_path in gone:
+                hit = hit.filter(pc.invert(pc.is_in(hit, value_set=pa.concat_arrays(gone[f.file_path]))))
+            if len(hit):
+                hits[f.file_path] = hit
+    replaced: list[str] = []
+    if job.fold:
+        own, staying = {f.file_path for f in every}, {f.file_path for f in keep}
+        others = set(job.deletes) - own   # live data files of other buckets with deletes
+        movable = [p for p, named in positions.items() if not set(named) & others]
+        if not hits and not any(set(positions[p]) - staying for p in movable):
+            return [], []
+        for p in movable:
+            for data_path, pos in positions[p].items():
+                if data_path in staying:
+                    hits[data_path] = pa.concat_arrays([hits[data_path], pos]) if data_path in hits else pos
+        replaced = movable
+    by_path = {f.file_path: f for f in keep}
     groups: dict[tuple[int, object], tuple[DataFile, dict[str, pa.Array]]] = {}
-    for f in candidates:
-        rows = scan.to_table([FileScanTask(f)]).select(stored).rename_columns(names).cast(touched.schema)
-        rows = rows.append_column("_binlake_pos", pa.array(range(rows.num_rows), pa.int64()))
-        hit = rows.join(touched, names, join_type="inner").column("_binlake_pos").combine_chunks()
-        if f.file_path in gone:
-            hit = hit.filter(pc.invert(pc.is_in(hit, value_set=gone[f.file_path])))
-        if len(hit):
-            groups.setdefault((f.spec_id, f.partition), (f, {}))[1][f.file_path] = hit
-    return [deletes.write(io, hits, like) for like, hits in groups.values()]
+    for data_path, hit in hits.items():
+        f = by_path[data_path]
+        groups.setdefault((f.spec_id, f.partition), (f, {}))[1][data_path] = hit
+    return [deletes.write(io, named, like) for like, named in groups.values()], replaced
 
 
 def _stored_name(job: MirrorJob, name: str) -> str:

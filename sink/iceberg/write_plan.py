@@ -148,6 +148,7 @@ class MirrorWrite:
     existing: Mapping[int, tuple[DataFile, ...]] = field(default_factory=dict)   # bucket → files the merge reads
     deletes: Mapping[str, tuple[DataFile, ...]] = field(default_factory=dict)   # data file path → its delete files
     merge_on_read: bool = False         # replaced rows go as position deletes (``sink.iceberg.tasks``)
+    fold: bool = False                  # merge-on-read folds each bucket's small files and delete files
     old_map: Mapping[str, str] = field(default_factory=dict)   # TiDB column id → name before the run
     updates: tuple[Update, ...] = ()
     refused: Exception | None = None
@@ -176,7 +177,8 @@ class MirrorWrite:
         if self.backfill:
             how.append("backfill: every file rewritten")
         elif self.files and self.reset is None:
-            how.append("merge-on-read" if self.merge_on_read else "copy-on-write")
+            how.append(("merge-on-read, folding" if self.fold else "merge-on-read") if self.merge_on_read
+                       else "copy-on-write")
         if self.deletes:
             how.append(f"{len({d.file_path for ds in self.deletes.values() for d in ds})} delete file(s)")
         if self.updates:

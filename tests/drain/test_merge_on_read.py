@@ -59,6 +59,12 @@ def _upstream(env: Env, ts: int) -> dict[int, str]:
     return {r["id"]: r["v"] for r in snapshot["test.t"]}
 
 
+def _set(env: Env, props: dict[str, str]) -> Table:
+    tbl = env.catalog().load_table(("test", "t"))
+    tbl.transaction().set_properties(props).commit_transaction()
+    return tbl.refresh()
+
+
 def _summary(tbl: Table) -> dict[str, str]:
     snap = tbl.current_snapshot()
     assert snap is not None and snap.summary is not None
@@ -68,13 +74,15 @@ def _summary(tbl: Table) -> dict[str, str]:
 @pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
 def test_an_update_and_a_delete_touch_only_the_files_holding_their_keys(env: Env, mode: str) -> None:
     env.sql("create table t (id int primary key, v varchar(20))")
-    for run in range(4):   # four runs: about four data files per bucket
+    for run in range(4):   # four runs: about four data files per bucket (not folded into one)
         env.sql("insert into t values " + ", ".join(f"({i}, 'v{i}')" for i in range(run * 100, run * 100 + 100)))
         env.drain()
-    tbl = env.catalog().load_table(("test", "t"))
+        if run == 0:
+            _set(env, {position_deletes.FOLD_KEY: "false"})
+    tbl = _set(env, {position_deletes.FOLD_KEY: "true"})
     assert tbl.properties[position_deletes.MODE_KEY] == "merge-on-read"   # binlake creates mirrors so
     if mode == "copy-on-write":
-        tbl.transaction().set_properties({position_deletes.MODE_KEY: mode}).commit_transaction()
+        tbl = _set(env, {position_deletes.MODE_KEY: mode})
     files = [t.file.file_path for t in tbl.scan().plan_files()]
     assert len(files) > 20
     holders = {p for p in files if _ids_of(tbl, p) & {5, 250}}
@@ -110,7 +118,7 @@ def test_readers_tags_verify_check_restore_and_maintain_read_through_position_de
     runs.append(env.drain()["to_ts"])
     catalog = env.catalog()
     tbl = catalog.load_table(("test", "t"))
-    assert int(_summary(tbl)["total-position-deletes"]) >= 8
+    assert int(_summary(tbl)["total-position-deletes"]) >= 4   # the rest went with the small files folded
     for ts in runs:
         snap = tbl.metadata.refs[f"tidb-ts-{ts}"].snapshot_id
         assert _pyiceberg(tbl, snap) == _duckdb(tbl, snap) == _upstream(env, ts), ts
@@ -155,9 +163,9 @@ def test_maintain_merges_a_partitions_delete_files_into_one_and_the_rows_stay(en
     env.sql("insert into t values " + ", ".join(f"({i}, 'v{i}')" for i in range(800)))
     env.drain()
     catalog = env.catalog()
-    tbl = catalog.load_table(("test", "t"))
-    # no file is small: only the delete files are maintain's business (each removes < 20 % of a file)
-    tbl.transaction().set_properties({"write.target-file-size-bytes": "1"}).commit_transaction()
+    # no file is small: only the delete files are maintain's business (each removes < 20 % of a file);
+    # the runs leave a delete file each (a run folding the bucket's would leave one)
+    tbl = _set(env, {"write.target-file-size-bytes": "1", position_deletes.FOLD_KEY: "false"})
     holder = next(t.file.file_path for t in tbl.scan().plan_files() if 7 in _ids_of(tbl, t.file.file_path))
     other = min(_ids_of(tbl, holder) - {7})   # a second key of the same data file
     for n, key in ((1, 7), (2, other)):
@@ -171,5 +179,42 @@ def test_maintain_merges_a_partitions_delete_files_into_one_and_the_rows_stay(en
     tbl = tbl.refresh()
     summary = _summary(tbl)
     assert summary["total-delete-files"] == "1" and summary["total-position-deletes"] == "2"
+    assert _pyiceberg(tbl) == _duckdb(tbl) == _upstream(env, ts)
+    env.verify(ts)
+
+
+def _per_bucket(tbl: Table) -> tuple[list[list[int]], int]:
+    """The row counts of each bucket's (partition's) data files, sorted, and the most delete files
+    one bucket has."""
+    data: dict[object, list[int]] = {}
+    dels: dict[object, set[str]] = {}
+    for t in tbl.scan().plan_files():
+        data.setdefault(t.file.partition, []).append(t.file.record_count)
+        dels.setdefault(t.file.partition, set()).update(d.file_path for d in t.delete_files)
+    return [sorted(d) for d in data.values()], max(len(d) for d in dels.values())
+
+
+@pytest.mark.parametrize("fold", [True, False])
+def test_runs_fold_a_buckets_small_files_and_its_delete_files(env: Env, fold: bool) -> None:
+    env.sql("create table t (id int primary key, v varchar(20))")
+    env.sql("insert into t values " + ", ".join(f"({i}, 'v{i}')" for i in range(400)))
+    env.drain()
+    if not fold:
+        _set(env, {position_deletes.FOLD_KEY: "false"})
+    next_id = 400
+    for run in range(8):   # each run: 40 inserts, 10 updates and 3 deletes over the table
+        env.sql("insert into t values " + ", ".join(f"({i}, 'r{run}')" for i in range(next_id, next_id + 40)))
+        ids = ", ".join(str(i) for i in range(run, next_id, 37))
+        env.sql(f"update t set v = 'u{run}' where id in ({ids})")
+        env.sql(f"delete from t where id in ({run * 7 + 1}, {run * 11 + 300}, {next_id + 5})")
+        next_id += 40
+        ts = env.drain()["to_ts"]
+    tbl = env.catalog().load_table(("test", "t"))
+    buckets, most_deletes = _per_bucket(tbl)
+    tiered = all(b > 2 * a for sizes in buckets for a, b in zip(sizes, sizes[1:]))
+    if fold:   # each file over twice the next smaller one (at most 4 here), one delete file per bucket
+        assert tiered and max(map(len, buckets)) <= 4 and most_deletes == 1, (buckets, most_deletes)
+    else:      # a data file and a delete file per run in a bucket the runs touch
+        assert not tiered and max(map(len, buckets)) > 4 and most_deletes > 1, (buckets, most_deletes)
     assert _pyiceberg(tbl) == _duckdb(tbl) == _upstream(env, ts)
     env.verify(ts)
