@@ -89,19 +89,26 @@ class _FileChanges(_SnapshotProducer["_FileChanges"]):
         return out
 
     def _existing_manifests(self) -> list[ManifestFile]:
+        """The parent's manifests that hold live files (one holding only DELETED entries of an earlier
+        commit goes, as Java Iceberg drops it); those naming a removed file rewritten together, one
+        manifest per (spec, content), the removed files as DELETED, the rest as EXISTING."""
         snapshot = self._transaction.table_metadata.snapshot_by_id(self._parent_snapshot_id) \
             if self._parent_snapshot_id is not None else None
-        manifests = snapshot.manifests(self._io) if snapshot is not None else []
+        manifests = [m for m in (snapshot.manifests(self._io) if snapshot is not None else [])
+                     if m.has_added_files() or m.has_existing_files()]
         if not self._removed_paths:
-            return list(manifests)   # nothing removed: every manifest stays, unread
+            return manifests   # nothing removed: every live manifest stays, unread
         out: list[ManifestFile] = []
-        found: set[str] = set()
+        rewrite: dict[tuple[int, ManifestContent], list[ManifestEntry]] = {}
         for manifest in manifests:
             entries = manifest.fetch_manifest_entry(self._io, discard_deleted=True)
-            if not any(e.data_file.file_path in self._removed_paths for e in entries):
+            if any(e.data_file.file_path in self._removed_paths for e in entries):
+                rewrite.setdefault((manifest.partition_spec_id, manifest.content), []).extend(entries)
+            else:
                 out.append(manifest)
-                continue
-            with self._writer(self.spec(manifest.partition_spec_id), manifest.content) as writer:
+        found: set[str] = set()
+        for (spec_id, content), entries in sorted(rewrite.items()):
+            with self._writer(self.spec(spec_id), content) as writer:
                 for e in entries:
                     if e.data_file.file_path in self._removed_paths:
                         found.add(e.data_file.file_path)

@@ -59,6 +59,7 @@ from transform.reduce import net_change
 
 KEY_EPOCH = "_binlake_key"   # internal column: the key a mirror row change was written under
 WRITE_BATCH_ROWS = 262_144   # rows a task gathers before it writes them as files
+ROUTE_BATCH_BYTES = 32 << 20   # routed rows a task hands back per Arrow batch (the JVM holds one whole)
 FOLD_RATIO = 2               # a merge-on-read run folds a bucket's file of up to this many times its rows
 ROUTED_DDL = "bucket int, data binary"
 MIRROR_ROUTED_DDL = "table string, bucket int, data binary"
@@ -208,9 +209,11 @@ class MirrorJob:
 
 def route_mirrors(jobs: Mapping[int, MirrorJob], batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: the rows of each job's live table id (``jobs`` by it), in its final
-    schema, cut by key bucket (``MIRROR_ROUTED_DDL`` out, the mirror named in ``table``); an update
-    whose key changed goes to the buckets of both keys. One pass over the frame routes every mirror."""
+    schema, cut by key bucket (``MIRROR_ROUTED_DDL`` out, the mirror named in ``table``, in batches of
+    about ``ROUTE_BATCH_BYTES``); an update whose key changed goes to the buckets of both keys. One
+    pass over the frame routes every mirror."""
     out: list[dict[str, object]] = []
+    size = 0
     schemas: dict[str, pa.Schema] = {}
     for table_id, version, data in records(batches):
         job = jobs.get(table_id)
@@ -219,8 +222,12 @@ def route_mirrors(jobs: Mapping[int, MirrorJob], batches: Iterable[pa.RecordBatc
         schema = schemas.get(job.table)
         if schema is None:
             schema = schemas[job.table] = ks.changelog_schema(job.segments.final)
-        out.extend({"table": job.table, "bucket": b, "data": d}
-                   for b, d in _route(job, schema, table_id, version, data))
+        for b, d in _route(job, schema, table_id, version, data):
+            out.append({"table": job.table, "bucket": b, "data": d})
+            size += len(d)
+        if size >= ROUTE_BATCH_BYTES:
+            yield pa.RecordBatch.from_pylist(out, schema=_MIRROR_ROUTED)
+            out, size = [], 0
     if out:
         yield pa.RecordBatch.from_pylist(out, schema=_MIRROR_ROUTED)
 

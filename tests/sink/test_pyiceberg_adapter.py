@@ -106,3 +106,34 @@ def test_commit_files_adds_position_deletes_that_pyiceberg_and_duckdb_apply_and_
     assert [len(tbl.scan(snapshot_id=s.snapshot_id).to_arrow()) for s in tbl.metadata.snapshots] == [10, 8, 8]
     with tbl.transaction() as tx, pytest.raises(ValueError, match="Missing required files to delete"):
         commit_files(tx, {}, [], [target])
+
+
+def test_commit_files_merges_the_manifests_it_rewrites_and_drops_those_left_with_no_live_file(
+        tmp_path: Path) -> None:
+    tbl = _keyed(tmp_path)
+    for i in range(10, 14):   # four more manifests of one data file each
+        tbl.append(pa.table({"id": [i], "v": [f"v{i}"]}, schema=SCHEMA.as_arrow()))
+    tbl = tbl.refresh()
+    snapshot = tbl.current_snapshot()
+    assert snapshot is not None and len(snapshot.manifests(tbl.io)) == 5
+    small = [t.file for t in tbl.scan().plan_files() if t.file.record_count == 1]
+    assert len(small) == 4
+    with tbl.transaction() as tx:   # the four one-row files folded into one
+        commit_files(tx, {}, data_files(tbl.metadata, pa.table({"id": [10, 11, 12, 13], "v": ["a"] * 4},
+                                                                schema=SCHEMA.as_arrow()), tbl.io), small)
+    tbl = tbl.refresh()
+    snapshot = tbl.current_snapshot()
+    assert snapshot is not None
+    # the added one, and the four rewritten as one holding their entries as DELETED
+    kinds = sorted((m.added_files_count, m.existing_files_count, m.deleted_files_count)
+                   for m in snapshot.manifests(tbl.io))
+    assert (0, 0, 4) in kinds and len(kinds) == 3, kinds
+    with tbl.transaction() as tx:   # the next commit leaves that one out: it holds no live file
+        commit_files(tx, {}, data_files(tbl.metadata, pa.table({"id": [20], "v": ["b"]}, schema=SCHEMA.as_arrow()),
+                                        tbl.io), [])
+    tbl = tbl.refresh()
+    snapshot = tbl.current_snapshot()
+    assert snapshot is not None
+    assert all(m.added_files_count or m.existing_files_count for m in snapshot.manifests(tbl.io))
+    assert sorted(tbl.scan().to_arrow().column("id").to_pylist()) == [*range(14), 20] == _duck_ids(tbl)
+    assert len(tbl.scan(snapshot_id=snapshot.parent_snapshot_id).to_arrow()) == 14   # time travel as before
