@@ -21,6 +21,7 @@ Baseline: the smallest size's runs (the growth ratio); the fresh copy for the re
     flock /tmp/binlake-bench.lock .venv/bin/python bench/mirror_growth.py --live 500K,5M
     flock /tmp/binlake-bench.lock .venv/bin/python bench/mirror_growth.py --live 500K,5M,20M   # long
     flock /tmp/binlake-bench.lock .venv/bin/python bench/mirror_growth.py --mode copy-on-write   # before
+    flock /tmp/binlake-bench.lock .venv/bin/python bench/mirror_growth.py --mode merge-on-read-unfolded
 """
 from __future__ import annotations
 
@@ -158,13 +159,14 @@ def _mib(n: float) -> str:
 
 
 def set_mode(warehouse: Path, mode: str) -> None:
-    """The 4 mirrors' ``write.merge.mode``."""
+    """The 4 mirrors' ``write.merge.mode`` (``merge-on-read-unfolded``: merge-on-read, ``binlake.merge.fold=false``)."""
     from sink.iceberg.catalog import open_catalog
-    from sink.iceberg.position_deletes import MODE_KEY
+    from sink.iceberg.position_deletes import FOLD_KEY, MERGE_ON_READ, MODE_KEY
 
+    props = {MODE_KEY: MERGE_ON_READ, FOLD_KEY: "false"} if mode == "merge-on-read-unfolded" else {MODE_KEY: mode}
     catalog = open_catalog(str(warehouse))
     for name in TABLES:
-        catalog.load_table(f"{DB}.{name}").transaction().set_properties({MODE_KEY: mode}).commit_transaction()
+        catalog.load_table(f"{DB}.{name}").transaction().set_properties(props).commit_transaction()
 
 
 def one_size(env: Env, root: Path, wh: Path, live: int, base: dict[str, Any], runs: list[dict[str, Any]],
@@ -236,8 +238,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="live rows of the 4 mirrors together, comma-separated increasing (default 500K,5M)")
     ap.add_argument("--changes", type=int, default=20_000, help="row changes per incremental run (default 20000)")
     ap.add_argument("--runs", type=int, default=RUNS, help=f"incremental runs per size (default {RUNS})")
-    ap.add_argument("--mode", choices=["merge-on-read", "copy-on-write"], default="merge-on-read",
-                    help="the mirrors' write.merge.mode for the timed runs (copy-on-write: binlake before issue 56)")
+    ap.add_argument("--mode", choices=["merge-on-read", "merge-on-read-unfolded", "copy-on-write"],
+                    default="merge-on-read",
+                    help="the mirrors' write.merge.mode for the timed runs (copy-on-write: binlake before issue 56; "
+                         "merge-on-read-unfolded: with binlake.merge.fold=false)")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--keep", action="store_true", help="keep the temp dir")
     args = ap.parse_args(argv)

@@ -8,7 +8,9 @@ fails when the installed pyiceberg is another one, so a bump re-checks both poin
 - :func:`commit_files`: one snapshot that adds and removes data files AND position delete files.
   pyiceberg writes data manifests only (its overwrite would even rewrite a delete manifest it
   touches as a data manifest), so this is a snapshot producer of binlake's own on pyiceberg's
-  ``_SnapshotProducer`` (manifest list, summary, sequence numbers and refs stay pyiceberg's).
+  ``_SnapshotProducer`` (manifest list, summary, sequence numbers and refs stay pyiceberg's). As
+  Java Iceberg's, it leaves out the parent's manifests that hold no live file, and it merges the
+  manifests it rewrites, so the manifest list does not grow with every run that removes files.
 """
 from __future__ import annotations
 
