@@ -43,9 +43,12 @@ class EnvDefault:
 
 
 ENV_DEFAULTS = (
-    EnvDefault("GRPC_ENABLE_FORK_SUPPORT", "false", frozenset(COMMANDS),
-               "no gRPC fork handlers (read when grpc is imported): the commands' only forks are children "
-               "that exec at once (pumps, Spark's JVM), and fork handlers racing in-flight calls can kill one"),
+    EnvDefault("GRPC_ENABLE_FORK_SUPPORT", "false", frozenset(KINDS),
+               "no gRPC fork handlers (read when grpc is imported): the commands' and harnesses' only forks "
+               "that use gRPC are children that exec at once (pumps, Spark's JVM, which pyspark starts "
+               "through fork because of its preexec_fn); a child's fork handler starts a poller that "
+               "Popen's closing of descriptors kills before the exec (grpc/grpc#43055: a test session's "
+               "JVM died at start so, and every Spark test of the session with it)"),
     EnvDefault("GX_ANALYTICS_ENABLED", "false", frozenset({"check", HARNESS}),
                "Great Expectations sends usage analytics unless told not to; a replication job reports to no one"),
 )

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from binlake.process import (
-    COMMANDS,
     DRIVER_GC_THRESHOLDS,
     ENV_DEFAULTS,
     GC_POLICIES,
@@ -66,12 +65,12 @@ def test_each_kind_gets_its_environment_defaults_and_collector_settings(kind: st
 
 
 def test_the_decisions_per_kind() -> None:
-    """What the table says, in words: every command runs without gRPC fork handlers; a local Spark only
+    """What the table says, in words: every command and harness runs without gRPC fork handlers; a local Spark only
     where the master is local by construction; the
     drain driver raises the thresholds, the pump freezes after start-up, a harness and the short
     commands keep CPython's collector."""
     env = {d.name: d for d in ENV_DEFAULTS}
-    assert env["GRPC_ENABLE_FORK_SUPPORT"].kinds == set(COMMANDS)
+    assert env["GRPC_ENABLE_FORK_SUPPORT"].kinds == set(KINDS)
     assert "PYICEBERG_MAX_WORKERS" not in env   # the Iceberg sink's commits use no pyiceberg overwrite planning
     assert LOCAL_SPARK.kinds == {HARNESS}
     assert GC_POLICIES["drain"].thresholds == DRIVER_GC_THRESHOLDS
@@ -141,7 +140,7 @@ def test_the_emulator_configures_its_process_as_a_harness_before_grpc_loads() ->
                  "print(json.dumps({'seen': seen, **report()}))\n")
     assert got["seen"] == [[True, False]]
     harness = {d.name: d.value if HARNESS in d.kinds else None for d in (*ENV_DEFAULTS, LOCAL_SPARK)}
-    assert got["env"] == {**harness, "GRPC_ENABLE_FORK_SUPPORT": "false"}
+    assert got["env"] == harness and harness["GRPC_ENABLE_FORK_SUPPORT"] == "false"
     assert got["thresholds"] == list(DRIVER_GC_THRESHOLDS) and got["frozen"]
 
 

@@ -22,13 +22,12 @@ log = logging.getLogger("binlake-emulator")
 
 def configure_emulator(demo: bool) -> None:
     """The emulator's process settings, made before grpc is imported: binlake's for a harness (it runs
-    pumps as children; the demo runs drains and checks in this process on a local Spark), gRPC's fork
-    handlers off as in binlake's commands (its children exec at once), and for the demo the drain
-    driver's collector thresholds (its drains run here). The user's environment wins."""
+    pumps as children; the demo runs drains and checks in this process on a local Spark; gRPC's fork
+    handlers off, its children exec at once), and for the demo the drain driver's collector
+    thresholds (its drains run here). The user's environment wins."""
     from binlake.process import DRIVER_GC_THRESHOLDS, HARNESS, configure_process
 
     configure_process(HARNESS)
-    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
     if demo:
         gc.set_threshold(*DRIVER_GC_THRESHOLDS)
         gc.freeze()
