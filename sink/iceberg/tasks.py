@@ -303,20 +303,18 @@ def _merge_bucket(job: MirrorJob, bucket: int, rows: pa.Table | None, files: lis
             upserts = upserts.filter(pc.equal(job.bucket_of(upserts.column(job.keys[0])), bucket))
     new: list[DataFile] = []
     removed: list[str] = []
-    folding = False
-    if job.merge_on_read and not job.backfill:
+    on_read = job.merge_on_read and not job.backfill   # the files read below are folded, not rewritten
+    if on_read:
         fold = fold_set(files, upserts.num_rows if upserts is not None else 0) if job.fold else []
         folded = {f.file_path for f in fold}
-        written, replaced = _delete_touched(job, touched, [f for f in files if f.file_path not in folded], files)
-        new.extend(written)
-        removed.extend(replaced)
-        files, folding = fold, True
+        new, removed = _delete_touched(job, touched, [f for f in files if f.file_path not in folded], files)
+        files = fold
     out: list[pa.Table] = []
     for f, existing in _read_existing(job, files):
         kept = existing
         if touched is not None and touched.num_rows and existing.num_rows:
             kept = existing.join(touched, job.keys, join_type="left anti")
-        if folding:   # a small file folded into the run's new one
+        if on_read:   # a small file folded into the run's new one
             removed.append(f.file_path)
             out.append(ks.conform(kept, schema))
             continue
