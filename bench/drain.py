@@ -178,8 +178,9 @@ class _Keys:
 
 
 def _load_main(index: int, addr: str, tso_url: str, cluster_id: int, tables: list[Any], schema_version: int,
-               phases: list[int], seed: int, results: Any, go: Any) -> None:
-    """Generate and write ``phases[i]`` row changes per phase to one pump; report after each phase."""
+               phases: list[int], seed: int, results: Any, go: Any, inserts: list[float]) -> None:
+    """Generate and write ``phases[i]`` row changes per phase to one pump, ``inserts[i]`` of them
+    inserts; report after each phase."""
     from ingest.binlog import marshal_gogo
     from ingest.tso import TSOClient
     from schemas import binlog_pb2
@@ -233,6 +234,8 @@ def _load_main(index: int, addr: str, tso_url: str, cluster_id: int, tables: lis
     for phase, target in enumerate(phases):
         t0 = time.perf_counter()
         done = txns = nbytes = 0
+        insert_share = inserts[phase]
+        update_share = insert_share + (1 - insert_share) * 0.75
         futures: list[Future[None]] = []
         while done < target and not errors:
             size = min(target - done, rng.randint(100, 200))
@@ -250,7 +253,7 @@ def _load_main(index: int, addr: str, tso_url: str, cluster_id: int, tables: lis
                 for _ in range(share):
                     r = rng.random()
                     key = keys.keys[rng.randrange(len(keys.keys))] if len(keys.keys) > 1000 else None
-                    if key is None or key in touched or r < 0.6:
+                    if key is None or key in touched or r < insert_share:
                         key = next_key[ti]
                         next_key[ti] += 1
                         keys.add(key)
@@ -258,7 +261,7 @@ def _load_main(index: int, addr: str, tso_url: str, cluster_id: int, tables: lis
                                           key if rowid else None)
                         tm.inserted_rows.append(data)
                         kind, op = "insert", "I"
-                    elif r < 0.9:
+                    elif r < update_share:
                         v = keys.version[key]
                         data = encode_row(table, "update", row_image(table, key, v), row_image(table, key, v + 1),
                                           key if rowid else None)
@@ -356,15 +359,19 @@ def cluster(prefix: str, keep: bool) -> Iterator[tuple[Path, Env]]:
             shutil.rmtree(root, ignore_errors=True)
 
 
-def generate(env: Env, phases: list[int], seed: int) -> list[dict[str, Any]]:
-    """Write the phases' row changes through both pumps; per phase: the boundary ts, counts, samples."""
+def generate(env: Env, phases: list[int], seed: int, inserts: list[float] | None = None) -> list[dict[str, Any]]:
+    """Write the phases' row changes through both pumps; per phase: the boundary ts, counts, samples.
+
+    ``inserts[i]`` is phase i's share of inserts (default 0.6); updates and deletes share the rest
+    3 to 1 (30 % and 10 % by default)."""
+    inserts = inserts if inserts is not None else [0.6] * len(phases)
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     gos = [ctx.Event() for _ in env.pumps]
     shares = [[n // 2 + (n % 2 if i == 0 else 0) for n in phases] for i in range(len(env.pumps))]
     procs = [ctx.Process(target=_load_main, name=f"bench-drain-load-{i}", daemon=True,
                          args=(i, p.addr, env.cluster.tso_url, env.cluster.cluster_id, env.tables,
-                               env.schema_version, shares[i], seed, results, gos[i]))
+                               env.schema_version, shares[i], seed, results, gos[i], inserts))
              for i, p in enumerate(env.pumps)]
     out = []
     try:

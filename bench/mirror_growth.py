@@ -2,8 +2,9 @@
 
 Setup (not timed): ``bench/drain.py``'s emulated cluster, 4 tables of 12 columns and 2 real pumps.
 One load writes, per size, enough TiDB-shaped row changes (60 % inserts, 30 % updates, 10 % deletes
-over random live keys) to grow the 4 mirrors to that many live rows, then ten more phases of
-``--changes`` row changes each; the warehouse is drained to each size's base (not timed).
+over random live keys; ``--base inserts``: inserts only) to grow the 4 mirrors to that many live
+rows, then ten more phases of ``--changes`` row changes each (always the mix); the warehouse is
+drained to each size's base (not timed).
 
 Timed per size: the ten incremental runs, each ``binlake drain`` as a fresh process continuing the
 same warehouse (by default a range this small runs in the drain's own process): the run report's
@@ -19,7 +20,7 @@ Baseline: the smallest size's runs (the growth ratio); the fresh copy for the re
 3x the changelog's; a full read after ten runs within 1.5x the fresh copy's, after maintain 1.1x.
 
     flock /tmp/binlake-bench.lock .venv/bin/python bench/mirror_growth.py --live 500K,5M
-    flock /tmp/binlake-bench.lock .venv/bin/python bench/mirror_growth.py --live 500K,5M,20M   # long
+    flock /tmp/binlake-bench.lock .venv/bin/python bench/mirror_growth.py --live 500K,20M --base inserts  # long
     flock /tmp/binlake-bench.lock .venv/bin/python bench/mirror_growth.py --mode copy-on-write   # before
     flock /tmp/binlake-bench.lock .venv/bin/python bench/mirror_growth.py --mode merge-on-read-unfolded
 """
@@ -45,6 +46,7 @@ TIME_TARGET = 1.3     # largest size's median run over the smallest's
 BYTES_TARGET = 3.0    # mirror bytes written over the changelog's bytes written, per run
 READ_TARGET = 1.5     # full read after the runs over the fresh copy's
 MAINTAINED_TARGET = 1.1
+MIX_INSERTS = 0.6       # the runs' share of inserts (30 % updates, 10 % deletes)
 LIVE_PER_CHANGE = 0.5   # live rows a row change adds on average (60 % inserts - 10 % deletes)
 _IO_WRAPPER = ("import runpy, sys\nsys.argv = ['binlake'] + sys.argv[1:]\ntry:\n"
                "    runpy.run_module('binlake.cli', run_name='__main__')\nfinally:\n"
@@ -242,19 +244,27 @@ def main(argv: list[str] | None = None) -> int:
                     default="merge-on-read",
                     help="the mirrors' write.merge.mode for the timed runs (copy-on-write: binlake before issue 56; "
                          "merge-on-read-unfolded: with binlake.merge.fold=false)")
+    ap.add_argument("--base", choices=["mixed", "inserts"], default="mixed",
+                    help="the load that grows each size's base: the runs' mix (default) or inserts only "
+                         "(half the row changes to generate: for the 20M size)")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--keep", action="store_true", help="keep the temp dir")
     args = ap.parse_args(argv)
     phases: list[int] = []
+    inserts: list[float] = []
+    base_share, base_live = (1.0, 1.0) if args.base == "inserts" else (MIX_INSERTS, LIVE_PER_CHANGE)
     live = 0.0
     for size in args.live:
-        phases.append(int((size - live) / LIVE_PER_CHANGE))
+        phases.append(int((size - live) / base_live))
+        inserts.append(base_share)
         live = size + args.runs * args.changes * LIVE_PER_CHANGE
         phases.extend([args.changes] * args.runs)
-    print(f"mirror growth  {dt.datetime.now(UTC):%Y-%m-%d %H:%M UTC}  {machine_line()}  load average {_load_avg()}")
+        inserts.extend([MIX_INSERTS] * args.runs)
+    print(f"mirror growth  {dt.datetime.now(UTC):%Y-%m-%d %H:%M UTC}  {machine_line()}  load average {_load_avg()}"
+          f"  base: {args.base}")
     with cluster("binlake-bench-growth-", args.keep) as (root, env):
         print(f"  {sum(phases):,} row changes to generate over {len(phases)} phases", flush=True)
-        loads = generate(env, phases, args.seed)
+        loads = generate(env, phases, args.seed, inserts)
         results = []
         for i, size in enumerate(args.live):
             block = loads[i * (args.runs + 1):(i + 1) * (args.runs + 1)]

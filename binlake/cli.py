@@ -73,16 +73,17 @@ def _run_pump(args: argparse.Namespace) -> int:
     print_warnings(options, args.config)
     _setup_logging(options.log_level, options.log_file)
     pump = Pump(options)
-    pump.start()
-    startup_done()
     stop = threading.Event()
 
     def on_signal(signum: int, frame: Any) -> None:
         log.info("signal %d: pausing pump", signum)
         stop.set()
 
+    # Before start: a signal while the pump starts (it is online once start returns) still pauses it.
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
         signal.signal(sig, on_signal)
+    pump.start()
+    startup_done()
     while not pump.wait(0.2):
         if stop.is_set():
             pump.pause()
