@@ -5,6 +5,12 @@ only when every earlier prewrite on this pump is resolved (its commit or rollbac
 resolver decided it). So no commit with a ts at or below the watermark can appear later here, as
 long as TiDB and the pump take their timestamps from one clock (PD's): a commit that does ("late")
 is reported to ``on_late``, since a drain that already read past the watermark misses it.
+
+One commit at or below the watermark is not late: the one the resolver writes for a prewrite that
+arrived here after later commits. TiDB takes a transaction's commit ts only once a pump has
+acknowledged its prewrite, so a prewrite that arrives behind commits of higher ts was not
+acknowledged in time (this pump stalled): TiDB wrote the transaction to another pump, and the
+resolver's commit here is a duplicate that drains drop.
 """
 from __future__ import annotations
 
@@ -19,6 +25,7 @@ from ingest.pump.storage.index import COMMIT, PREWRITE, Entry
 log = logging.getLogger(__name__)
 
 RESOLVE_AFTER = 1.0  # seconds a prewrite waits at the head before the resolver is asked
+RESOLVED_KEPT = 1024  # resolved transactions remembered, so their commits are not taken for late ones
 
 
 class Sorter:
@@ -43,6 +50,8 @@ class Sorter:
         self._cond = threading.Condition()
         self._round = threading.Lock()  # one round (pass + emit) at a time, so emits stay ordered
         self._blocked: Entry | None = None
+        # start_ts of the prewrites the resolver decided (the newest RESOLVED_KEPT) or is deciding now
+        self._resolved: dict[int, None] = {}
         self._blocked_since = 0.0  # monotonic time the current blocked head became the head
         self._watcher_idle = False
         self._closed = False
@@ -61,7 +70,13 @@ class Sorter:
                         waiting[e.start_ts] = waiting.get(e.start_ts, 0) + 1
                     else:
                         if waiting.pop(e.start_ts, None) is not None and e.tp == COMMIT and e.commit_ts <= last:
-                            late.append((e, last))
+                            if e.start_ts in self._resolved:
+                                log.info("txn %d: the resolver's commit at %d is below the watermark (%d): its "
+                                         "prewrite reached this pump after later commits, so TiDB wrote the "
+                                         "transaction to another pump; this copy is a duplicate",
+                                         e.start_ts, e.commit_ts, last)
+                            else:
+                                late.append((e, last))
                     items.append(e)
             self._pass()
         if late and self._on_late is not None:
@@ -130,10 +145,17 @@ class Sorter:
                     self._cond.wait(wait)
                     continue
             next_try = time.monotonic() + 1.0
+            with self._cond:
+                self._resolved[head.start_ts] = None   # before: its commit may be indexed while it resolves
+                if len(self._resolved) > RESOLVED_KEPT:
+                    del self._resolved[next(iter(self._resolved))]
             if self._try_resolve(head):
                 with self._round:
                     self._drop_head(head)
                     self._pass()
+            else:
+                with self._cond:
+                    self._resolved.pop(head.start_ts, None)
 
     def _drop_head(self, head: Entry) -> None:
         """Remove a prewrite the resolver decided (if still at the head), and one unresolved count
