@@ -10,21 +10,25 @@ INSERTs, 30 % updates, 10 % deletes of the writer's live keys), and two DDL unde
 COLUMN, ADD INDEX). The range: from the cluster's start to the pumps' watermark after the load.
 
 Timed, per output, into a fresh downstream, each drainer from one ``drainer.toml`` (TiDB Binlog's
-format, which binlake reads too):
+format, which binlake reads too; ``worker-count`` 16, ``txn-batch`` 20, safe mode off):
 
-- ``mysql``: TiDB Binlog's default (``worker-count`` 16, ``txn-batch`` 20, safe mode off);
-  ``mysql-merge``: the same with ``[syncer.to] merge = true``. MariaDB (Debian's) downstream.
+- ``mysql``: MariaDB (Debian's), TiDB Binlog's default mode; ``mysql-merge``: ``[syncer.to] merge
+  = true``. Checked: every table equals TiDB's, row for row. Floor: the final rows bulk-loaded into
+  fresh copies with 1,000-row INSERTs (``bench/mysql_apply.py``'s).
+- ``kafka``: a topic per drainer on a local broker (``make kafka``). Checked: the messages equal the
+  Go drainer's, parsed (binlake alone: one per transaction and DDL). Floor: a plain idempotent
+  producer of binlake's messages.
+- ``file``: protobuf binlog files, a directory per drainer. Checked as Kafka. Floor: the same frames
+  written to one file and fsynced.
 - ``go``: TiDB Binlog's drainer v8.3.0 (``--go-drainer PATH``, built by
-  ``bench/peers/go-drainer/build.sh``), from ``initial-commit-ts`` 0 until its checkpoint in the
-  downstream passes the range's end (saved every 3 s, so its wall ends when MariaDB's row counters,
-  ``Handler_write``/``_update``/``_delete``, last moved before that, its checkpoint row's writes
-  aside); ``binlake``: ``binlake drain`` of the range as a fresh process, to its exit.
-- per drainer: row changes/s (the load's row changes over the wall from exec to the range applied),
-  CPU seconds per row change (the process tree), peak RSS; then every table of the downstream is
-  compared with TiDB's, row for row.
+  ``bench/peers/go-drainer/build.sh``), from ``initial-commit-ts`` 0 until its checkpoint passes the
+  range's end; as it saves that every 3 s, its wall ends when its output last grew before (MariaDB's
+  ``Handler_write``/``_update``/``_delete``, its checkpoint row's writes aside; the topic's end
+  offset; the files' bytes). ``binlake``: ``binlake drain`` of the range as a fresh process, to its exit.
+- per drainer: row changes/s (the load's row changes over the wall from exec to the range written),
+  CPU seconds per row change (the process tree), peak RSS.
 
-Baseline: the Go drainer when given (binlake / Go); always, the floor: the final rows bulk-loaded
-into fresh copies of the tables with 1,000-row INSERTs (``bench/mysql_apply.py``'s).
+Baseline: the Go drainer when given (binlake / Go); always, each output's floor.
 
     make peers && bench/peers/go-drainer/build.sh /path/to/tidb-binlog /tmp/peersrc/drainer
     flock /tmp/binlake-bench.lock .venv/bin/python bench/vs_drainer.py --go-drainer /tmp/peersrc/drainer
@@ -45,6 +49,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -59,10 +64,10 @@ from bench.mysql_apply import bulk_load
 from tests.realtidb.conftest import RealCluster, real_cluster
 from tests.realtidb.peers import remove, scratch_dir
 from tests.realtidb.versions import BY_LINE, NEWEST
-from tests.servers import MariaDBServer
+from tests.servers import KafkaServer, MariaDBServer, kafka_classpath
 from upstream.local import free_port
 
-OUTPUTS = ("mysql", "mysql-merge")
+OUTPUTS = ("mysql", "mysql-merge", "kafka", "file")
 TABLES = ("orders", "users", "events", "metrics")
 SCHEMA = (
     f"CREATE DATABASE {DB}",
@@ -230,53 +235,23 @@ def run_load(cluster: RealCluster, rows: int, writers: int, seed: int) -> Load:
     return load
 
 
-# ---- the drainers -----------------------------------------------------------------------------
+# ---- the outputs ------------------------------------------------------------------------------
 
-def drainer_toml(path: Path, maria: MariaDBServer, data_dir: Path, pd_url: str, merge: bool, addr: str) -> Path:
-    """One drainer.toml for both drainers: TiDB Binlog's keys, MariaDB downstream, database ``bench``."""
-    path.write_text(f"""addr = "{addr}"
-data-dir = "{data_dir}"
-pd-urls = "{pd_url}"
-initial-commit-ts = 0
-log-level = "warn"
+class Progress:
+    """``probe()`` (a count the drainer's output grows: rows MariaDB changed, messages, file bytes)
+    sampled every 50 ms: when a drainer that saves its checkpoint every few seconds (TiDB Binlog's:
+    3 s) had in fact written the range."""
 
-[syncer]
-db-type = "mysql"
-worker-count = 16
-txn-batch = 20
-safe-mode = false
-replicate-do-db = ["{DB}"]
-
-[syncer.to]
-host = "127.0.0.1"
-port = {maria.port}
-user = "{maria.USER}"
-password = "{maria.PASSWORD}"
-merge = {"true" if merge else "false"}
-""")
-    return path
-
-
-class Applied:
-    """MariaDB's row counters (``Handler_write`` + ``_update`` + ``_delete``) sampled every 50 ms: when a drainer
-    that saves its checkpoint every few seconds (TiDB Binlog's: 3 s) had in fact applied the range."""
-
-    def __init__(self, maria: MariaDBServer) -> None:
-        self.conn: Any = maria.connect()
-        self.samples: list[tuple[float, int]] = [(time.perf_counter(), self._rows())]
+    def __init__(self, probe: Any) -> None:
+        self.probe = probe
+        self.samples: list[tuple[float, int]] = [(time.perf_counter(), probe())]
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="bench-applied", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="bench-progress", daemon=True)
         self._thread.start()
-
-    def _rows(self) -> int:
-        with self.conn.cursor() as cur:
-            cur.execute("SHOW GLOBAL STATUS WHERE Variable_name IN "
-                        "('Handler_write', 'Handler_update', 'Handler_delete')")
-            return sum(int(v) for _, v in cur.fetchall())
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.samples.append((time.perf_counter(), self._rows()))
+            self.samples.append((time.perf_counter(), self.probe()))
             self._stop.wait(0.05)
 
     def stop(self) -> None:
@@ -284,22 +259,255 @@ class Applied:
         if not self._stop.is_set():
             self._stop.set()
             self._thread.join()
-            self.conn.close()
 
     def done_at(self, slack: int) -> float:
-        """Stop sampling; the first time the counters came within ``slack`` rows (the checkpoint's own
-        writes) of their last value."""
+        """Stop sampling; the first time the count came within ``slack`` (the checkpoint's own
+        writes) of its last value."""
         self.stop()
+        self.samples.append((time.perf_counter(), self.probe()))
         last = self.samples[-1][1]
         return next(t for t, n in self.samples if n >= last - slack)
 
 
-def _checkpoint_ts(maria: MariaDBServer) -> int:
-    try:
-        rows = maria.query("SELECT checkPoint FROM tidb_binlog.checkpoint")
-    except Exception:   # noqa: BLE001 - not created yet
+class Output:
+    """One output kind: its drainer.toml keys, a fresh downstream per drainer, the count that shows
+    progress, TiDB Binlog's checkpoint, the check and the floor."""
+
+    name = ""
+    slack = 0    # the progress count's part the checkpoint writes
+
+    def __init__(self, work: Path) -> None:
+        self.work = work
+
+    def syncer(self, who: str) -> str:
+        """``[syncer]`` db-type and ``[syncer.to]`` keys for drainer ``who``."""
+        raise NotImplementedError
+
+    def reset(self) -> None:
+        """An empty downstream for the next drainer."""
+
+    def probe(self, who: str) -> int:
+        """The count drainer ``who``'s writing grows."""
+        raise NotImplementedError
+
+    def go_checkpoint(self, data_dir: Path) -> int:
+        """TiDB Binlog's saved checkpoint ts (its file checkpoint in ``data_dir``; 0 before one)."""
+        try:
+            text = (data_dir / "savepoint").read_text()
+        except OSError:
+            return 0
+        for line in text.splitlines():
+            if line.startswith("commitTS"):
+                return int(line.split("=")[1])
         return 0
-    return max((int(json.loads(r[0]).get("commitTS", 0)) for r in rows), default=0)
+
+    def check(self, cluster: RealCluster, who: str, drainers: list[str], load: Load) -> int:
+        """Check drainer ``who``'s output (against TiDB, or the other drainer's); the items checked."""
+        raise NotImplementedError
+
+    def floor(self) -> float:
+        """Seconds of the output's floor for the same data."""
+        raise NotImplementedError
+
+
+class MySQLOutput(Output):
+    """MariaDB, TiDB Binlog's default mode (``merge``: its merge mode); the floor: the final rows
+    bulk-loaded with 1,000-row INSERTs (``bench/mysql_apply.py``'s)."""
+
+    slack = 4    # a checkpoint save replaces its one row
+
+    def __init__(self, work: Path, maria: MariaDBServer, merge: bool) -> None:
+        super().__init__(work)
+        self.maria, self.merge = maria, merge
+        self.name = "mysql-merge" if merge else "mysql"
+        self.conn: Any = maria.connect()
+
+    def syncer(self, who: str) -> str:
+        m = self.maria
+        return (f'db-type = "mysql"\n\n[syncer.to]\nhost = "127.0.0.1"\nport = {m.port}\nuser = "{m.USER}"\n'
+                f'password = "{m.PASSWORD}"\nmerge = {"true" if self.merge else "false"}\n')
+
+    def reset(self) -> None:
+        self.maria.reset(DB)
+
+    def probe(self, who: str) -> int:
+        with self.conn.cursor() as cur:
+            cur.execute("SHOW GLOBAL STATUS WHERE Variable_name IN "
+                        "('Handler_write', 'Handler_update', 'Handler_delete')")
+            return sum(int(v) for _, v in cur.fetchall())
+
+    def go_checkpoint(self, data_dir: Path) -> int:
+        try:
+            rows = self.maria.query("SELECT checkPoint FROM tidb_binlog.checkpoint")
+        except Exception:   # noqa: BLE001 - not created yet
+            return 0
+        return max((int(json.loads(r[0]).get("commitTS", 0)) for r in rows), default=0)
+
+    def check(self, cluster: RealCluster, who: str, drainers: list[str], load: Load) -> int:
+        return same_as_upstream(cluster, self.maria, f"{who} {self.name}")
+
+    def floor(self) -> float:
+        from sink.mysql.target import MySQLTarget
+
+        dsn = f"mysql://{self.maria.USER}:{self.maria.PASSWORD}@127.0.0.1:{self.maria.port}/"
+        conn = MySQLTarget.from_dsn(dsn).connect()
+        try:
+            tables = {}
+            with conn.cursor() as cur:
+                for name in TABLES:
+                    cur.execute(f"SELECT * FROM `{DB}`.`{name}`")
+                    tables[name] = ([d[0] for d in cur.description], list(cur.fetchall()))
+            conn.commit()
+            return bulk_load(conn, tables)[0]
+        finally:
+            conn.close()
+
+
+class KafkaOutput(Output):
+    """A topic per drainer on a local Kafka broker; checked message for message against the other
+    drainer's (else counted: a message per transaction and DDL); the floor: a plain idempotent
+    producer of the same messages."""
+
+    name = "kafka"
+
+    def __init__(self, work: Path, kafka: Any) -> None:
+        super().__init__(work)
+        self.kafka = kafka
+        from confluent_kafka import Consumer
+
+        self.consumer = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": "bench-vs-probe"})
+
+    def topic(self, who: str) -> str:
+        return f"bench-vs-{who}"
+
+    def syncer(self, who: str) -> str:
+        return (f'db-type = "kafka"\n\n[syncer.to]\nkafka-addrs = "{self.kafka.bootstrap}"\n'
+                f'kafka-version = "2.4.0"\ntopic-name = "{self.topic(who)}"\n')
+
+    def probe(self, who: str) -> int:
+        from confluent_kafka import TopicPartition
+
+        try:
+            return int(self.consumer.get_watermark_offsets(TopicPartition(self.topic(who), 0), timeout=5)[1])
+        except Exception:   # noqa: BLE001 - no topic yet
+            return 0
+
+    def messages(self, who: str) -> list[bytes]:
+        return list(self.kafka.messages(self.topic(who)))
+
+    def check(self, cluster: RealCluster, who: str, drainers: list[str], load: Load) -> int:
+        return _same_records(self.name, {d: self.messages(d) for d in drainers if d == who or d == "go"},
+                             who, load, _secondary)
+
+    def floor(self) -> float:
+        from confluent_kafka import Producer
+
+        messages = self.messages("binlake")
+        producer = Producer({"bootstrap.servers": self.kafka.bootstrap, "enable.idempotence": True,
+                             "linger.ms": 5, "message.max.bytes": 1_000_000_000})
+        t0 = time.perf_counter()
+        for m in messages:
+            while True:
+                try:
+                    producer.produce("bench-vs-floor", m)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+        producer.flush()
+        return time.perf_counter() - t0
+
+
+class FileOutput(Output):
+    """TiDB Binlog's protobuf binlog files, a directory per drainer; checked record for record
+    against the other drainer's (else counted); the floor: the same frames written to one file and
+    fsynced."""
+
+    name = "file"
+
+    def dir(self, who: str) -> Path:
+        return self.work / f"pb-{who}"
+
+    def syncer(self, who: str) -> str:
+        return f'db-type = "file"\n\n[syncer.to]\ndir = "{self.dir(who)}"\n'
+
+    def probe(self, who: str) -> int:
+        try:
+            return sum(p.stat().st_size for p in self.dir(who).glob("binlog-*"))
+        except OSError:
+            return 0
+
+    def records(self, who: str) -> list[bytes]:
+        from sink.binlogfile import read_records
+
+        files = sorted(self.dir(who).glob("binlog-*"))
+        return [r for i, f in enumerate(files) for r in read_records(f, last=i == len(files) - 1)]
+
+    def check(self, cluster: RealCluster, who: str, drainers: list[str], load: Load) -> int:
+        return _same_records(self.name, {d: self.records(d) for d in drainers if d == who or d == "go"},
+                             who, load, _pb_binlog)
+
+    def floor(self) -> float:
+        data = b"".join(p.read_bytes() for p in sorted(self.dir("binlake").glob("binlog-*")))
+        target = self.work / "floor.bin"
+        t0 = time.perf_counter()
+        with open(target, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        return time.perf_counter() - t0
+
+
+def _secondary(raw: bytes) -> Any:
+    from schemas import secondary_binlog_pb2
+
+    b = secondary_binlog_pb2.Binlog()
+    b.ParseFromString(raw)
+    return b
+
+
+def _pb_binlog(raw: bytes) -> Any:
+    from schemas import pb_binlog_pb2
+
+    b = pb_binlog_pb2.Binlog()
+    b.ParseFromString(raw)
+    return b
+
+
+def _same_records(output: str, by: dict[str, list[bytes]], who: str, load: Load, parse: Any) -> int:
+    """Drainer ``who``'s records equal the Go drainer's, parsed (when both ran), else number a record
+    per transaction and DDL of the load; the records checked."""
+    mine = by[who]
+    if "go" not in by or who == "go":
+        want = load.transactions + len(SCHEMA) + len(DDL_UNDER_LOAD)
+        if "go" not in by and len(mine) != want:
+            raise BenchError(f"{who} {output}: {len(mine)} records, the load committed {want} transactions and DDL")
+        return len(mine)
+    theirs = by["go"]
+    for i, (a, b) in enumerate(zip(mine, theirs)):
+        if a != b and parse(a) != parse(b):
+            raise BenchError(f"{who} {output}: record {i} differs from TiDB Binlog's:\n{parse(a)}\nvs\n{parse(b)}")
+    if len(mine) != len(theirs):
+        raise BenchError(f"{who} {output}: {len(mine)} records, TiDB Binlog's drainer wrote {len(theirs)}")
+    return len(mine)
+
+
+# ---- the drainers -----------------------------------------------------------------------------
+
+def drainer_toml(path: Path, output: Output, who: str, data_dir: Path, pd_url: str, addr: str) -> Path:
+    """One drainer.toml for either drainer: TiDB Binlog's keys, database ``bench``, ``output``'s syncer."""
+    path.write_text(f"""addr = "{addr}"
+data-dir = "{data_dir}"
+pd-urls = "{pd_url}"
+initial-commit-ts = 0
+log-level = "warn"
+
+[syncer]
+worker-count = 16
+txn-batch = 20
+safe-mode = false
+replicate-do-db = ["{DB}"]
+{output.syncer(who)}""")
+    return path
 
 
 @dataclass
@@ -313,29 +521,28 @@ class Run:
     rss: int
 
 
-def go_drain(binary: Path, toml: Path, cluster: RealCluster, maria: MariaDBServer, end_ts: int, log: Path,
-             output: str) -> Run:
-    """TiDB Binlog's drainer from ts 0 until its checkpoint in MariaDB passes ``end_ts``."""
+def go_drain(binary: Path, toml: Path, output: Output, cluster: RealCluster, end_ts: int, work: Path) -> Run:
+    """TiDB Binlog's drainer from ts 0 until its checkpoint passes ``end_ts``; its wall ends where its
+    output last grew before that (the checkpoint is saved every 3 s)."""
     env = {**os.environ, "BINLAKE_TIDB_STATUS_URL": cluster.tidb.status_url}
-    applied = Applied(maria)
+    log = work / "drainer.log"
+    progress = Progress(lambda: output.probe("go"))
     t0 = time.perf_counter()
     with open(log, "wb") as f:
-        proc = subprocess.Popen([str(binary), "-config", str(toml), "-log-file", str(log.with_suffix(".go.log"))],
+        proc = subprocess.Popen([str(binary), "-config", str(toml), "-log-file", str(work / "drainer.go.log")],
                                 stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     sampled = _TreeSampler(proc.pid)
     try:
-        while _checkpoint_ts(maria) < end_ts:
+        while output.go_checkpoint(work / "data.drainer") < end_ts:
             if proc.poll() is not None:
                 raise BenchError(f"TiDB Binlog's drainer exited with {proc.returncode}:\n"
                                  + log.read_text(errors="replace")[-3000:])
             if time.perf_counter() - t0 > DONE_TIMEOUT:
                 raise BenchError(f"TiDB Binlog's drainer did not reach ts {end_ts} in {DONE_TIMEOUT:.0f} s")
             time.sleep(0.05)
-        # the checkpoint is saved every 3 s: the range was applied when the rows stopped changing
-        # (a save writes the one checkpoint row: a replace, counted as up to 2 rows)
-        wall = max(applied.done_at(slack=4) - t0, 0.0)
+        wall = max(progress.done_at(output.slack) - t0, 0.0)
     finally:
-        applied.stop()
+        progress.stop()
         sampled.stop()
         os.killpg(proc.pid, signal.SIGTERM)
         try:
@@ -343,12 +550,12 @@ def go_drain(binary: Path, toml: Path, cluster: RealCluster, maria: MariaDBServe
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    return Run("go", output, wall, sampled.seconds(), sum(sampled.peak.values()))
+    return Run("go", output.name, wall, sampled.seconds(), sum(sampled.peak.values()))
 
 
-def binlake_drain(toml: Path, cluster: RealCluster, end_ts: int, log: Path, output: str) -> Run:
+def binlake_drain(toml: Path, output: Output, cluster: RealCluster, end_ts: int, work: Path) -> Run:
     """``binlake drain`` of (0, end_ts] as a fresh process, configured by the same drainer.toml."""
-    report = log.with_suffix(".report.json")
+    log, report = work / "drainer.log", work / "report.json"
     cmd = [sys.executable, "-m", "binlake.cli", "drain", "--config", str(toml), "--registry", cluster.registry,
            "--upstream-status-url", cluster.tidb.status_url, "--to-ts", str(end_ts), "--report", str(report),
            "--spark-master", "local[2]"]
@@ -361,7 +568,7 @@ def binlake_drain(toml: Path, cluster: RealCluster, end_ts: int, log: Path, outp
     wall = time.perf_counter() - t0
     if code != 0:
         raise BenchError(f"binlake drain exited with {code}:\n" + log.read_text(errors="replace")[-3000:])
-    return Run("binlake", output, wall, sampled.seconds(), sum(sampled.peak.values()))
+    return Run("binlake", output.name, wall, sampled.seconds(), sum(sampled.peak.values()))
 
 
 # ---- checks -----------------------------------------------------------------------------------
@@ -411,24 +618,6 @@ def same_as_upstream(cluster: RealCluster, maria: MariaDBServer, who: str) -> in
     return compared
 
 
-def floor(maria: MariaDBServer) -> tuple[float, int]:
-    """The final rows (read back from the downstream) bulk-loaded into fresh copies: (seconds, rows)."""
-    from sink.mysql.target import MySQLTarget
-
-    dsn = f"mysql://{maria.USER}:{maria.PASSWORD}@127.0.0.1:{maria.port}/"
-    conn = MySQLTarget.from_dsn(dsn).connect()
-    try:
-        tables = {}
-        with conn.cursor() as cur:
-            for name in TABLES:
-                cur.execute(f"SELECT * FROM `{DB}`.`{name}`")
-                tables[name] = ([d[0] for d in cur.description], list(cur.fetchall()))
-        conn.commit()
-        return bulk_load(conn, tables)
-    finally:
-        conn.close()
-
-
 # ---- main -------------------------------------------------------------------------------------
 
 def main(argv: list[str] | None = None) -> int:
@@ -441,8 +630,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--keep", action="store_true", help="keep the work dir")
     args = ap.parse_args(argv)
-    outputs = [o for o in args.outputs.split(",") if o]
-    unknown = sorted(set(outputs) - set(OUTPUTS))
+    names = [o for o in args.outputs.split(",") if o]
+    unknown = sorted(set(names) - set(OUTPUTS))
     if unknown:
         ap.error(f"unknown outputs {unknown}; known: {', '.join(OUTPUTS)}")
     if args.go_drainer is not None and not os.access(args.go_drainer, os.X_OK):
@@ -452,31 +641,30 @@ def main(argv: list[str] | None = None) -> int:
     root = scratch_dir("binlake-bench-vs-")
     runs: list[Run] = []
     floors: dict[str, float] = {}
+    drainers = (["go"] if args.go_drainer else []) + ["binlake"]
     try:
-        with real_cluster(root, BY_LINE[args.tidb]) as cluster, MariaDBServer() as maria:
+        with ExitStack() as stack:
+            cluster = stack.enter_context(real_cluster(root, BY_LINE[args.tidb]))
+            outputs = _outputs(names, root, stack)
             load = run_load(cluster, args.rows, args.writers, args.seed)
             end_ts = cluster.settle()
             print(f"  load: {load.row_changes:,} row changes in {load.transactions:,} transactions, "
                   f"{load.seconds:.1f} s (not timed); range (0, {end_ts}]", flush=True)
             for output in outputs:
-                drainers = (["go"] if args.go_drainer else []) + ["binlake"]
                 for who in drainers:
-                    maria.reset(DB)
-                    work = root / f"{output}-{who}"
+                    output.reset()
+                    work = root / f"{output.name}-{who}"
                     work.mkdir()
-                    toml = drainer_toml(work / "drainer.toml", maria, work / "data.drainer", cluster.pd.url,
-                                        output == "mysql-merge", f"127.0.0.1:{free_port()}")
-                    log = work / "drainer.log"
-                    run = (go_drain(args.go_drainer, toml, cluster, maria, end_ts, log, output) if who == "go"
-                           else binlake_drain(toml, cluster, end_ts, log, output))
-                    compared = same_as_upstream(cluster, maria, f"{who} {output}")
+                    toml = drainer_toml(work / "drainer.toml", output, who, work / "data.drainer", cluster.pd.url,
+                                        f"127.0.0.1:{free_port()}")
+                    run = (go_drain(args.go_drainer, toml, output, cluster, end_ts, work) if who == "go"
+                           else binlake_drain(toml, output, cluster, end_ts, work))
+                    checked = output.check(cluster, who, drainers, load)
                     runs.append(run)
-                    print(f"  {output:12s} {who:8s} {load.row_changes / run.wall:9,.0f} row changes/s  "
+                    print(f"  {output.name:12s} {who:8s} {load.row_changes / run.wall:9,.0f} row changes/s  "
                           f"wall {run.wall:6.1f} s  CPU {run.cpu / load.row_changes * 1e6:7.1f} µs per row change  "
-                          f"peak RSS {run.rss / 2**20:6.0f} MiB  ({compared:,} rows equal TiDB's)", flush=True)
-                if output not in floors:
-                    secs = statistics.median(floor(maria)[0] for _ in range(3))
-                    floors[output] = secs
+                          f"peak RSS {run.rss / 2**20:6.0f} MiB  ({checked:,} checked)", flush=True)
+                floors[output.name] = statistics.median(output.floor() for _ in range(3))
             print()
             print(summary(runs, floors, load.row_changes))
     finally:
@@ -487,14 +675,34 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _outputs(names: list[str], root: Path, stack: ExitStack) -> list[Output]:
+    """The outputs asked for, their servers started on ``stack``."""
+    out: list[Output] = []
+    maria = kafka = None
+    for name in names:
+        if name.startswith("mysql"):
+            maria = maria or stack.enter_context(MariaDBServer())
+            out.append(MySQLOutput(root, maria, merge=name == "mysql-merge"))
+        elif name == "kafka":
+            classpath = kafka_classpath()
+            if classpath is None:
+                raise BenchError("no Kafka broker: run make kafka")
+            kafka = kafka or stack.enter_context(KafkaServer(classpath))
+            out.append(KafkaOutput(root, kafka))
+        else:
+            out.append(FileOutput(root))
+    return out
+
+
 def summary(runs: list[Run], floors: dict[str, float], rows: int) -> str:
-    """The SUMMARY block: per output, each drainer's rate, binlake / Go and binlake / the floor."""
+    """The SUMMARY block: per output, each drainer's rate, binlake / Go and binlake / the floor (the
+output's: bulk INSERT of the final rows, a plain producer, one write of the same frames)."""
     lines = [f"SUMMARY vs drainer ({rows:,} row changes):"]
     for output in dict.fromkeys(r.output for r in runs):
         by = {r.drainer: r for r in runs if r.output == output}
         b = by["binlake"]
         line = (f"  {output:12s} binlake {rows / b.wall:,.0f}/s, {b.cpu / rows * 1e6:.1f} µs CPU per row change; "
-                f"floor (bulk INSERT of the final rows) {floors[output]:.2f} s: binlake / floor "
+                f"floor {floors[output]:.2f} s: binlake / floor "
                 f"{floors[output] / b.wall:.2f}")
         if "go" in by:
             g = by["go"]

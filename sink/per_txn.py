@@ -52,8 +52,8 @@ class DDLFilters:
 
 @dataclass
 class Txn:
-    """One upstream transaction: ``pieces`` of a DML, or the ``ddl`` kept as (schema, table, TiDB's
-    query); neither when a filter left a DDL out."""
+    """One upstream transaction: ``pieces`` of a DML, or the ``ddl`` kept as (schema, table, the
+    query of TiDB's DDL binlog); neither when a filter left a DDL out."""
 
     commit_ts: int
     pieces: list[tuple[Table, list[Row]]] | None = None
@@ -89,5 +89,5 @@ def transactions(run: ch.RunBatch, floor: int, filters: DDLFilters,
             yield Txn(txn.commit_ts)
             continue
         db, table = names
-        report(f"{db}.{table}" if table else db).ddl.append(txn.ddl.job.query)
-        yield Txn(txn.commit_ts, ddl=(db, table, txn.ddl.job.query))
+        report(f"{db}.{table}" if table else db).ddl.append(txn.ddl.binlog_query)
+        yield Txn(txn.commit_ts, ddl=(db, table, txn.ddl.binlog_query))

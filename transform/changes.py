@@ -176,11 +176,19 @@ class DDLJob:
     """A DDL job committed inside the run's range, as the upstream ran it (schema-level ones too):
     sinks that replay statements (MySQL) apply ``job.query`` in commit order. ``names``: the
     (schema, table) TiDB Binlog's drainer names the job by (``SchemaHistory.names_of``; None: the
-    job's own lower-cased ones)."""
+    job's own lower-cased ones). ``query``: the text the DDL binlog carries, which TiDB Binlog's
+    outputs carry ("" when unknown); TiDB writes some statements there as it restores them (CREATE
+    DATABASE as ``CREATE DATABASE `d`;``) and its own options in ``/*T![…] */`` comments."""
 
     commit_ts: int
     job: Job
     names: tuple[str, str] | None = None
+    query: str = ""
+
+    @property
+    def binlog_query(self) -> str:
+        """The DDL binlog's query, else the job's."""
+        return self.query or self.job.query
 
 
 @dataclass

@@ -328,16 +328,17 @@ def row_changes(meta: pa.Table) -> int:
 
 
 def _metadata(decoded: DataFrame) -> pa.Table:
-    """The decoded records without their rows (``OUT_SCHEMA`` without ``data``), the records of one
-    kind, table, schema version and job summed into one (its first commit_ts, the last for
-    ``written_last``, its row and nulled-value counts)."""
+    """The decoded records without their rows (``OUT_SCHEMA``, ``data`` only a DDL's query), the
+    records of one kind, table, schema version and job summed into one (its first commit_ts, the
+    last for ``written_last``, its row and nulled-value counts)."""
     kind = F.col("kind")
     counted = (decoded.where(kind != "ddl").groupBy("kind", "table_id", "schema_version", "job_id")
                .agg(F.min("commit_ts").alias("first"), F.max("commit_ts").alias("last"),
                     F.sum("rows").alias("rows"), F.sum("nulled").alias("nulled"))
                .withColumn("commit_ts", F.when(kind == "written_last", F.col("last")).otherwise(F.col("first")))
+               .withColumn("data", F.lit(None).cast("binary"))
                .drop("first", "last"))
-    meta: pa.Table = decoded.where(kind == "ddl").drop("data").unionByName(counted).toArrow()
+    meta: pa.Table = decoded.where(kind == "ddl").unionByName(counted).toArrow()
     return meta
 
 
@@ -349,12 +350,12 @@ def _event_table_id(job: Job) -> int:
 
 
 def assemble(batch: ch.RunBatch, decoded: pa.Table, history: SchemaHistory, table_filter: TableFilter) -> None:
-    """Group the decoded records' metadata (``OUT_SCHEMA`` without ``data``) into ``batch.tables``:
+    """Group the decoded records' metadata (``OUT_SCHEMA``, ``data`` only a DDL's query) into ``batch.tables``:
     segments (row counts per schema version) and DDL events per table id."""
     segs: dict[int, list[tuple[int, int, int]]] = defaultdict(list)   # (version, first commit_ts, rows)
     events: dict[int, list[ch.DDLEvent]] = defaultdict(list)
     versions: dict[int, int] = defaultdict(int)
-    records: list[OutRecord] = decoded.to_pylist()  # rows of OUT_SCHEMA (``data`` left out)
+    records: list[OutRecord] = decoded.to_pylist()  # rows of OUT_SCHEMA (``data`` only a DDL's query)
     recovers: list[tuple[int, Job, TableInfo]] = []
     written: dict[str, dict[int, list[tuple[int, int]]]] = {"written": defaultdict(list),
                                                             "written_last": defaultdict(list)}
@@ -377,7 +378,8 @@ def assemble(batch: ch.RunBatch, decoded: pa.Table, history: SchemaHistory, tabl
             continue
         if rec["kind"] == "ddl":
             job = history.job(rec["job_id"])
-            batch.ddl.append(ch.DDLJob(rec["commit_ts"], job, history.names_of(job)))
+            query = rec.get("data")
+            batch.ddl.append(ch.DDLJob(rec["commit_ts"], job, history.names_of(job), query.decode() if query else ""))
             tid = _event_table_id(job)
             if job.type == DROP_SCHEMA:  # every table of the database ends here
                 for ended in history.ended_by(job.id):

@@ -137,16 +137,17 @@ def _pair(prewrites: pa.Table, commits: pa.Table) -> tuple[pa.Table, dict[int, i
 
 
 def _metadata(decoded: pa.Table) -> pa.Table:
-    """``transform.drain``'s collect stage over a table: the decoded records without their rows, those
+    """``transform.drain``'s collect stage over a table: the decoded records without their rows (a
+    DDL's keeps its query), those
     of one kind, table and schema version summed into one (the first commit_ts; the last for
     ``written_last``)."""
     kind = decoded.column("kind")
     summed = (decoded.filter(pc.not_equal(kind, "ddl"))
               .group_by(["kind", "table_id", "schema_version", "job_id"], use_threads=False)
               .aggregate([("commit_ts", "min"), ("commit_ts", "max"), ("rows", "sum"), ("nulled", "sum")]))
-    records = decoded.filter(pc.equal(kind, "ddl")).drop_columns(["data"]).to_pylist()
+    records = decoded.filter(pc.equal(kind, "ddl")).to_pylist()
     for r in summed.to_pylist():
         records.append({"kind": r["kind"], "table_id": r["table_id"], "schema_version": r["schema_version"],
                         "commit_ts": r["commit_ts_max"] if r["kind"] == "written_last" else r["commit_ts_min"],
-                        "job_id": r["job_id"], "rows": r["rows_sum"], "nulled": r["nulled_sum"]})
-    return pa.Table.from_pylist(records, schema=pa.schema([f for f in OUT_SCHEMA if f.name != "data"]))
+                        "job_id": r["job_id"], "rows": r["rows_sum"], "nulled": r["nulled_sum"], "data": None})
+    return pa.Table.from_pylist(records, schema=OUT_SCHEMA)

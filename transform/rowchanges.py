@@ -50,7 +50,8 @@ OUT_SCHEMA = pa.schema([
     pa.field("job_id", pa.int64(), nullable=False),
     pa.field("rows", pa.int64(), nullable=False),
     pa.field("nulled", pa.int64(), nullable=False),
-    pa.field("data", pa.binary()),                         # rows: Arrow IPC stream of the segment
+    pa.field("data", pa.binary()),                         # rows: Arrow IPC stream of the segment;
+                                                           # ddl: the query the DDL binlog carries
 ])
 
 
@@ -68,7 +69,8 @@ class RowsRecord(TypedDict):
 
 
 class DDLRecord(TypedDict):
-    """An ``OUT_SCHEMA`` record of a DDL binlog (the job is looked up in the history)."""
+    """An ``OUT_SCHEMA`` record of a DDL binlog (the job is looked up in the history; the binlog's
+    own query kept: TiDB Binlog's outputs carry it)."""
 
     kind: Literal["ddl"]
     table_id: int           # 0
@@ -77,7 +79,7 @@ class DDLRecord(TypedDict):
     job_id: int
     rows: int               # 0
     nulled: int             # 0
-    data: None
+    data: bytes             # the DDL binlog's ddl_query
 
 
 class StaleRecord(TypedDict):
@@ -335,7 +337,7 @@ class _Decoder:
         if b.ddl_job_id:
             if b.ddl_schema_state != mt.STATE_DELETE_ONLY:
                 yield {"kind": "ddl", "table_id": 0, "schema_version": 0, "commit_ts": commit_ts,
-                       "job_id": b.ddl_job_id, "rows": 0, "nulled": 0, "data": None}
+                       "job_id": b.ddl_job_id, "rows": 0, "nulled": 0, "data": b.ddl_query}
             return
         pv = binlog_pb2.PrewriteValue.FromString(b.prewrite_value)
         if self.ctx.loopback_channel is not None and self._marked(pv, commit_ts, self.ctx.loopback_channel):

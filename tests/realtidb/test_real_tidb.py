@@ -358,7 +358,8 @@ def test_restore_from_the_lake_of_a_real_tidb_at_two_points(real: RealCluster, m
 
 def test_files_carry_generated_columns_and_timestamps_in_the_drainers_zone_and_reparo_replays_them(
         real: RealCluster, maria: MariaDBServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    """db-type ``file`` from a drainer in America/New_York: TIMESTAMP text as TiDB shows it in that zone
+    """db-type ``file`` from a drainer in America/New_York: the DDL as TiDB's DDL binlog has it;
+    TIMESTAMP text as TiDB shows it in that zone
     (both sides of a DST change), generated columns where TiDB Binlog's files have them (an insert: all,
     the virtual one NULL; an update: none; a delete: the stored one); ``binlake reparo`` in the same zone
     replays the files into MariaDB equal to TiDB."""
@@ -380,7 +381,13 @@ def test_files_carry_generated_columns_and_timestamps_in_the_drainers_zone_and_r
     options.syncer.to.dir = str(real.root / "files-pb")
     to_ts = int(real.drain(options)["to_ts"])
 
-    events = [e for b in read_binlogs(real.root / "files-pb", 0, 0) for e in decode_events(b) if e.table == "g"]
+    binlogs = list(read_binlogs(real.root / "files-pb", 0, 0))
+    # a DDL as TiDB Binlog writes it: the query of TiDB's DDL binlog (restored by TiDB: quoted names,
+    # its own spacing; not the job's text as typed), `use db; …;`, a CREATE DATABASE's with a `;` more
+    ddl = [b.ddl_query.decode() for b in binlogs if b.ddl_query]
+    assert ddl[0] == "CREATE DATABASE `rt_files`;;"
+    assert ddl[1].startswith("use `rt_files`; CREATE TABLE `g` (`id` INT PRIMARY KEY,`a` INT,") and ddl[1].endswith(";")
+    events = [e for b in binlogs for e in decode_events(b) if e.table == "g"]
     rows = [(e.op, {c.name: (c.value, c.changed) for c in e.columns}) for e in events]
     conn = real.tidb.connect("rt_files")
     try:
