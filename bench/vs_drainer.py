@@ -460,8 +460,8 @@ class FileOutput(Output):
 
 
 def _secondary(raw: bytes) -> Any:
-    """A Kafka message, its tables in name order: TiDB's prewrite lists a transaction's tables in
-    Go's map order (random), which TiDB Binlog's drainer keeps, binlake's gives them in table id order."""
+    """A Kafka message, its tables in name order: TiDB Binlog's drainer keeps the order TiDB's
+    prewrite lists a transaction's tables in (not table id order), binlake's gives table id order."""
     from schemas import secondary_binlog_pb2
 
     b = secondary_binlog_pb2.Binlog()
@@ -496,7 +496,7 @@ def _same_records(output: str, by: dict[str, list[bytes]], who: str, load: Load,
         return len(mine)
     theirs = by["go"]
     for i, (a, b) in enumerate(zip(mine, theirs)):
-        if a != b and parse(a) != parse(b):   # equal bytes, or equal once the tables are in one order
+        if a != b and parse(a) != parse(b):   # equal bytes, or equal with a transaction's tables in one order
             raise BenchError(f"{who} {output}: record {i} differs from TiDB Binlog's:\n{parse(a)}\nvs\n{parse(b)}")
     if len(mine) != len(theirs):
         raise BenchError(f"{who} {output}: {len(mine)} records, TiDB Binlog's drainer wrote {len(theirs)}")
