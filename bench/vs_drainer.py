@@ -547,8 +547,10 @@ def go_drain(binary: Path, toml: Path, output: Output, cluster: RealCluster, end
     try:
         while output.go_checkpoint(work / "data.drainer") < end_ts:
             if proc.poll() is not None:
+                go_log = work / "drainer.go.log"
                 raise BenchError(f"TiDB Binlog's drainer exited with {proc.returncode}:\n"
-                                 + log.read_text(errors="replace")[-3000:])
+                                 + log.read_text(errors="replace")[-1500:]
+                                 + (go_log.read_text(errors="replace")[-3000:] if go_log.exists() else ""))
             if time.perf_counter() - t0 > DONE_TIMEOUT:
                 raise BenchError(f"TiDB Binlog's drainer did not reach ts {end_ts} in {DONE_TIMEOUT:.0f} s")
             time.sleep(0.05)
@@ -556,12 +558,13 @@ def go_drain(binary: Path, toml: Path, output: Output, cluster: RealCluster, end
     finally:
         progress.stop()
         sampled.stop()
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
     return Run("go", output.name, wall, sampled.seconds(), sum(sampled.peak.values()))
 
 
@@ -699,7 +702,10 @@ def _outputs(names: list[str], root: Path, stack: ExitStack) -> list[Output]:
             classpath = kafka_classpath()
             if classpath is None:
                 raise BenchError("no Kafka broker: run make kafka")
-            kafka = kafka or stack.enter_context(KafkaServer(classpath))
+            # TiDB Binlog asks brokers for message.max.bytes and replica.fetch.max.bytes of 1 GiB: its
+            # producer sends batches of up to kafka-max-messages (1024) messages whatever their size
+            kafka = kafka or stack.enter_context(KafkaServer(classpath, extra={
+                "message.max.bytes": str(1 << 30), "replica.fetch.max.bytes": str(1 << 30)}))
             out.append(KafkaOutput(root, kafka))
         else:
             out.append(FileOutput(root))
