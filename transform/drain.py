@@ -350,8 +350,8 @@ def _event_table_id(job: Job) -> int:
 
 
 def assemble(batch: ch.RunBatch, decoded: pa.Table, history: SchemaHistory, table_filter: TableFilter) -> None:
-    """Group the decoded records' metadata (``OUT_SCHEMA``, ``data`` only a DDL's query) into ``batch.tables``:
-    segments (row counts per schema version) and DDL events per table id."""
+    """Group the decoded records' metadata (``OUT_SCHEMA``, ``data`` only a DDL's query) into
+    ``batch.tables``: segments (row counts per schema version) and DDL events per table id."""
     segs: dict[int, list[tuple[int, int, int]]] = defaultdict(list)   # (version, first commit_ts, rows)
     events: dict[int, list[ch.DDLEvent]] = defaultdict(list)
     versions: dict[int, int] = defaultdict(int)

@@ -138,9 +138,8 @@ def _pair(prewrites: pa.Table, commits: pa.Table) -> tuple[pa.Table, dict[int, i
 
 def _metadata(decoded: pa.Table) -> pa.Table:
     """``transform.drain``'s collect stage over a table: the decoded records without their rows (a
-    DDL's keeps its query), those
-    of one kind, table and schema version summed into one (the first commit_ts; the last for
-    ``written_last``)."""
+    DDL's keeps its query), those of one kind, table and schema version summed into one (the first
+    commit_ts; the last for ``written_last``)."""
     kind = decoded.column("kind")
     summed = (decoded.filter(pc.not_equal(kind, "ddl"))
               .group_by(["kind", "table_id", "schema_version", "job_id"], use_threads=False)
