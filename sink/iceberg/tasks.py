@@ -31,6 +31,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.conversions import from_bytes
@@ -375,7 +376,9 @@ def _delete_touched(job: MirrorJob, touched: pa.Table | None, keep: list[DataFil
         touched = touched.select(names)
         for f in candidates:
             rows = scan.to_table([FileScanTask(f)]).select(stored).rename_columns(names).cast(touched.schema)
-            rows = rows.append_column("_binlake_pos", pa.array(range(rows.num_rows), pa.int64()))
+            # positions from numpy: pa.array of a Python range converts one int at a time (16 files of
+            # 312,500 rows, a 5M-row table's base: 1.4 s against numpy's 0.01 s, on a busy machine)
+            rows = rows.append_column("_binlake_pos", pa.array(np.arange(rows.num_rows, dtype=np.int64)))
             hit = rows.join(touched, names, join_type="inner").column("_binlake_pos").combine_chunks()
             if f.file_path in gone:
                 hit = hit.filter(pc.invert(pc.is_in(hit, value_set=pa.concat_arrays(gone[f.file_path]))))
