@@ -474,6 +474,14 @@ def drain(env: Env, warehouse: Path, to_ts: int, log: Path, driver_memory: str,
     if profile is not None:
         cmd = ["py-spy", "record", "--subprocesses", "--idle", "--format", "raw", "--rate", "20",
                "-o", str(profile), "--"] + cmd
+    wall, sampled = run_sampled(cmd, log)
+    return json.loads(report.read_text()), wall, sampled
+
+
+def run_sampled(cmd: list[str], log: Path) -> tuple[float, _TreeSampler]:
+    """Run ``cmd`` (a ``binlake drain``) from the repository, its output to ``log``: (wall seconds from
+    exec to exit, the CPU and memory samples of its process tree); a BenchError with the log's error
+    lines and tail when it fails."""
     t0 = time.perf_counter()
     with open(log, "wb") as f:
         proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT)
@@ -486,7 +494,7 @@ def drain(env: Env, warehouse: Path, to_ts: int, log: Path, driver_memory: str,
         causes = [x for x in lines if any(w in x for w in ("Error", "Exception", "Killed", "FAILED"))][:12]
         tail = "\n".join(causes + ["..."] + lines[-30:])
         raise BenchError(f"binlake drain exited with {code}:\n{tail}")
-    return json.loads(report.read_text()), wall, sampled
+    return wall, sampled
 
 
 def check(env: Env, warehouse: Path, report: dict[str, Any], phase: dict[str, Any],

@@ -59,8 +59,8 @@ import pymysql
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import BenchError, machine_line
-from bench.drain import DB, ROOT, UTC, _load_avg, _TreeSampler
-from bench.mysql_apply import bulk_load
+from bench.drain import DB, UTC, _load_avg, _TreeSampler, run_sampled
+from bench.mysql_apply import bulk_load, read_tables
 from tests.realtidb.conftest import RealCluster, real_cluster
 from tests.realtidb.peers import remove, scratch_dir
 from tests.realtidb.versions import BY_LINE, NEWEST
@@ -352,13 +352,7 @@ class MySQLOutput(Output):
         dsn = f"mysql://{self.maria.USER}:{self.maria.PASSWORD}@127.0.0.1:{self.maria.port}/"
         conn = MySQLTarget.from_dsn(dsn).connect()
         try:
-            tables = {}
-            with conn.cursor() as cur:
-                for name in TABLES:
-                    cur.execute(f"SELECT * FROM `{DB}`.`{name}`")
-                    tables[name] = ([d[0] for d in cur.description], list(cur.fetchall()))
-            conn.commit()
-            return bulk_load(conn, tables)[0]
+            return bulk_load(conn, read_tables(conn, list(TABLES)))[0]
         finally:
             conn.close()
 
@@ -459,30 +453,28 @@ class FileOutput(Output):
         return time.perf_counter() - t0
 
 
+def _in_table_order(message: Any, items: str) -> Any:
+    """``message`` with its ``dml_data.<items>`` (a Kafka message's tables, a file record's events)
+    in table name order, stable, so each table's rows keep theirs: TiDB Binlog's drainer keeps the
+    order TiDB's prewrite lists a transaction's tables in (not table id order), binlake's gives
+    table id order."""
+    field = getattr(message.dml_data, items)
+    ordered = sorted(field, key=lambda t: (t.schema_name, t.table_name))
+    del field[:]
+    field.extend(ordered)
+    return message
+
+
 def _secondary(raw: bytes) -> Any:
-    """A Kafka message, its tables in name order: TiDB Binlog's drainer keeps the order TiDB's
-    prewrite lists a transaction's tables in (not table id order), binlake's gives table id order."""
     from schemas import secondary_binlog_pb2
 
-    b = secondary_binlog_pb2.Binlog()
-    b.ParseFromString(raw)
-    tables = sorted(b.dml_data.tables, key=lambda t: (t.schema_name, t.table_name))
-    del b.dml_data.tables[:]
-    b.dml_data.tables.extend(tables)
-    return b
+    return _in_table_order(secondary_binlog_pb2.Binlog.FromString(raw), "tables")
 
 
 def _pb_binlog(raw: bytes) -> Any:
-    """A file record, its events grouped by table in name order (stable: each table's in row order)
-    for the reason of :func:`_secondary`."""
     from schemas import pb_binlog_pb2
 
-    b = pb_binlog_pb2.Binlog()
-    b.ParseFromString(raw)
-    events = sorted(b.dml_data.events, key=lambda e: (e.schema_name, e.table_name))
-    del b.dml_data.events[:]
-    b.dml_data.events.extend(events)
-    return b
+    return _in_table_order(pb_binlog_pb2.Binlog.FromString(raw), "events")
 
 
 def _same_records(output: str, by: dict[str, list[bytes]], who: str, load: Load, parse: Any) -> int:
@@ -574,15 +566,7 @@ def binlake_drain(toml: Path, output: Output, cluster: RealCluster, end_ts: int,
     cmd = [sys.executable, "-m", "binlake.cli", "drain", "--config", str(toml), "--registry", cluster.registry,
            "--upstream-status-url", cluster.tidb.status_url, "--to-ts", str(end_ts), "--report", str(report),
            "--spark-master", "local[2]"]
-    t0 = time.perf_counter()
-    with open(log, "wb") as f:
-        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT)
-        sampled = _TreeSampler(proc.pid)
-        code = proc.wait()
-        sampled.stop()
-    wall = time.perf_counter() - t0
-    if code != 0:
-        raise BenchError(f"binlake drain exited with {code}:\n" + log.read_text(errors="replace")[-3000:])
+    wall, sampled = run_sampled(cmd, log)
     return Run("binlake", output.name, wall, sampled.seconds(), sum(sampled.peak.values()))
 
 
